@@ -1,0 +1,138 @@
+package surface_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+type benchOut struct {
+	N float64 `json:"n"`
+}
+
+type benchIn struct {
+	IDs []string `json:"ids"`
+}
+
+// benchComponents returns n components, each with one observation whose
+// output is {n: number} and one action whose input is {ids: string[]}.
+func benchComponents(n int) []surface.Component {
+	obs := surface.Observation(surface.ObservationDef[benchOut]{
+		Description: "Reads n",
+		Read:        func(context.Context, *surface.Call) (benchOut, error) { return benchOut{N: 1}, nil },
+	})
+	act := surface.Action(surface.ActionDef[benchIn, surface.None]{
+		Description: "Selects ids",
+		Effect:      surface.LocalState,
+		Execute:     func(context.Context, *surface.Call, benchIn) (surface.None, error) { return surface.None{}, nil },
+	})
+	comps := make([]surface.Component, n)
+	for i := range comps {
+		comps[i] = surface.Component{
+			Type:         "bench.widget",
+			InstanceID:   "w" + strconv.Itoa(i),
+			Description:  "Benchmark widget",
+			Observations: map[string]surface.Capability{"readState": obs},
+			Actions:      map[string]surface.Capability{"selectRows": act},
+		}
+	}
+	return comps
+}
+
+func BenchmarkNewRegistry(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = surface.New(nil)
+	}
+}
+
+func BenchmarkRegisterUnregister(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			comps := benchComponents(n)
+			reg := surface.New(nil)
+			defer reg.Close()
+			handles := make([]*surface.Handle, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range comps {
+					h, err := reg.Register(comps[i])
+					if err != nil {
+						b.Fatal(err)
+					}
+					handles[i] = h
+				}
+				for _, h := range handles {
+					h.Unregister()
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			reg := surface.New(nil)
+			defer reg.Close()
+			for _, c := range benchComponents(n) {
+				if _, err := reg.Register(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if s := reg.Snapshot(surface.SnapshotOptions{}); len(s.Components) != n {
+					b.Fatal(len(s.Components))
+				}
+			}
+		})
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkHeapPerRegistry reports the retained heap of an empty registry
+// (over 10,000 registries) as B/registry.
+func BenchmarkHeapPerRegistry(b *testing.B) {
+	const n = 10_000
+	for b.Loop() {
+		before := heapInUse()
+		regs := make([]*surface.Registry, n)
+		for i := range regs {
+			regs[i] = surface.New(nil)
+		}
+		after := heapInUse()
+		b.ReportMetric(float64(after-before)/n, "B/registry")
+		runtime.KeepAlive(regs)
+	}
+}
+
+// BenchmarkHeapPerComponent reports the retained heap of one registered
+// component (over 1,000 components) as B/component.
+func BenchmarkHeapPerComponent(b *testing.B) {
+	const n = 1000
+	comps := benchComponents(n)
+	for b.Loop() {
+		reg := surface.New(nil)
+		before := heapInUse()
+		for i := range comps {
+			if _, err := reg.Register(comps[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		after := heapInUse()
+		b.ReportMetric(float64(after-before)/n, "B/component")
+		runtime.KeepAlive(reg)
+		_ = reg.Close()
+	}
+}

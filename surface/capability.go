@@ -1,0 +1,330 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/agentsurface/agentsurface/internal/schema"
+)
+
+// Call carries the identity of one invocation to a handler. Handlers must
+// not retain it after they return.
+type Call struct {
+	// CapabilityID is the id of the capability being called.
+	CapabilityID string
+	// RegistrationID is the registration that owns the capability.
+	RegistrationID string
+	// InvocationID is the idempotency key of the invocation.
+	InvocationID string
+	// Consumer is who called.
+	Consumer Consumer
+	// Host is the host context from [Options.Context], read once per
+	// invocation. Treat it as read-only.
+	Host map[string]any
+	// Confirmation is the approved evidence this invocation carries, or nil.
+	Confirmation *Evidence
+}
+
+// Evidence is an approved confirmation presented with an invocation.
+type Evidence struct {
+	// ID is the confirmation id.
+	ID string
+	// ApprovedAt is when the user approved.
+	ApprovedAt time.Time
+}
+
+// ObservationDef defines an observation: a side-effect-free read of live
+// state whose result has type Out. Build a [Capability] from it with
+// [Observation].
+type ObservationDef[Out any] struct {
+	// Description is agent-visible, non-empty, at most
+	// Limits.MaxCapabilityDescription UTF-16 code units.
+	Description string
+	// OutputSchema, when set, is the raw JSON Schema of the output; it
+	// must fit the supported subset. When nil the schema is inferred from
+	// Out (json tags; descriptions from a `jsonschema` struct tag).
+	OutputSchema json.RawMessage
+	// Read returns the current state. It must not change anything. It is
+	// called with a context that ends on timeout, cancellation or unmount.
+	Read func(ctx context.Context, call *Call) (Out, error)
+	// When, if set, is the availability predicate, evaluated at snapshot
+	// and at invocation. It must be cheap, synchronous and must not call
+	// back into the registry; a panic counts as unavailable ("when-error").
+	When func() bool
+	// UnavailableReason explains to the agent why the capability is
+	// unavailable when When returns false. Default "Currently unavailable".
+	UnavailableReason string
+	// UnavailableReasonFunc, if set, computes the reason live and takes
+	// precedence over UnavailableReason.
+	UnavailableReasonFunc func() string
+	// Meta is agent-visible metadata: a JSON record of at most
+	// Limits.MaxMetaBytes bytes, frozen at registration.
+	Meta map[string]any
+	// Timeout bounds Read. Zero means Limits.ObservationTimeout.
+	Timeout time.Duration
+}
+
+// ActionDef defines an action: a change of view or session state
+// (effect [LocalState] or [Navigation]) taking input In and returning Out.
+// Use [None] for no input or no output. Build a [Capability] from it with
+// [Action].
+type ActionDef[In, Out any] struct {
+	// Description is agent-visible, non-empty, at most
+	// Limits.MaxCapabilityDescription UTF-16 code units.
+	Description string
+	// InputSchema, when set, is the raw JSON Schema of the input; else it
+	// is inferred from In. A value that validates must decode into In.
+	InputSchema json.RawMessage
+	// OutputSchema, when set, is the raw JSON Schema of the output; else it
+	// is inferred from Out (none for [None]).
+	OutputSchema json.RawMessage
+	// Effect must be LocalState or Navigation; server effects belong to
+	// procedure references (a PLANE_VIOLATION here).
+	Effect Effect
+	// Idempotent declares that repeating the action has no further effect.
+	// Default false.
+	Idempotent bool
+	// Irreversible declares that the action cannot be undone. Default
+	// false (reversible).
+	Irreversible bool
+	// Confirmation is the declared confirmation level. Default never.
+	Confirmation Confirmation
+	// Audit is the audit level. Default metadata.
+	Audit AuditLevel
+	// When, if set, is the availability predicate (see ObservationDef.When).
+	When func() bool
+	// UnavailableReason explains why the action is unavailable.
+	UnavailableReason string
+	// UnavailableReasonFunc computes the reason live; it takes precedence.
+	UnavailableReasonFunc func() string
+	// Precondition, if set, checks the validated input against live state
+	// before execution; a non-nil error fails the call with
+	// PRECONDITION_FAILED.
+	Precondition func(ctx context.Context, call *Call, in In) error
+	// Execute performs the action. Its context ends on timeout,
+	// cancellation or unmount.
+	Execute func(ctx context.Context, call *Call, in In) (Out, error)
+	// Meta is agent-visible metadata, frozen at registration.
+	Meta map[string]any
+	// Timeout bounds Execute. Zero means Limits.ActionTimeout.
+	Timeout time.Duration
+}
+
+type capKind uint8
+
+const (
+	kindObservation capKind = iota + 1
+	kindAction
+)
+
+func (k capKind) String() string {
+	if k == kindObservation {
+		return "observation"
+	}
+	return "action"
+}
+
+// Capability is one observation or action, built by [Observation] or
+// [Action] and placed in a [Component]. It is immutable and may be shared
+// by several components. The zero Capability is invalid.
+type Capability struct{ def *capDef }
+
+// capDef is the untyped form every typed definition compiles to.
+type capDef struct {
+	kind         capKind
+	description  string
+	effect       Effect
+	idempotent   bool
+	reversible   bool
+	confirmation Confirmation
+	audit        AuditLevel
+	input        *schema.Schema // nil for observations
+	output       *schema.Schema // nil when the output is None
+	bad          *DefinitionError
+	meta         map[string]any
+	timeout      time.Duration
+
+	when     func() bool
+	reason   string
+	reasonFn func() string
+
+	read         func(ctx context.Context, call *Call) (any, error)
+	decode       func(raw []byte) (any, error)
+	precondition func(ctx context.Context, call *Call, in any) error
+	execute      func(ctx context.Context, call *Call, in any) (any, error)
+}
+
+var noneType = reflect.TypeFor[None]()
+
+// emptyObjectSchema is the input schema of an action taking None.
+var emptyObjectSchema = sync.OnceValue(func() *schema.Schema {
+	s, err := schema.Parse([]byte(`{"type":"object","properties":{},"additionalProperties":false}`))
+	if err != nil {
+		panic("surface: empty object schema: " + err.Error())
+	}
+	return s
+})
+
+// buildLimits admit any schema the hard caps allow; each registry checks
+// its own Limits at Register.
+var buildLimits = schema.Limits{MaxBytes: schema.HardMaxBytes, MaxDepth: schema.HardMaxDepth}
+
+// compileSchema returns the schema of a typed definition: the raw one when
+// given, else the one inferred from t.
+func compileSchema(raw json.RawMessage, t reflect.Type, field string) (*schema.Schema, *DefinitionError) {
+	var (
+		s   *schema.Schema
+		err error
+	)
+	if raw != nil {
+		s, err = schema.ParseLimits(raw, buildLimits)
+	} else {
+		s, err = schema.InferLimits(t, buildLimits)
+	}
+	if err != nil {
+		return nil, &DefinitionError{Code: UnsupportedSchema, Field: field, Message: err.Error(), Err: err}
+	}
+	return s, nil
+}
+
+// Observation builds a capability from an observation definition. Schema
+// problems are reported by [Registry.Register] as *DefinitionError.
+func Observation[Out any](def ObservationDef[Out]) Capability {
+	d := &capDef{
+		kind:         kindObservation,
+		description:  def.Description,
+		effect:       Read,
+		idempotent:   true,
+		confirmation: ConfirmNever,
+		audit:        AuditNone,
+		meta:         def.Meta,
+		timeout:      def.Timeout,
+		when:         def.When,
+		reason:       def.UnavailableReason,
+		reasonFn:     def.UnavailableReasonFunc,
+	}
+	outType := reflect.TypeFor[Out]()
+	switch {
+	case def.Read == nil:
+		d.bad = defErr(InvalidDefinition, "read", "an observation needs a Read function")
+	case outType == noneType && def.OutputSchema == nil:
+		d.bad = defErr(InvalidDefinition, "output", "an observation must return a value, not None")
+	default:
+		d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
+	}
+	if read := def.Read; read != nil {
+		d.read = func(ctx context.Context, call *Call) (any, error) { return read(ctx, call) }
+	}
+	return Capability{d}
+}
+
+// Action builds a capability from an action definition. Schema and field
+// problems are reported by [Registry.Register] as *DefinitionError.
+func Action[In, Out any](def ActionDef[In, Out]) Capability {
+	d := &capDef{
+		kind:         kindAction,
+		description:  def.Description,
+		effect:       def.Effect,
+		idempotent:   def.Idempotent,
+		reversible:   !def.Irreversible,
+		confirmation: def.Confirmation.orDefault(),
+		audit:        def.Audit,
+		meta:         def.Meta,
+		timeout:      def.Timeout,
+		when:         def.When,
+		reason:       def.UnavailableReason,
+		reasonFn:     def.UnavailableReasonFunc,
+	}
+	if d.audit == "" {
+		d.audit = AuditMetadata
+	}
+	inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
+	switch {
+	case def.Execute == nil:
+		d.bad = defErr(InvalidDefinition, "execute", "an action needs an Execute function")
+	case inType == noneType && def.InputSchema == nil:
+		d.input = emptyObjectSchema()
+	default:
+		d.input, d.bad = compileSchema(def.InputSchema, inType, "input")
+	}
+	if d.bad == nil && (outType != noneType || def.OutputSchema != nil) {
+		d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
+	}
+	d.decode = func(raw []byte) (any, error) {
+		var in In
+		if inType == noneType {
+			return in, nil
+		}
+		err := json.Unmarshal(raw, &in)
+		return in, err
+	}
+	if pre := def.Precondition; pre != nil {
+		d.precondition = func(ctx context.Context, call *Call, in any) error { return pre(ctx, call, in.(In)) }
+	}
+	if exec := def.Execute; exec != nil {
+		d.execute = func(ctx context.Context, call *Call, in any) (any, error) {
+			out, err := exec(ctx, call, in.(In))
+			if outType == noneType {
+				return nil, err
+			}
+			return out, err
+		}
+	}
+	return Capability{d}
+}
+
+// check reports a structural defect of the capability under the
+// registry's limits. group and name place it in the component
+// ("actions", "selectRows").
+func (d *capDef) check(group, name string, want capKind, lim *Limits) *DefinitionError {
+	at := func(e *DefinitionError) *DefinitionError {
+		c := *e
+		c.Field = group + "." + name
+		if e.Field != "" {
+			c.Field += "." + e.Field
+		}
+		return &c
+	}
+	if d == nil {
+		return at(defErr(InvalidDefinition, "", "not built by surface.Observation or surface.Action"))
+	}
+	if d.kind != want {
+		return at(defErr(InvalidDefinition, "", "a "+d.kind.String()+" listed among "+want.String()+"s"))
+	}
+	if d.bad != nil {
+		return at(d.bad)
+	}
+	if e := checkDescription(d.description, lim.MaxCapabilityDescription); e != nil {
+		return at(e)
+	}
+	if d.kind == kindAction {
+		switch {
+		case d.effect.IsServer():
+			return at(defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation"))
+		case !d.effect.IsView():
+			return at(defErr(InvalidDefinition, "effect", "effect must be local-state or navigation"))
+		case !d.confirmation.valid():
+			return at(defErr(InvalidDefinition, "confirmation", "confirmation must be never, optional or required"))
+		case !d.audit.valid():
+			return at(defErr(InvalidDefinition, "audit", "audit must be none, metadata or full"))
+		}
+	}
+	if d.timeout < 0 {
+		return at(defErr(InvalidDefinition, "timeout", "timeout must not be negative"))
+	}
+	for _, s := range []struct {
+		s     *schema.Schema
+		field string
+	}{{d.input, "input"}, {d.output, "output"}} {
+		if s.s == nil {
+			continue
+		}
+		if err := s.s.CheckLimits(lim.MaxSchemaBytes, lim.MaxSchemaDepth); err != nil {
+			return at(&DefinitionError{Code: UnsupportedSchema, Field: s.field, Message: err.Error(), Err: err})
+		}
+	}
+	return nil
+}

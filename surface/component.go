@@ -1,0 +1,175 @@
+package surface
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Component is the definition of anything with a lifecycle that exposes
+// capabilities: a server-side page or view, a TUI screen, a job. Register
+// it when it mounts and unregister the handle when it unmounts.
+//
+// Structural fields are copied and frozen by [Registry.Register]; the
+// registry keeps the capabilities' functions and calls them live.
+type Component struct {
+	// Type is the component type, dot-separated segments matching
+	// ^[a-z][a-z0-9-]*$ ("devices.table"), at most 128 long.
+	Type string
+	// InstanceID distinguishes simultaneous mounts of one type; derive it
+	// from data (an entity id, a slot name), never from render order.
+	// Default "default"; ^[A-Za-z0-9_-]+$, at most 128 long.
+	InstanceID string
+	// Description is agent-visible: required, at most
+	// Limits.MaxComponentDescription UTF-16 code units.
+	Description string
+	// Parent optionally links to a containing component.
+	Parent *Parent
+	// Meta is agent-visible metadata: a JSON record of at most
+	// Limits.MaxMetaBytes bytes. Never put secrets here.
+	Meta map[string]any
+	// Internal is metadata for policies and audit sinks. It is never
+	// serialized into snapshots or any agent-facing payload.
+	Internal map[string]any
+	// Origin is the registrant's trust label for the OnRegister guard.
+	// Default "first-party".
+	Origin string
+	// Priority orders snapshots (higher first) and survives budgets
+	// longer. Default 0.
+	Priority int
+	// Disabled makes every capability visible but unavailable
+	// ("component-disabled"). Toggle it later with Handle.Update.
+	Disabled bool
+	// Observations are the component's reads, by capability name
+	// (^[a-z][A-Za-z0-9]*$), built with [Observation].
+	Observations map[string]Capability
+	// Actions are the component's view actions, by capability name, built
+	// with [Action]. A name may not be both an observation and an action.
+	Actions map[string]Capability
+}
+
+// checkDescription reports a missing or over-long description.
+func checkDescription(s string, max int) *DefinitionError {
+	if strings.TrimSpace(s) == "" {
+		return defErr(InvalidDefinition, "description", "a non-empty description is required")
+	}
+	if n := jsLen(s); n > max {
+		return defErr(LimitExceeded, "description", fmt.Sprintf("description is %d characters, more than the limit of %d", n, max))
+	}
+	return nil
+}
+
+// buildRegistration validates c and freezes its structure. It runs no user
+// code.
+func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionError) {
+	if !ValidComponentType(c.Type) {
+		return nil, defErr(InvalidID, "type", "component type must be dot-separated segments matching ^[a-z][a-z0-9-]*$, at most 128 long")
+	}
+	instance := c.InstanceID
+	if instance == "" {
+		instance = DefaultInstanceID
+	}
+	if !ValidInstanceID(instance) {
+		return nil, defErr(InvalidID, "instanceId", "instance id must match ^[A-Za-z0-9_-]+$, at most 128 long")
+	}
+	if e := checkDescription(c.Description, lim.MaxComponentDescription); e != nil {
+		return nil, e
+	}
+	reg := &registration{
+		typ:         c.Type,
+		instance:    instance,
+		description: c.Description,
+		internal:    maps.Clone(c.Internal),
+		origin:      c.Origin,
+		priority:    c.Priority,
+	}
+	if reg.origin == "" {
+		reg.origin = "first-party"
+	}
+	if p := c.Parent; p != nil {
+		reg.parent = *p
+		if reg.parent.InstanceID == "" {
+			reg.parent.InstanceID = DefaultInstanceID
+		}
+		if !ValidComponentType(reg.parent.Type) || !ValidInstanceID(reg.parent.InstanceID) {
+			return nil, defErr(InvalidDefinition, "parent", "parent needs a valid component type and instance id")
+		}
+	}
+	var e *DefinitionError
+	if reg.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
+		return nil, e
+	}
+
+	var obsBuf, actBuf [8]string
+	obsNames := sortedNames(c.Observations, obsBuf[:0])
+	actNames := sortedNames(c.Actions, actBuf[:0])
+	n := len(obsNames) + len(actNames)
+	if n == 0 {
+		return reg, nil
+	}
+	reg.caps = make([]regCap, 0, n)
+	reg.capIDs = make([]string, 0, n)
+	reg.nObs = len(obsNames)
+	// All capability ids share one allocation: "view:T.aview:T.b…".
+	idLen := 0
+	for _, names := range [2][]string{obsNames, actNames} {
+		for _, name := range names {
+			idLen += len("view:") + len(reg.typ) + 1 + len(name)
+		}
+	}
+	allIDs := make([]byte, 0, idLen)
+	for _, names := range [2][]string{obsNames, actNames} {
+		for _, name := range names {
+			allIDs = append(append(append(append(allIDs, "view:"...), reg.typ...), '.'), name...)
+		}
+	}
+	ids := string(allIDs)
+	add := func(group, name string, c Capability, kind capKind) *DefinitionError {
+		id := ids[:len("view:")+len(reg.typ)+1+len(name)]
+		ids = ids[len(id):]
+		if !ValidCapabilityName(name) {
+			return defErr(InvalidID, group+"."+name, "capability name must match ^[a-z][A-Za-z0-9]*$")
+		}
+		if len(id) > MaxIDLength {
+			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", id, MaxIDLength))
+		}
+		d := c.def
+		if e := d.check(group, name, kind, lim); e != nil {
+			return e
+		}
+		var meta JSONText
+		if len(d.meta) > 0 {
+			var e *DefinitionError
+			if meta, e = freezeMeta(d.meta, group+"."+name+".meta", lim.MaxMetaBytes); e != nil {
+				return e
+			}
+		}
+		reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, meta: meta})
+		reg.capIDs = append(reg.capIDs, id)
+		return nil
+	}
+	for _, name := range obsNames {
+		if _, dup := c.Actions[name]; dup {
+			return nil, defErr(DuplicateCapability, "actions."+name, "the name is used by both an observation and an action")
+		}
+		if e := add("observations", name, c.Observations[name], kindObservation); e != nil {
+			return nil, e
+		}
+	}
+	for _, name := range actNames {
+		if e := add("actions", name, c.Actions[name], kindAction); e != nil {
+			return nil, e
+		}
+	}
+	return reg, nil
+}
+
+// sortedNames appends the keys of m to buf, sorted.
+func sortedNames(m map[string]Capability, buf []string) []string {
+	for k := range m {
+		buf = append(buf, k)
+	}
+	slices.Sort(buf)
+	return buf
+}

@@ -1,0 +1,25 @@
+package surface
+
+// Test hooks into unexported state (the export_test.go idiom).
+
+// TombstoneLive reports whether a live tombstone remembers regID.
+func (r *Registry) TombstoneLive(regID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.tombs.byRegistration(regID, r.now())
+	return ok
+}
+
+// TombstoneListing reports whether a live tombstone lists capID.
+func (r *Registry) TombstoneListing(capID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tombs.listing(capID, r.now())
+}
+
+// TombstoneCount returns how many tombstones are stored, expired included.
+func (r *Registry) TombstoneCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tombs.len()
+}

@@ -1,0 +1,191 @@
+package surface
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+)
+
+// Plane separates view capabilities (observations and actions of live
+// components) from domain procedure references.
+type Plane string
+
+// Planes.
+const (
+	ViewPlane   Plane = "view"
+	DomainPlane Plane = "domain"
+)
+
+// Identifier limits (semantics §1).
+const (
+	// MaxIDLength is the maximum length of a component type, an instance
+	// id, and a capability id.
+	MaxIDLength = 128
+	// DefaultInstanceID is the instance id of a component that sets none.
+	DefaultInstanceID = "default"
+)
+
+// CapabilityID is a parsed capability id: "view:<type>.<name>" or
+// "domain:<path>".
+type CapabilityID struct {
+	// Plane is ViewPlane or DomainPlane.
+	Plane Plane
+	// Type is the component type of a view id ("devices.table").
+	Type string
+	// Name is the capability name of a view id ("selectRows").
+	Name string
+	// Path is the opaque procedure path of a domain id ("devices.disable").
+	Path string
+}
+
+// String formats the id; ParseCapabilityID(id.String()) returns id.
+func (id CapabilityID) String() string {
+	if id.Plane == DomainPlane {
+		return "domain:" + id.Path
+	}
+	return "view:" + id.Type + "." + id.Name
+}
+
+// ViewID returns the capability id "view:<componentType>.<name>".
+func ViewID(componentType, name string) string {
+	return "view:" + componentType + "." + name
+}
+
+// ParseCapabilityID parses s by the id grammar. It reports false for
+// anything unparseable or longer than [MaxIDLength]; such ids resolve to
+// CAPABILITY_NOT_FOUND at invocation, never to an internal error.
+func ParseCapabilityID(s string) (CapabilityID, bool) {
+	if len(s) > MaxIDLength {
+		return CapabilityID{}, false
+	}
+	if rest, ok := strings.CutPrefix(s, "domain:"); ok {
+		if rest == "" {
+			return CapabilityID{}, false
+		}
+		return CapabilityID{Plane: DomainPlane, Path: rest}, true
+	}
+	rest, ok := strings.CutPrefix(s, "view:")
+	if !ok {
+		return CapabilityID{}, false
+	}
+	dot := strings.LastIndexByte(rest, '.')
+	if dot < 0 {
+		return CapabilityID{}, false
+	}
+	typ, name := rest[:dot], rest[dot+1:]
+	if !ValidComponentType(typ) || !ValidCapabilityName(name) {
+		return CapabilityID{}, false
+	}
+	return CapabilityID{Plane: ViewPlane, Type: typ, Name: name}, true
+}
+
+// ValidComponentType reports whether s is a component type: dot-separated
+// segments matching ^[a-z][a-z0-9-]*$, at most [MaxIDLength] long.
+func ValidComponentType(s string) bool {
+	if s == "" || len(s) > MaxIDLength {
+		return false
+	}
+	segStart := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case segStart:
+			if c < 'a' || c > 'z' {
+				return false
+			}
+			segStart = false
+		case c == '.':
+			segStart = true
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		default:
+			return false
+		}
+	}
+	return !segStart // no trailing dot
+}
+
+// ValidCapabilityName reports whether s matches ^[a-z][A-Za-z0-9]*$.
+func ValidCapabilityName(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isAlnum(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidInstanceID reports whether s matches ^[A-Za-z0-9_-]+$ and is at most
+// [MaxIDLength] long.
+func ValidInstanceID(s string) bool {
+	if s == "" || len(s) > MaxIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// jsLen is the length of s in UTF-16 code units, the unit of every
+// character limit of the spec.
+func jsLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// appendRandom62 appends n random base62 characters. The source is
+// math/rand/v2's runtime generator (ChaCha8, seeded from the OS): ids must
+// be unpredictable enough not to collide, not secret.
+func appendRandom62(dst []byte, n int) []byte {
+	for n > 0 {
+		v := rand.Uint64()
+		for k := 0; k < 10 && n > 0; k++ { // 62^10 < 2^64
+			dst = append(dst, base62[v%62])
+			v /= 62
+			n--
+		}
+	}
+	return dst
+}
+
+func newSurfaceID() string {
+	return string(appendRandom62(append(make([]byte, 0, 26), "srf_"...), 22))
+}
+
+// NewInvocationID mints an invocation id, "inv_" + 12 base62 characters.
+func NewInvocationID() string {
+	return string(appendRandom62(append(make([]byte, 0, 16), "inv_"...), 12))
+}
+
+func newConfirmationID() string {
+	return string(appendRandom62(append(make([]byte, 0, 16), "cnf_"...), 12))
+}
+
+// newRegistrationID formats "reg_" + counter in lowercase base36,
+// zero-padded to at least 4, + 6 random base62 characters.
+func newRegistrationID(counter uint64) string {
+	b := make([]byte, 0, 20)
+	b = append(b, "reg_"...)
+	var num [16]byte
+	d := strconv.AppendUint(num[:0], counter, 36)
+	for i := len(d); i < 4; i++ {
+		b = append(b, '0')
+	}
+	b = append(b, d...)
+	return string(appendRandom62(b, 6))
+}

@@ -1,0 +1,146 @@
+package surface_test
+
+import (
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// AS-ID-001: grammar accept/reject; unambiguous parsing.
+func TestIDGrammar_AS_ID_001(t *testing.T) {
+	types := []struct {
+		s  string
+		ok bool
+	}{
+		{"devices", true}, {"devices.table", true}, {"a.b-c.d9", true}, {"x-1.y", true},
+		{"", false}, {"Devices", false}, {"devices.", false}, {".devices", false},
+		{"devices..table", false}, {"1devices", false}, {"dev_ices", false},
+		{"devices.Table", false}, {"-dev", false}, {"dev ices", false},
+		{strings.Repeat("a", 128), true}, {strings.Repeat("a", 129), false},
+	}
+	for _, c := range types {
+		if got := surface.ValidComponentType(c.s); got != c.ok {
+			t.Errorf("ValidComponentType(%q) = %v, want %v", c.s, got, c.ok)
+		}
+	}
+	names := []struct {
+		s  string
+		ok bool
+	}{
+		{"readState", true}, {"a", true}, {"select2Rows", true},
+		{"", false}, {"ReadState", false}, {"read-state", false}, {"read_state", false},
+		{"read.state", false}, {"9read", false},
+	}
+	for _, c := range names {
+		if got := surface.ValidCapabilityName(c.s); got != c.ok {
+			t.Errorf("ValidCapabilityName(%q) = %v, want %v", c.s, got, c.ok)
+		}
+	}
+	instances := []struct {
+		s  string
+		ok bool
+	}{
+		{"default", true}, {"main", true}, {"A_b-9", true},
+		{"", false}, {"a.b", false}, {"a b", false}, {"é", false},
+		{strings.Repeat("i", 128), true}, {strings.Repeat("i", 129), false},
+	}
+	for _, c := range instances {
+		if got := surface.ValidInstanceID(c.s); got != c.ok {
+			t.Errorf("ValidInstanceID(%q) = %v, want %v", c.s, got, c.ok)
+		}
+	}
+
+	ids := []struct {
+		s    string
+		ok   bool
+		want surface.CapabilityID
+	}{
+		{"view:devices.table.selectRows", true, surface.CapabilityID{Plane: surface.ViewPlane, Type: "devices.table", Name: "selectRows"}},
+		{"view:at.a.a", true, surface.CapabilityID{Plane: surface.ViewPlane, Type: "at.a", Name: "a"}},
+		{"domain:devices.disable", true, surface.CapabilityID{Plane: surface.DomainPlane, Path: "devices.disable"}},
+		{"domain:readState__0", true, surface.CapabilityID{Plane: surface.DomainPlane, Path: "readState__0"}},
+		{"domain:", false, surface.CapabilityID{}},
+		{"view:devices", false, surface.CapabilityID{}},
+		{"view:devices.", false, surface.CapabilityID{}},
+		{"view:.readState", false, surface.CapabilityID{}},
+		{"view:devices.table.select_rows", false, surface.CapabilityID{}},
+		{"view:devices.table.SelectRows", false, surface.CapabilityID{}},
+		{"View:devices.table.selectRows", false, surface.CapabilityID{}},
+		{"devices.table.selectRows", false, surface.CapabilityID{}},
+		{"meta:surface.discover", false, surface.CapabilityID{}},
+		{"", false, surface.CapabilityID{}},
+		{"domain:" + strings.Repeat("p", 121), true, surface.CapabilityID{Plane: surface.DomainPlane, Path: strings.Repeat("p", 121)}},
+		{"domain:" + strings.Repeat("p", 122), false, surface.CapabilityID{}}, // 129 long
+	}
+	for _, c := range ids {
+		got, ok := surface.ParseCapabilityID(c.s)
+		if ok != c.ok || got != c.want {
+			t.Errorf("ParseCapabilityID(%q) = %+v, %v; want %+v, %v", c.s, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func genSegment(t *rapid.T, label string) string {
+	return rapid.StringMatching(`[a-z][a-z0-9-]{0,8}`).Draw(t, label)
+}
+
+// AS-ID-003: property — ids round-trip parse/format.
+func TestIDRoundTrip_AS_ID_003(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		segs := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) string { return genSegment(t, "seg") }), 1, 5).Draw(t, "segments")
+		typ := strings.Join(segs, ".")
+		name := rapid.StringMatching(`[a-z][A-Za-z0-9]{0,12}`).Draw(t, "name")
+		id := surface.ViewID(typ, name)
+		parsed, ok := surface.ParseCapabilityID(id)
+		if len(id) > surface.MaxIDLength {
+			if ok {
+				t.Fatalf("over-long id %q parsed", id)
+			}
+			return
+		}
+		if !ok || parsed.Type != typ || parsed.Name != name || parsed.String() != id {
+			t.Fatalf("ParseCapabilityID(%q) = %+v, %v", id, parsed, ok)
+		}
+
+		path := rapid.StringMatching(`[A-Za-z0-9_.:-]{1,40}`).Draw(t, "path")
+		did := "domain:" + path
+		dp, ok := surface.ParseCapabilityID(did)
+		if !ok || dp.Path != path || dp.String() != did {
+			t.Fatalf("ParseCapabilityID(%q) = %+v, %v", did, dp, ok)
+		}
+
+		// Anything that parses formats back to itself.
+		s := rapid.String().Draw(t, "arbitrary")
+		if p, ok := surface.ParseCapabilityID(s); ok && p.String() != s {
+			t.Fatalf("ParseCapabilityID(%q).String() = %q", s, p.String())
+		}
+	})
+}
+
+func TestConsumerKey(t *testing.T) {
+	if got := (surface.Consumer{}).Key(); got != "embedded:anonymous" {
+		t.Errorf("zero consumer key = %q", got)
+	}
+	if got := (surface.Consumer{ID: "s1", Kind: surface.MCPBridge}).Key(); got != "mcp-bridge:s1" {
+		t.Errorf("key = %q", got)
+	}
+}
+
+func TestMintedIDs(t *testing.T) {
+	reg := surface.New(nil)
+	defer reg.Close()
+	id := reg.SurfaceID()
+	if len(id) != 26 || !strings.HasPrefix(id, "srf_") || strings.Trim(id[4:], "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") != "" {
+		t.Errorf("surface id %q", id)
+	}
+	if other := surface.New(nil).SurfaceID(); other == id {
+		t.Errorf("two registries share surface id %q", id)
+	}
+	inv := surface.NewInvocationID()
+	if len(inv) != 16 || !strings.HasPrefix(inv, "inv_") {
+		t.Errorf("invocation id %q", inv)
+	}
+}

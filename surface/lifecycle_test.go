@@ -1,0 +1,526 @@
+package surface_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/surfacetest"
+)
+
+func capIDs(s surface.Snapshot) []string {
+	var ids []string
+	for _, c := range s.Components {
+		for _, o := range c.Observations() {
+			ids = append(ids, o.CapabilityID)
+		}
+		for _, a := range c.Actions() {
+			ids = append(ids, a.CapabilityID)
+		}
+	}
+	return ids
+}
+
+// AS-LIFE-001 (registration half): live at once on register, gone on unregister.
+func TestRegisterLiveAndUnregister_AS_LIFE_001(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	rec := surfacetest.Record(t, reg)
+	mustVersion(t, reg, "0")
+	if n := len(reg.Snapshot(surface.SnapshotOptions{}).Components); n != 0 {
+		t.Fatalf("empty registry has %d components", n)
+	}
+
+	h := surfacetest.MustRegister(t, reg, table("main", nil))
+	if !strings.HasPrefix(h.ID(), "reg_") || len(h.ID()) != len("reg_0001")+6 {
+		t.Errorf("registration id %q", h.ID())
+	}
+	snap := reg.Snapshot(surface.SnapshotOptions{})
+	if got := strings.Join(capIDs(snap), ","); got != "view:devices.table.readState,view:devices.table.selectRows" {
+		t.Fatalf("capabilities = %s", got)
+	}
+	if snap.SurfaceVersion != "1" || snap.Components[0].RegistrationID() != h.ID() {
+		t.Fatalf("snapshot version %s reg %s", snap.SurfaceVersion, snap.Components[0].RegistrationID())
+	}
+	want := []surface.Event{
+		surface.ComponentRegistered{RegistrationID: h.ID(), ComponentType: "devices.table", InstanceID: "main"},
+		surface.SurfaceChanged{SurfaceVersion: "1"},
+	}
+	if got := rec.Events(); !equalEvents(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+
+	rec.Reset()
+	h.Unregister()
+	if h.Status() != surface.Unregistered {
+		t.Fatalf("status = %v", h.Status())
+	}
+	if n := len(reg.Snapshot(surface.SnapshotOptions{}).Components); n != 0 {
+		t.Fatalf("after unregister: %d components", n)
+	}
+	want = []surface.Event{
+		surface.ComponentUnregistered{RegistrationID: h.ID(), ComponentType: "devices.table", InstanceID: "main"},
+		surface.SurfaceChanged{SurfaceVersion: "2"},
+	}
+	if got := rec.Events(); !equalEvents(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+	if !reg.TombstoneLive(h.ID()) || !reg.TombstoneListing("view:devices.table.selectRows") {
+		t.Fatal("no tombstone after unregister")
+	}
+	h.Unregister() // a second unregister does nothing
+	mustVersion(t, reg, "2")
+}
+
+func equalEvents(a, b []surface.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// AS-LIFE-002: only the disabled flag and availability are updatable;
+// structural defects are errors in every environment.
+func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
+	for _, env := range []surface.Environment{surface.Production, surface.Development, surface.Test} {
+		reg := surfacetest.NewRegistry(t, &surface.Options{Environment: env})
+		c := table("main", nil)
+		c.Description = "   "
+		_, err := reg.Register(c)
+		surfacetest.RequireDefinitionError(t, err, surface.InvalidDefinition)
+		if !errors.Is(err, &surface.DefinitionError{Code: surface.InvalidDefinition}) {
+			t.Errorf("%s: errors.Is by code failed", env)
+		}
+		mustVersion(t, reg, "0")
+	}
+
+	reg := surfacetest.NewRegistry(t, nil)
+	rec := surfacetest.Record(t, reg)
+	h := surfacetest.MustRegister(t, reg, table("main", nil))
+	rec.Reset()
+
+	h.Update(surface.Update{Disabled: new(true)})
+	snap := reg.Snapshot(surface.SnapshotOptions{})
+	for _, o := range snap.Components[0].Observations() {
+		if o.Available || o.UnavailableReason != "component-disabled" {
+			t.Fatalf("disabled observation: %+v", o)
+		}
+	}
+	mustVersion(t, reg, "2")
+	if got := rec.Types(); strings.Join(got, ",") != "surface-changed" {
+		t.Fatalf("disable emitted %v (no availability-changed for the flag)", got)
+	}
+
+	rec.Reset()
+	h.Update(surface.Update{Disabled: new(false), Availability: map[string]surface.Availability{
+		"selectRows": {Available: false, Reason: "Nothing to select"},
+	}})
+	mustVersion(t, reg, "3") // one bump per call
+	snap = reg.Snapshot(surface.SnapshotOptions{})
+	a := snap.Components[0].Actions()[0]
+	if a.Available || a.UnavailableReason != "Nothing to select" || !snap.Components[0].Observations()[0].Available {
+		t.Fatalf("override: %+v", snap.Components[0])
+	}
+	want := []surface.Event{
+		surface.AvailabilityChanged{RegistrationID: h.ID(), CapabilityID: "view:devices.table.selectRows", Available: false},
+		surface.SurfaceChanged{SurfaceVersion: "3"},
+	}
+	if got := rec.Events(); !equalEvents(got, want) {
+		t.Fatalf("events = %v", got)
+	}
+
+	// The same update again changes nothing: no bump, no event.
+	rec.Reset()
+	h.Update(surface.Update{Disabled: new(false), Availability: map[string]surface.Availability{
+		"selectRows": {Available: false, Reason: "Nothing to select"},
+	}})
+	mustVersion(t, reg, "3")
+	if n := len(rec.Events()); n != 0 {
+		t.Fatalf("no-op update emitted %d events", n)
+	}
+
+	// Overrides may be keyed by full id; available:true stops blocking.
+	h.Update(surface.Update{Availability: map[string]surface.Availability{"view:devices.table.selectRows": {Available: true}}})
+	h.Update(surface.Update{Availability: map[string]surface.Availability{"selectRows": {Available: true}}})
+	if a := reg.Snapshot(surface.SnapshotOptions{}).Components[0].Actions()[0]; !a.Available {
+		t.Fatalf("override not lifted: %+v", a)
+	}
+	mustVersion(t, reg, "5")
+
+	h.Unregister()
+	h.Update(surface.Update{Disabled: new(true)})
+	h.Invalidate()
+	mustVersion(t, reg, "6")
+}
+
+func TestDefinitionErrors(t *testing.T) {
+	okObs := surfacetest.Value("Reads", 1)
+	okAct := surfacetest.Noop("Does", surface.LocalState)
+	long := strings.Repeat("x", 301)
+	cases := []struct {
+		name  string
+		mod   func(c *surface.Component)
+		code  surface.DefinitionCode
+		field string
+	}{
+		{"bad type", func(c *surface.Component) { c.Type = "Devices" }, surface.InvalidID, "type"},
+		{"bad instance", func(c *surface.Component) { c.InstanceID = "a.b" }, surface.InvalidID, "instanceId"},
+		{"bad name", func(c *surface.Component) { c.Observations = map[string]surface.Capability{"Read": okObs} }, surface.InvalidID, "observations.Read"},
+		{"view id too long", func(c *surface.Component) {
+			c.Type = strings.Repeat("a", 120)
+			c.Observations = map[string]surface.Capability{"readState": okObs}
+		}, surface.InvalidID, "observations.readState"},
+		{"no description", func(c *surface.Component) { c.Description = "" }, surface.InvalidDefinition, "description"},
+		{"long description", func(c *surface.Component) { c.Description = strings.Repeat("é", 501) }, surface.LimitExceeded, "description"},
+		{"emoji description counts UTF-16", func(c *surface.Component) { c.Description = strings.Repeat("😀", 251) }, surface.LimitExceeded, "description"},
+		{"long capability description", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"go": surfacetest.Noop(long, surface.LocalState)}
+		}, surface.LimitExceeded, "actions.go.description"},
+		{"zero capability", func(c *surface.Component) { c.Actions = map[string]surface.Capability{"go": {}} }, surface.InvalidDefinition, "actions.go"},
+		{"kind mismatch", func(c *surface.Component) { c.Actions = map[string]surface.Capability{"go": okObs} }, surface.InvalidDefinition, "actions.go"},
+		{"missing read", func(c *surface.Component) {
+			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[int]{Description: "x"})}
+		}, surface.InvalidDefinition, "observations.r.read"},
+		{"missing execute", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "x", Effect: surface.LocalState})}
+		}, surface.InvalidDefinition, "actions.a.execute"},
+		{"observation of None", func(c *surface.Component) {
+			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[surface.None]{
+				Description: "x", Read: func(context.Context, *surface.Call) (surface.None, error) { return surface.None{}, nil }})}
+		}, surface.InvalidDefinition, "observations.r.output"},
+		{"server effect on action", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"a": surfacetest.Noop("x", surface.Destructive)}
+		}, surface.PlaneViolation, "actions.a.effect"},
+		{"unknown effect", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"a": surfacetest.Noop("x", "teleport")}
+		}, surface.InvalidDefinition, "actions.a.effect"},
+		{"missing effect", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"a": surfacetest.Noop("x", "")}
+		}, surface.InvalidDefinition, "actions.a.effect"},
+		{"bad confirmation", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[surface.None, surface.None]{
+				Description: "x", Effect: surface.LocalState, Confirmation: "maybe",
+				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }})}
+		}, surface.InvalidDefinition, "actions.a.confirmation"},
+		{"bad audit", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[surface.None, surface.None]{
+				Description: "x", Effect: surface.LocalState, Audit: "everything",
+				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }})}
+		}, surface.InvalidDefinition, "actions.a.audit"},
+		{"duplicate name", func(c *surface.Component) {
+			c.Observations = map[string]surface.Capability{"same": okObs}
+			c.Actions = map[string]surface.Capability{"same": okAct}
+		}, surface.DuplicateCapability, "actions.same"},
+		{"unsupported raw schema", func(c *surface.Component) {
+			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[map[string]any, surface.None]{
+				Description: "x", Effect: surface.LocalState, InputSchema: json.RawMessage(`{"type":"object","oneOf":[{"type":"object"}]}`),
+				Execute: func(context.Context, *surface.Call, map[string]any) (surface.None, error) { return surface.None{}, nil }})}
+		}, surface.UnsupportedSchema, "actions.a.input"},
+		{"uninferable type", func(c *surface.Component) {
+			c.Observations = map[string]surface.Capability{"r": surfacetest.Value("x", make(chan int))}
+		}, surface.UnsupportedSchema, "observations.r.output"},
+		{"meta not JSON", func(c *surface.Component) { c.Meta = map[string]any{"f": func() {}} }, surface.InvalidDefinition, "meta"},
+		{"meta too big", func(c *surface.Component) { c.Meta = map[string]any{"big": strings.Repeat("m", 2048)} }, surface.LimitExceeded, "meta"},
+		{"capability meta too big", func(c *surface.Component) {
+			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[int]{
+				Description: "x", Meta: map[string]any{"big": strings.Repeat("m", 2048)},
+				Read: func(context.Context, *surface.Call) (int, error) { return 0, nil }})}
+		}, surface.LimitExceeded, "observations.r.meta"},
+		{"bad parent", func(c *surface.Component) { c.Parent = &surface.Parent{Type: "Page"} }, surface.InvalidDefinition, "parent"},
+		{"negative timeout", func(c *surface.Component) {
+			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[int]{
+				Description: "x", Timeout: -time.Second, Read: func(context.Context, *surface.Call) (int, error) { return 0, nil }})}
+		}, surface.InvalidDefinition, "observations.r.timeout"},
+	}
+	reg := surfacetest.NewRegistry(t, nil)
+	rec := surfacetest.Record(t, reg)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := surface.Component{Type: "devices.table", Description: "Devices"}
+			tc.mod(&c)
+			h, err := reg.Register(c)
+			if h != nil {
+				t.Fatalf("got a handle with a definition error")
+			}
+			de := surfacetest.RequireDefinitionError(t, err, tc.code)
+			if de.Field != tc.field {
+				t.Errorf("field = %q, want %q (%v)", de.Field, tc.field, de)
+			}
+		})
+	}
+	mustVersion(t, reg, "0")
+	if n := len(rec.Events()); n != 0 {
+		t.Fatalf("definition errors emitted %d events", n)
+	}
+}
+
+// AS-SCHEMA-001 (registration side): the registry's schema limits apply to
+// inferred and raw schemas alike.
+func TestSchemaLimitsAtRegister_AS_SCHEMA_001(t *testing.T) {
+	type deep struct {
+		A struct {
+			B struct {
+				C []string `json:"c"`
+			} `json:"b"`
+		} `json:"a"`
+	}
+	c := surface.Component{Type: "deep", Description: "Deep", Observations: map[string]surface.Capability{
+		"read": surfacetest.Value("Deep value", deep{}),
+	}}
+	// depth: a=1, b=2, c=3, items=4
+	tight := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaDepth: 3}})
+	_, err := tight.Register(c)
+	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+	roomy := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaDepth: 4}})
+	surfacetest.MustRegister(t, roomy, c)
+
+	// Limits above the defaults are honoured too: depth 10 needs a registry
+	// that allows it.
+	nested := `{"type":"string"}`
+	for range 10 {
+		nested = `{"type":"array","items":` + nested + `}`
+	}
+	deepRaw := surface.Component{Type: "nested", Description: "Nested", Actions: map[string]surface.Capability{
+		"set": surface.Action(surface.ActionDef[any, surface.None]{
+			Description: "Sets", Effect: surface.LocalState, InputSchema: json.RawMessage(nested),
+			Execute: func(context.Context, *surface.Call, any) (surface.None, error) { return surface.None{}, nil },
+		}),
+	}}
+	_, err = surfacetest.NewRegistry(t, nil).Register(deepRaw)
+	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+	surfacetest.MustRegister(t, surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaDepth: 10}}), deepRaw)
+
+	small := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaBytes: 20}})
+	_, err = small.Register(c)
+	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+
+	raw := surface.Component{Type: "raw", Description: "Raw", Actions: map[string]surface.Capability{
+		"set": surface.Action(surface.ActionDef[map[string]any, surface.None]{
+			Description: "Sets", Effect: surface.LocalState,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"https://example.com/x"}}}`),
+			Execute:     func(context.Context, *surface.Call, map[string]any) (surface.None, error) { return surface.None{}, nil },
+		}),
+	}}
+	_, err = roomy.Register(raw)
+	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+}
+
+// AS-LIFE-003: first wins on duplicates; replace mode; name duplicates are
+// structural (see TestDefinitionErrors).
+func TestDuplicates_AS_LIFE_003(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	rec := surfacetest.Record(t, reg)
+	first := surfacetest.MustRegister(t, reg, table("main", nil))
+	rec.Reset()
+	dup, err := reg.Register(table("main", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dup.Status() != surface.Rejected || dup.ID() == first.ID() || dup.ID() == "" {
+		t.Fatalf("duplicate: status %v id %q", dup.Status(), dup.ID())
+	}
+	mustVersion(t, reg, "1")
+	want := []surface.Event{surface.ComponentRejected{ComponentType: "devices.table", InstanceID: "main", Reason: surface.RejectedDuplicate}}
+	if got := rec.Events(); !equalEvents(got, want) {
+		t.Fatalf("events = %v", got)
+	}
+	if got := reg.Snapshot(surface.SnapshotOptions{}).Components; len(got) != 1 || got[0].RegistrationID() != first.ID() {
+		t.Fatalf("first registration not kept: %+v", got)
+	}
+	// Dead handles do nothing.
+	dup.Update(surface.Update{Disabled: new(true)})
+	dup.Invalidate()
+	dup.Refresh()
+	dup.Unregister()
+	mustVersion(t, reg, "1")
+	if first.Status() != surface.Active {
+		t.Fatal("dead handle affected the live one")
+	}
+	// Another instance id is not a duplicate.
+	surfacetest.MustRegister(t, reg, table("side", nil))
+
+	// Replace mode.
+	rreg := surfacetest.NewRegistry(t, &surface.Options{OnDuplicate: surface.Replace})
+	rrec := surfacetest.Record(t, rreg)
+	old := surfacetest.MustRegister(t, rreg, table("main", nil))
+	rrec.Reset()
+	nw := surfacetest.MustRegister(t, rreg, table("main", nil))
+	if old.Status() != surface.Unregistered || nw.ID() == old.ID() {
+		t.Fatalf("replace: old %v new id %q old id %q", old.Status(), nw.ID(), old.ID())
+	}
+	mustVersion(t, rreg, "3") // replace = +2
+	wantR := []surface.Event{
+		surface.ComponentUnregistered{RegistrationID: old.ID(), ComponentType: "devices.table", InstanceID: "main"},
+		surface.ComponentRegistered{RegistrationID: nw.ID(), ComponentType: "devices.table", InstanceID: "main"},
+		surface.SurfaceChanged{SurfaceVersion: "3"},
+	}
+	if got := rrec.Events(); !equalEvents(got, wantR) {
+		t.Fatalf("replace events = %v", got)
+	}
+}
+
+func TestGuard(t *testing.T) {
+	var seen []surface.Candidate
+	reg := surfacetest.NewRegistry(t, &surface.Options{OnRegister: func(c surface.Candidate) bool {
+		seen = append(seen, c)
+		if c.Component.Type == "boom" {
+			panic("guard bug")
+		}
+		return c.Origin == "first-party"
+	}})
+	rec := surfacetest.Record(t, reg)
+	surfacetest.MustRegister(t, reg, simple("ok", ""))
+	third := simple("plugin", "")
+	third.Origin = "plugin:weather"
+	h, err := reg.Register(third)
+	if err != nil || h.Status() != surface.Rejected {
+		t.Fatalf("guard: %v %v", h, err)
+	}
+	h2, err := reg.Register(simple("boom", ""))
+	if err != nil || h2.Status() != surface.Rejected {
+		t.Fatalf("panicking guard must reject: %v %v", h2.Status(), err)
+	}
+	if len(seen) != 3 || seen[1].Origin != "plugin:weather" || seen[0].Origin != "first-party" {
+		t.Fatalf("candidates = %+v", seen)
+	}
+	mustVersion(t, reg, "1")
+	types := strings.Join(rec.Types(), ",")
+	if types != "component-registered,surface-changed,component-rejected,component-rejected" {
+		t.Fatalf("events = %s", types)
+	}
+	if ev := rec.Events()[2].(surface.ComponentRejected); ev.Reason != surface.RejectedByGuard {
+		t.Fatalf("reason = %s", ev.Reason)
+	}
+}
+
+// AS-LIFE-005: a remount gets a new id; the old id is remembered by a
+// tombstone (resolution turns it into registration-replaced).
+func TestRemount_AS_LIFE_005(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	old := surfacetest.MustRegister(t, reg, table("main", nil))
+	old.Unregister()
+	nw := surfacetest.MustRegister(t, reg, table("main", nil))
+	if nw.ID() == old.ID() {
+		t.Fatal("remount reused the registration id")
+	}
+	if !reg.TombstoneLive(old.ID()) || reg.TombstoneLive(nw.ID()) {
+		t.Fatal("tombstone state wrong after remount")
+	}
+	snap := reg.Snapshot(surface.SnapshotOptions{})
+	if snap.Components[0].RegistrationID() != nw.ID() {
+		t.Fatal("snapshot does not show the new registration")
+	}
+}
+
+// AS-BOUND-001: tombstones are bounded by size and TTL and decay.
+func TestTombstoneBounds_AS_BOUND_001(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := surface.New(&surface.Options{Limits: surface.Limits{TombstoneSize: 3, TombstoneTTL: time.Minute}})
+		defer reg.Close()
+		var ids []string
+		for i := range 5 {
+			h := surfacetest.MustRegister(t, reg, simple("c", string(rune('a'+i))))
+			ids = append(ids, h.ID())
+			h.Unregister()
+		}
+		if n := reg.TombstoneCount(); n != 3 {
+			t.Fatalf("tombstones = %d, want 3 (size bound)", n)
+		}
+		if reg.TombstoneLive(ids[0]) || reg.TombstoneLive(ids[1]) || !reg.TombstoneLive(ids[4]) {
+			t.Fatal("oldest tombstones must be evicted first")
+		}
+		time.Sleep(59 * time.Second)
+		if !reg.TombstoneLive(ids[4]) {
+			t.Fatal("tombstone expired early")
+		}
+		time.Sleep(time.Second)
+		if reg.TombstoneLive(ids[4]) || reg.TombstoneListing("view:c.read") {
+			t.Fatal("tombstone outlived its TTL")
+		}
+		// Inserting drops the expired ones.
+		h := surfacetest.MustRegister(t, reg, simple("d", ""))
+		h.Unregister()
+		if n := reg.TombstoneCount(); n != 1 {
+			t.Fatalf("tombstones after decay = %d, want 1", n)
+		}
+	})
+}
+
+func TestRegisterContext(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	h, err := reg.RegisterContext(ctx, table("main", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	unsub := reg.Subscribe(func(e surface.Event) {
+		if _, ok := e.(surface.ComponentUnregistered); ok {
+			close(done)
+		}
+	})
+	defer unsub()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("context end did not unregister")
+	}
+	if h.Status() != surface.Unregistered {
+		t.Fatalf("status = %v", h.Status())
+	}
+
+	// An explicit Unregister stops the context watch; Close does too.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	h2, _ := reg.RegisterContext(ctx2, table("two", nil))
+	h2.Unregister()
+	_, _ = reg.RegisterContext(ctx2, table("three", nil))
+	// A context already done unregisters at once.
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	cancel3()
+	h3, _ := reg.RegisterContext(ctx3, table("four", nil))
+	_ = reg.Close() // waits for the triggered unregistration
+	if h3.Status() != surface.Unregistered {
+		t.Fatalf("status = %v", h3.Status())
+	}
+}
+
+func TestClose(t *testing.T) {
+	reg := surface.New(nil)
+	rec := surfacetest.Record(t, reg)
+	h := surfacetest.MustRegister(t, reg, table("main", nil))
+	rec.Reset()
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if h.Status() != surface.Unregistered {
+		t.Fatalf("status after Close = %v", h.Status())
+	}
+	if _, err := reg.Register(table("x", nil)); !errors.Is(err, surface.ErrClosed) {
+		t.Fatalf("Register after Close: %v", err)
+	}
+	h.Unregister()
+	h.Invalidate()
+	if n := len(rec.Events()); n != 0 {
+		t.Fatalf("events after Close: %v", rec.Events())
+	}
+	if n := len(reg.Snapshot(surface.SnapshotOptions{}).Components); n != 0 {
+		t.Fatalf("snapshot after Close has %d components", n)
+	}
+	if reg.TombstoneLive(h.ID()) {
+		t.Fatal("Close must not leave tombstones")
+	}
+}

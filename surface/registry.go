@@ -1,0 +1,721 @@
+package surface
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+)
+
+// DuplicatePolicy decides what happens when a component registers with the
+// type and instance id of a live one.
+type DuplicatePolicy int
+
+const (
+	// Reject (the default) keeps the live registration: the newcomer gets
+	// a dead handle and a component-rejected event. First wins, so
+	// overlapping route transitions stay deterministic.
+	Reject DuplicatePolicy = iota
+	// Replace unregisters the live registration, then registers the
+	// newcomer.
+	Replace
+)
+
+// Candidate is what [Options.OnRegister] sees of a registration attempt.
+type Candidate struct {
+	// Component is the definition being registered.
+	Component Component
+	// Origin is the registrant's trust label, "first-party" by default.
+	Origin string
+}
+
+// Options configure a [Registry]. The zero value of every field means its
+// documented default; New accepts a nil *Options for all defaults.
+type Options struct {
+	// Environment selects development diagnostics. Default Production.
+	Environment Environment
+	// Context returns the host context (user, tenant, …) handed to
+	// policies and handlers. It must be cheap and synchronous and must not
+	// call back into the registry. Default: an empty context.
+	Context func() map[string]any
+	// OnRegister, if set, is the registration guard: returning false (or
+	// panicking) rejects the candidate with a dead handle.
+	OnRegister func(Candidate) bool
+	// OnDuplicate decides what a duplicate live instance does. Default Reject.
+	OnDuplicate DuplicatePolicy
+	// Route, if set, describes the host's current route for snapshots.
+	Route func() *Route
+	// Limits bounds what the registry accepts; zero fields take defaults.
+	Limits Limits
+	// Logger receives diagnostics. Default: discard.
+	Logger *slog.Logger
+	// Now is the registry's clock, used for every timestamp, TTL and
+	// duration. Default time.Now.
+	Now func() time.Time
+}
+
+// Status is the state of a registration handle.
+type Status int
+
+const (
+	// Active: the registration is live.
+	Active Status = iota + 1
+	// Rejected: the registration never went live (duplicate or guard).
+	Rejected
+	// Unregistered: the registration was live and has been removed.
+	Unregistered
+)
+
+// String returns "active", "rejected" or "unregistered".
+func (s Status) String() string {
+	switch s {
+	case Active:
+		return "active"
+	case Rejected:
+		return "rejected"
+	case Unregistered:
+		return "unregistered"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Registry holds the live surface of one user session or page: the
+// registered components, their capabilities, the surface version, and the
+// event stream. It is safe for concurrent use by many goroutines. The
+// registry never calls user code (handlers, When, guards, listeners, the
+// host context or route providers) while holding its lock.
+type Registry struct {
+	env        Environment
+	hostCtx    func() map[string]any
+	onRegister func(Candidate) bool
+	onDup      DuplicatePolicy
+	route      func() *Route
+	limits     Limits
+	log        *slog.Logger
+	now        func() time.Time
+	surfaceID  string
+
+	// listeners is replaced, never mutated (copy on write).
+	listeners atomic.Pointer[[]*listener]
+
+	mu        sync.Mutex
+	closed    bool
+	version   uint64
+	counter   uint64
+	entries   []entry                    // active registrations in snapshot order
+	byID      map[string]*registration   // active registrations by id
+	byKey     map[compKey]*registration  // active registrations by type and instance
+	byType    map[string][]*registration // active registrations per type, unordered
+	tombs     tombstones
+	queue     []Event // undelivered events, in mutation order
+	scPending bool    // queue holds a SurfaceChanged placeholder
+	draining  bool    // some goroutine is delivering the queue
+	ctxWG     sync.WaitGroup
+}
+
+type entry struct {
+	reg *registration
+	st  *regState
+}
+
+// regState is the mutable part of a registration. It is immutable once
+// stored: a change stores a new one, so snapshots may keep the old one.
+type regState struct {
+	disabled  bool
+	overrides map[string]Availability
+}
+
+// Shared states of registrations without overrides.
+var (
+	enabledState  = &regState{}
+	disabledState = &regState{disabled: true}
+)
+
+// Availability is a pushed availability override for one capability.
+type Availability struct {
+	// Available false makes the capability unavailable; true stops an
+	// earlier override from blocking.
+	Available bool
+	// Reason is shown to the agent when unavailable. Default "unavailable".
+	Reason string
+}
+
+// registration is one live (or dead) component registration. Its
+// structural fields are frozen at Register.
+type registration struct {
+	id          string
+	typ         string
+	instance    string
+	description string
+	parent      Parent
+	meta        JSONText
+	internal    map[string]any
+	origin      string
+	priority    int
+	caps        []regCap // observations then actions, each by name
+	nObs        int
+	capIDs      []string
+
+	h Handle // the one handle of this registration
+
+	// Guarded by Registry.mu.
+	typeIdx  int // position in Registry.byType[typ]
+	status   Status
+	stopCtx  func() bool
+	lastWhen []bool // availability last announced by Refresh; nil: none yet
+}
+
+// compKey identifies a live component: type and instance id.
+type compKey struct{ typ, instance string }
+
+type regCap struct {
+	id   string
+	name string
+	def  *capDef
+	meta JSONText
+}
+
+// New returns a registry. A nil opts means all defaults.
+func New(opts *Options) *Registry {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	r := &Registry{
+		env:        o.Environment,
+		hostCtx:    o.Context,
+		onRegister: o.OnRegister,
+		onDup:      o.OnDuplicate,
+		route:      o.Route,
+		limits:     o.Limits.withDefaults(),
+		log:        o.Logger,
+		now:        o.Now,
+		surfaceID:  newSurfaceID(),
+	}
+	if r.env == "" {
+		r.env = Production
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r
+}
+
+// SurfaceID identifies this registry ("srf_" + 22 base62 characters); a
+// new registry (a page reload) has a new one.
+func (r *Registry) SurfaceID() string { return r.surfaceID }
+
+// Version is the current surface version, a decimal string starting at
+// "0". Compare versions for equality only.
+func (r *Registry) Version() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strconv.FormatUint(r.version, 10)
+}
+
+// Environment returns the registry's environment.
+func (r *Registry) Environment() Environment { return r.env }
+
+// Limits returns the registry's limits with defaults filled in.
+func (r *Registry) Limits() Limits { return r.limits }
+
+// Handle controls one registration. Its methods are safe for concurrent
+// use; after the registration is gone they do nothing.
+type Handle struct {
+	r   *Registry
+	reg *registration
+}
+
+func (reg *registration) handle(r *Registry) *Handle {
+	reg.h = Handle{r: r, reg: reg}
+	return &reg.h
+}
+
+// ID returns the registration id ("reg_…"), also for rejected handles.
+func (h *Handle) ID() string { return h.reg.id }
+
+// Status reports whether the registration is live.
+func (h *Handle) Status() Status {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return h.reg.status
+}
+
+// Register validates c and makes its capabilities live at once.
+//
+// It returns a *DefinitionError, in every environment, for a structural
+// defect (bad ids, missing descriptions or handlers, schemas outside the
+// supported subset, plane violations, limits). A runtime rejection — a live
+// duplicate under [Reject], or the [Options.OnRegister] guard saying no —
+// is not an error: the handle is dead (Status() == Rejected) and a
+// component-rejected event is emitted. After Close, Register returns
+// ErrClosed.
+func (r *Registry) Register(c Component) (*Handle, error) {
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
+	reg, derr := buildRegistration(&c, &r.limits)
+	if derr != nil {
+		return nil, derr
+	}
+	if r.onRegister != nil && !r.guard(c, reg.origin) {
+		r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance)
+		return r.reject(reg, RejectedByGuard), nil
+	}
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if old := r.liveInstanceLocked(reg.typ, reg.instance); old != nil {
+		if r.onDup == Reject {
+			r.mu.Unlock()
+			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
+			return r.reject(reg, RejectedDuplicate), nil
+		}
+		r.unregisterLocked(old)
+	}
+	r.counter++
+	reg.id = newRegistrationID(r.counter)
+	reg.status = Active
+	st := enabledState
+	if c.Disabled {
+		st = disabledState
+	}
+	r.insertLocked(entry{reg: reg, st: st})
+	r.emitLocked(ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
+	r.bumpLocked()
+	r.mu.Unlock()
+	r.drain()
+	return reg.handle(r), nil
+}
+
+// RegisterContext is Register, and unregisters the component when ctx ends.
+func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, error) {
+	h, err := r.Register(c)
+	if err != nil {
+		return h, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h.reg.status != Active || r.closed {
+		return h, nil
+	}
+	// ctxWG lets Close wait for an unregistration already triggered by ctx.
+	r.ctxWG.Add(1)
+	h.reg.stopCtx = context.AfterFunc(ctx, func() {
+		defer r.ctxWG.Done()
+		h.Unregister()
+	})
+	return h, nil
+}
+
+func (r *Registry) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// guard runs the registration guard; a panic rejects.
+func (r *Registry) guard(c Component, origin string) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("surface: registration guard panicked", "panic", fmt.Sprint(p))
+			ok = false
+		}
+	}()
+	return r.onRegister(Candidate{Component: c, Origin: origin})
+}
+
+// reject returns a dead handle and emits component-rejected.
+func (r *Registry) reject(reg *registration, reason RejectReason) *Handle {
+	r.mu.Lock()
+	r.counter++ // rejected handles take an id too
+	reg.id = newRegistrationID(r.counter)
+	reg.status = Rejected
+	if !r.closed {
+		r.emitLocked(ComponentRejected{ComponentType: reg.typ, InstanceID: reg.instance, Reason: reason})
+	}
+	r.mu.Unlock()
+	r.drain()
+	return reg.handle(r)
+}
+
+func (r *Registry) liveInstanceLocked(typ, instance string) *registration {
+	return r.byKey[compKey{typ, instance}]
+}
+
+// entryLess orders entries by priority desc, type asc, instance asc.
+func entryCmp(a, b *registration) int {
+	if a.priority != b.priority {
+		if a.priority > b.priority {
+			return -1
+		}
+		return 1
+	}
+	if c := strings.Compare(a.typ, b.typ); c != 0 {
+		return c
+	}
+	return strings.Compare(a.instance, b.instance)
+}
+
+func (r *Registry) insertLocked(e entry) {
+	i, _ := slices.BinarySearchFunc(r.entries, e.reg, func(x entry, t *registration) int { return entryCmp(x.reg, t) })
+	r.entries = slices.Insert(r.entries, i, e)
+	if r.byID == nil {
+		r.byID = make(map[string]*registration)
+		r.byKey = make(map[compKey]*registration)
+		r.byType = make(map[string][]*registration)
+	}
+	reg := e.reg
+	r.byID[reg.id] = reg
+	r.byKey[compKey{reg.typ, reg.instance}] = reg
+	reg.typeIdx = len(r.byType[reg.typ])
+	r.byType[reg.typ] = append(r.byType[reg.typ], reg)
+}
+
+// indexLocked returns the position of reg in r.entries, or -1.
+func (r *Registry) indexLocked(reg *registration) int {
+	i, found := slices.BinarySearchFunc(r.entries, reg, func(x entry, t *registration) int { return entryCmp(x.reg, t) })
+	if !found || r.entries[i].reg != reg {
+		return -1
+	}
+	return i
+}
+
+func (r *Registry) unregisterLocked(reg *registration) {
+	reg.status = Unregistered
+	r.stopCtxLocked(reg)
+	if i := r.indexLocked(reg); i >= 0 {
+		r.entries = slices.Delete(r.entries, i, i+1)
+	}
+	delete(r.byID, reg.id)
+	delete(r.byKey, compKey{reg.typ, reg.instance})
+	same := r.byType[reg.typ] // swap-remove: the order is irrelevant
+	last := same[len(same)-1]
+	same[reg.typeIdx], last.typeIdx = last, reg.typeIdx
+	same[len(same)-1] = nil
+	if same = same[:len(same)-1]; len(same) == 0 {
+		delete(r.byType, reg.typ)
+	} else {
+		r.byType[reg.typ] = same
+	}
+	r.tombs.add(tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, capIDs: reg.capIDs}, r.now(), &r.limits)
+	r.emitLocked(ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
+	r.bumpLocked()
+}
+
+func (r *Registry) stopCtxLocked(reg *registration) {
+	if reg.stopCtx != nil {
+		if reg.stopCtx() {
+			r.ctxWG.Done() // the AfterFunc will never run
+		}
+		reg.stopCtx = nil
+	}
+}
+
+// bumpLocked increments the version and queues a surface-changed event.
+func (r *Registry) bumpLocked() {
+	r.version++
+	r.emitLocked(SurfaceChanged{})
+}
+
+// Unregister removes the registration: its capabilities disappear from
+// later snapshots and a tombstone remembers its id for a while, so late
+// calls get COMPONENT_UNMOUNTED. Unregistering twice does nothing.
+func (h *Handle) Unregister() {
+	r := h.r
+	r.mu.Lock()
+	if h.reg.status != Active || r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.unregisterLocked(h.reg)
+	r.mu.Unlock()
+	r.drain()
+}
+
+// Invalidate bumps the surface version without changing anything, so
+// consumers re-discover. It does nothing on a dead handle.
+func (h *Handle) Invalidate() {
+	r := h.r
+	r.mu.Lock()
+	if h.reg.status != Active || r.closed {
+		r.mu.Unlock()
+		h.warnDead("Invalidate")
+		return
+	}
+	r.bumpLocked()
+	r.mu.Unlock()
+	r.drain()
+}
+
+func (h *Handle) warnDead(op string) {
+	if h.r.env.IsDev() {
+		h.r.log.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
+	}
+}
+
+// Update pushes dynamic state: the disabled flag and per-capability
+// availability overrides. Only these are updatable; anything structural
+// needs a new registration. A call that changes something bumps the
+// surface version once; each new or different override emits
+// availability-changed. Overrides are keyed by capability name (or full
+// capability id) and cannot be removed: set Available true to stop one
+// from blocking.
+type Update struct {
+	// Disabled, when non-nil, sets the component's disabled flag: a
+	// disabled component's capabilities are visible but unavailable
+	// ("component-disabled").
+	Disabled *bool
+	// Availability sets overrides by capability name.
+	Availability map[string]Availability
+}
+
+// Update applies u. It does nothing on a dead handle.
+func (h *Handle) Update(u Update) {
+	r := h.r
+	r.mu.Lock()
+	i := -1
+	if h.reg.status == Active && !r.closed {
+		i = r.indexLocked(h.reg)
+	}
+	if i < 0 {
+		r.mu.Unlock()
+		h.warnDead("Update")
+		return
+	}
+	old := r.entries[i].st
+	st := &regState{disabled: old.disabled, overrides: old.overrides}
+	changed, cloned := false, false
+	if u.Disabled != nil && *u.Disabled != old.disabled {
+		st.disabled = *u.Disabled
+		changed = true
+	}
+	for _, key := range slices.Sorted(maps.Keys(u.Availability)) {
+		a := u.Availability[key]
+		if prev, ok := old.overrides[key]; ok && prev == a {
+			continue
+		}
+		if !cloned { // published states are immutable
+			st.overrides = make(map[string]Availability, len(old.overrides)+len(u.Availability))
+			maps.Copy(st.overrides, old.overrides)
+			cloned = true
+		}
+		st.overrides[key] = a
+		changed = true
+		r.emitLocked(AvailabilityChanged{RegistrationID: h.reg.id, CapabilityID: h.reg.capabilityID(key), Available: a.Available})
+	}
+	if changed {
+		r.entries[i].st = st
+		r.bumpLocked()
+	}
+	r.mu.Unlock()
+	r.drain()
+}
+
+// capabilityID resolves an override key (a name or a full id) to a
+// capability id, else returns the key.
+func (reg *registration) capabilityID(key string) string {
+	for i := range reg.caps {
+		if reg.caps[i].name == key || reg.caps[i].id == key {
+			return reg.caps[i].id
+		}
+	}
+	return key
+}
+
+// override returns the override that applies to capability c, if any.
+func (st *regState) override(c *regCap) (Availability, bool) {
+	if a, ok := st.overrides[c.name]; ok {
+		return a, true
+	}
+	a, ok := st.overrides[c.id]
+	return a, ok
+}
+
+// Refresh re-evaluates the When predicates of the registration's
+// capabilities and pushes what changed since the last Refresh (the first
+// Refresh compares against "available"): one availability-changed event per
+// flipped capability and, if anything flipped, one version bump. Go apps
+// have no render loop, so call Refresh when the state behind a When
+// changes; event-driven adapters (MCP tools/list_changed) then see it.
+func (h *Handle) Refresh() {
+	r, reg := h.r, h.reg
+	if len(reg.caps) == 0 {
+		return
+	}
+	now := make([]bool, len(reg.caps))
+	for i := range reg.caps {
+		now[i], _ = evalWhen(reg.caps[i].def, r.log) // user code: outside the lock
+	}
+	r.mu.Lock()
+	i := -1
+	if reg.status == Active && !r.closed {
+		i = r.indexLocked(reg)
+	}
+	if i < 0 {
+		r.mu.Unlock()
+		h.warnDead("Refresh")
+		return
+	}
+	st := r.entries[i].st
+	changed := false
+	for k := range reg.caps {
+		before := reg.lastWhen == nil || reg.lastWhen[k]
+		if now[k] == before {
+			continue
+		}
+		changed = true
+		avail := now[k] && !st.disabled
+		if a, ok := st.override(&reg.caps[k]); ok && !a.Available {
+			avail = false
+		}
+		r.emitLocked(AvailabilityChanged{RegistrationID: reg.id, CapabilityID: reg.caps[k].id, Available: avail})
+	}
+	reg.lastWhen = now
+	if changed {
+		r.bumpLocked()
+	}
+	r.mu.Unlock()
+	r.drain()
+}
+
+// evalWhen runs a capability's When predicate. It returns whether the
+// capability is available by When, and whether When panicked.
+func evalWhen(d *capDef, log *slog.Logger) (ok, panicked bool) {
+	if d.when == nil {
+		return true, false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			log.Warn("surface: When panicked; the capability counts as unavailable", "panic", fmt.Sprint(p))
+			ok, panicked = false, true
+		}
+	}()
+	return d.when(), false
+}
+
+// Close tears the registry down: every registration is dropped (no
+// tombstones, no unregister events, no version bumps), listeners are
+// dropped after pending events are delivered, and later Register calls
+// fail with ErrClosed. Close is idempotent and waits for the unregistrations
+// that RegisterContext contexts already triggered.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	for _, e := range r.entries {
+		e.reg.status = Unregistered
+		r.stopCtxLocked(e.reg)
+	}
+	r.entries, r.byID, r.byKey, r.byType = nil, nil, nil, nil
+	r.tombs = tombstones{}
+	if r.scPending { // no surface-changed after Close
+		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
+		r.scPending = false
+	}
+	r.mu.Unlock()
+	r.drain()
+	r.listeners.Store(nil)
+	r.ctxWG.Wait()
+	return nil
+}
+
+// tombstone remembers an unregistered registration: ids and a deadline,
+// never anything executable.
+type tombstone struct {
+	regID    string
+	typ      string
+	instance string
+	capIDs   []string
+	expires  time.Time
+}
+
+// tombstones is a FIFO ring bounded by size and TTL. Entries expire in
+// insertion order because the TTL is constant, so expiry only ever drops
+// the oldest.
+type tombstones struct {
+	ring    []tombstone
+	head, n int
+}
+
+func (t *tombstones) at(i int) *tombstone { return &t.ring[(t.head+i)%len(t.ring)] }
+
+func (t *tombstones) popOldest() {
+	t.ring[t.head] = tombstone{}
+	t.head = (t.head + 1) % len(t.ring)
+	t.n--
+}
+
+func (t *tombstones) add(ts tombstone, now time.Time, lim *Limits) {
+	ts.expires = now.Add(lim.TombstoneTTL)
+	for t.n > 0 && !t.at(0).expires.After(now) {
+		t.popOldest()
+	}
+	for t.n > 0 && t.n >= lim.TombstoneSize {
+		t.popOldest()
+	}
+	if t.n == len(t.ring) { // grow (up to the size limit), oldest first
+		grown := make([]tombstone, min(max(8, 2*len(t.ring)), lim.TombstoneSize))
+		for i := range t.n {
+			grown[i] = *t.at(i)
+		}
+		t.ring, t.head = grown, 0
+	}
+	*t.at(t.n) = ts
+	t.n++
+}
+
+// byRegistration returns the live tombstone of a registration id.
+func (t *tombstones) byRegistration(regID string, now time.Time) (tombstone, bool) {
+	for i := t.n - 1; i >= 0; i-- {
+		if ts := t.at(i); ts.regID == regID && ts.expires.After(now) {
+			return *ts, true
+		}
+	}
+	return tombstone{}, false
+}
+
+// listing reports whether a live tombstone lists the capability id.
+func (t *tombstones) listing(capID string, now time.Time) bool {
+	for i := t.n - 1; i >= 0; i-- {
+		if ts := t.at(i); ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
+			return true
+		}
+	}
+	return false
+}
+
+// len returns the number of stored tombstones, expired ones included.
+func (t *tombstones) len() int { return t.n }
+
+// freezeMeta encodes a meta record as canonical JSON within the byte limit.
+func freezeMeta(m map[string]any, field string, max int) (JSONText, *DefinitionError) {
+	if len(m) == 0 {
+		return "", nil
+	}
+	b, err := canonical.Marshal(m)
+	if err != nil {
+		return "", &DefinitionError{Code: InvalidDefinition, Field: field, Message: "meta must be a JSON record", Err: err}
+	}
+	if len(b) > max {
+		return "", defErr(LimitExceeded, field, fmt.Sprintf("meta is %d bytes, more than the limit of %d", len(b), max))
+	}
+	return JSONText(b), nil
+}

@@ -1,0 +1,381 @@
+package surface
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SnapshotOptions select what a snapshot contains. The zero value is the
+// anonymous embedded consumer, every component, unavailable capabilities
+// included, no budget.
+type SnapshotOptions struct {
+	// Consumer is who will read the snapshot; policies filter per consumer.
+	Consumer Consumer
+	// Scope keeps only components whose type equals a prefix or starts
+	// with prefix + ".". Empty means all.
+	Scope []string
+	// OmitUnavailable drops capabilities that are currently unavailable
+	// (by default they are listed with available false and a reason).
+	OmitUnavailable bool
+	// Budget, if set, caps the snapshot; dropped components are reported
+	// in Snapshot.Truncated, never silently.
+	Budget *Budget
+}
+
+// Budget caps a snapshot. Zero fields are unlimited.
+type Budget struct {
+	// MaxComponents caps the number of components.
+	MaxComponents int
+	// MaxBytes caps the size of the JSON encoding of the components array.
+	MaxBytes int
+}
+
+// Snapshot is the catalog of the live surface at one version: what a
+// consumer may observe and do. It is a copy: changing it changes nothing in
+// the registry. Its JSON encoding uses the spec's field names.
+type Snapshot struct {
+	SurfaceID      string
+	SurfaceVersion string
+	CapturedAt     time.Time
+	Route          *Route
+	// Components are ordered by priority (desc), type, instance id. The
+	// slice is the caller's; the descriptors are immutable.
+	Components []ComponentDescriptor
+	// Procedures are the domain procedure references (top level, not
+	// nested in components).
+	Procedures []ProcedureDescriptor
+	// Truncated is set iff a budget dropped components.
+	Truncated *Truncated
+}
+
+// Truncated reports what a budget dropped.
+type Truncated struct {
+	DroppedComponents int `json:"droppedComponents"`
+}
+
+// ComponentDescriptor describes one live component in a snapshot. It is
+// immutable and cheap to copy: it shares the registration's frozen
+// structure, and its accessors return copies, so nothing a caller does with
+// it can change the registry. Its JSON encoding is the spec's component
+// descriptor.
+type ComponentDescriptor struct {
+	reg *registration
+	st  *regState
+	// caps holds the per-snapshot state of reg.caps; nil means every
+	// capability is listed and available (the common case, no allocation).
+	caps []capView
+}
+
+// capView is the per-snapshot state of one capability.
+type capView struct {
+	omitted   bool
+	available bool
+	reason    string
+}
+
+// Type returns the component type.
+func (c ComponentDescriptor) Type() string { return c.reg.typ }
+
+// InstanceID returns the instance id.
+func (c ComponentDescriptor) InstanceID() string { return c.reg.instance }
+
+// RegistrationID returns the registration id, the staleness token to send
+// with invocations.
+func (c ComponentDescriptor) RegistrationID() string { return c.reg.id }
+
+// Description returns the component description.
+func (c ComponentDescriptor) Description() string { return c.reg.description }
+
+// Parent returns the containment link, if the component declared one.
+func (c ComponentDescriptor) Parent() (Parent, bool) {
+	return c.reg.parent, c.reg.parent != Parent{}
+}
+
+// Meta returns the agent-visible metadata record, or "" if none.
+func (c ComponentDescriptor) Meta() JSONText { return c.reg.meta }
+
+// state returns the snapshot state of capability i.
+func (c ComponentDescriptor) state(i int) capView {
+	if c.caps == nil {
+		return capView{available: true}
+	}
+	return c.caps[i]
+}
+
+// Observations returns the listed observations, by name, as a fresh slice.
+func (c ComponentDescriptor) Observations() []ObservationDescriptor {
+	out := make([]ObservationDescriptor, 0, c.reg.nObs)
+	for i := range c.reg.nObs {
+		st := c.state(i)
+		if st.omitted {
+			continue
+		}
+		rc := &c.reg.caps[i]
+		out = append(out, ObservationDescriptor{
+			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
+			OutputSchema: JSONText(rc.def.output.JSON()),
+			Available:    st.available, UnavailableReason: st.reason, Meta: rc.meta,
+		})
+	}
+	return out
+}
+
+// Actions returns the listed actions, by name, as a fresh slice.
+func (c ComponentDescriptor) Actions() []ActionDescriptor {
+	out := make([]ActionDescriptor, 0, len(c.reg.caps)-c.reg.nObs)
+	for i := c.reg.nObs; i < len(c.reg.caps); i++ {
+		st := c.state(i)
+		if st.omitted {
+			continue
+		}
+		rc := &c.reg.caps[i]
+		d := rc.def
+		ad := ActionDescriptor{
+			CapabilityID: rc.id, Name: rc.name, Description: d.description,
+			InputSchema: JSONText(d.input.JSON()), Effect: d.effect,
+			Idempotent: d.idempotent, Reversible: d.reversible, Confirmation: d.confirmation,
+			Available: st.available, UnavailableReason: st.reason, Meta: rc.meta,
+		}
+		if d.output != nil {
+			ad.OutputSchema = JSONText(d.output.JSON())
+		}
+		out = append(out, ad)
+	}
+	return out
+}
+
+// MarshalJSON encodes the spec's component descriptor.
+func (c ComponentDescriptor) MarshalJSON() ([]byte, error) {
+	var parent *Parent
+	if p, ok := c.Parent(); ok {
+		parent = &p
+	}
+	return json.Marshal(struct {
+		Type           string                  `json:"type"`
+		InstanceID     string                  `json:"instanceId"`
+		RegistrationID string                  `json:"registrationId"`
+		Description    string                  `json:"description"`
+		Parent         *Parent                 `json:"parent,omitempty"`
+		Meta           JSONText                `json:"meta,omitempty"`
+		Observations   []ObservationDescriptor `json:"observations"`
+		Actions        []ActionDescriptor      `json:"actions"`
+	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.meta, c.Observations(), c.Actions()})
+}
+
+// ObservationDescriptor describes one observation.
+type ObservationDescriptor struct {
+	CapabilityID      string   `json:"capabilityId"`
+	Name              string   `json:"name"`
+	Description       string   `json:"description"`
+	OutputSchema      JSONText `json:"outputSchema"`
+	Available         bool     `json:"available"`
+	UnavailableReason string   `json:"unavailableReason,omitempty"`
+	Meta              JSONText `json:"meta,omitempty"`
+}
+
+// ActionDescriptor describes one action.
+type ActionDescriptor struct {
+	CapabilityID      string       `json:"capabilityId"`
+	Name              string       `json:"name"`
+	Description       string       `json:"description"`
+	InputSchema       JSONText     `json:"inputSchema"`
+	OutputSchema      JSONText     `json:"outputSchema,omitempty"`
+	Effect            Effect       `json:"effect"`
+	Idempotent        bool         `json:"idempotent"`
+	Reversible        bool         `json:"reversible"`
+	Confirmation      Confirmation `json:"confirmation"`
+	Available         bool         `json:"available"`
+	UnavailableReason string       `json:"unavailableReason,omitempty"`
+	Meta              JSONText     `json:"meta,omitempty"`
+}
+
+// ProcedureDescriptor describes a domain procedure reference bound to live
+// context.
+type ProcedureDescriptor struct {
+	ProcedureID       string       `json:"procedureId"`
+	Description       string       `json:"description"`
+	ContextualNote    string       `json:"contextualNote,omitempty"`
+	InputSchema       JSONText     `json:"inputSchema"`
+	OutputSchema      JSONText     `json:"outputSchema,omitempty"`
+	Effect            Effect       `json:"effect"`
+	Confirmation      Confirmation `json:"confirmation"`
+	Available         bool         `json:"available"`
+	UnavailableReason string       `json:"unavailableReason,omitempty"`
+	BoundFields       []BoundField `json:"boundFields"`
+	RegistrationID    string       `json:"registrationId"`
+	Context           *Parent      `json:"context,omitempty"`
+	Meta              JSONText     `json:"meta,omitempty"`
+}
+
+// BoundField is an input field of a procedure reference filled from live UI
+// state.
+type BoundField struct {
+	Path   string `json:"path"`
+	Locked bool   `json:"locked"`
+	Source string `json:"source"`
+}
+
+// timeLayout is the wire timestamp: UTC, millisecond precision, "Z".
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// MarshalJSON encodes the snapshot in the spec's field order.
+func (s Snapshot) MarshalJSON() ([]byte, error) {
+	comps, procs := s.Components, s.Procedures
+	if comps == nil {
+		comps = []ComponentDescriptor{}
+	}
+	if procs == nil {
+		procs = []ProcedureDescriptor{}
+	}
+	return json.Marshal(struct {
+		SurfaceID      string                `json:"surfaceId"`
+		SurfaceVersion string                `json:"surfaceVersion"`
+		CapturedAt     string                `json:"capturedAt"`
+		Route          *Route                `json:"route,omitempty"`
+		Components     []ComponentDescriptor `json:"components"`
+		Procedures     []ProcedureDescriptor `json:"procedures"`
+		Truncated      *Truncated            `json:"truncated,omitempty"`
+	}{s.SurfaceID, s.SurfaceVersion, s.CapturedAt.UTC().Format(timeLayout), s.Route, comps, procs, s.Truncated})
+}
+
+// Snapshot returns the catalog of the live surface for a consumer. It is
+// synchronous and side-effect free: it never calls Read handlers; it calls
+// the When predicates of the listed capabilities and the route provider,
+// without holding the registry lock.
+func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
+	// Under the lock: the version and the in-scope registrations with their
+	// current state. User code (When, the route provider) runs after.
+	r.mu.Lock()
+	version := r.version
+	comps := make([]ComponentDescriptor, 0, len(r.entries))
+	for _, e := range r.entries {
+		if inScope(e.reg.typ, opts.Scope) {
+			comps = append(comps, ComponentDescriptor{reg: e.reg, st: e.st})
+		}
+	}
+	r.mu.Unlock()
+
+	snap := Snapshot{
+		SurfaceID:      r.surfaceID,
+		SurfaceVersion: strconv.FormatUint(version, 10),
+		CapturedAt:     r.now(),
+		Procedures:     []ProcedureDescriptor{},
+	}
+	if r.route != nil {
+		snap.Route = r.route()
+	}
+	for k := range comps {
+		reg, st := comps[k].reg, comps[k].st
+		var caps []capView // allocated on the first capability that is not plainly available
+		for i := range reg.caps {
+			avail, reason := r.availability(st, &reg.caps[i])
+			if avail && caps == nil {
+				continue
+			}
+			if caps == nil {
+				caps = make([]capView, len(reg.caps))
+				for k := range i {
+					caps[k].available = true
+				}
+			}
+			caps[i] = capView{available: avail, reason: reason, omitted: !avail && opts.OmitUnavailable}
+		}
+		comps[k].caps = caps
+	}
+	snap.Components = comps
+	if b := opts.Budget; b != nil {
+		snap.Components, snap.Truncated = applyBudget(comps, b)
+	}
+	return snap
+}
+
+// availability computes a capability's availability (spec 03
+// "Availability"; the first reason wins).
+func (r *Registry) availability(st *regState, c *regCap) (bool, string) {
+	if st.disabled {
+		return false, "component-disabled"
+	}
+	if a, ok := st.override(c); ok && !a.Available {
+		if a.Reason == "" {
+			return false, "unavailable"
+		}
+		return false, a.Reason
+	}
+	ok, panicked := evalWhen(c.def, r.log)
+	if panicked {
+		return false, "when-error"
+	}
+	if !ok {
+		return false, r.unavailableReason(c.def)
+	}
+	return true, ""
+}
+
+const defaultUnavailableReason = "Currently unavailable"
+
+func (r *Registry) unavailableReason(d *capDef) (reason string) {
+	if d.reasonFn != nil {
+		defer func() {
+			if p := recover(); p != nil {
+				reason = defaultUnavailableReason
+			}
+		}()
+		if s := d.reasonFn(); s != "" {
+			return s
+		}
+		return defaultUnavailableReason
+	}
+	if d.reason != "" {
+		return d.reason
+	}
+	return defaultUnavailableReason
+}
+
+func inScope(typ string, scope []string) bool {
+	if len(scope) == 0 {
+		return true
+	}
+	for _, p := range scope {
+		if typ == p || strings.HasPrefix(typ, p) && len(typ) > len(p) && typ[len(p)] == '.' {
+			return true
+		}
+	}
+	return false
+}
+
+// applyBudget drops components from the end (lowest priority, latest in
+// order) until both caps hold.
+func applyBudget(comps []ComponentDescriptor, b *Budget) ([]ComponentDescriptor, *Truncated) {
+	n := len(comps)
+	if b.MaxComponents > 0 && n > b.MaxComponents {
+		n = b.MaxComponents
+	}
+	if b.MaxBytes > 0 {
+		sizes := make([]int, n)
+		total := 2 // the brackets
+		for i := range n {
+			enc, err := json.Marshal(comps[i])
+			if err != nil { // descriptors are built from valid JSON; cannot happen
+				panic("surface: encoding a component descriptor: " + err.Error())
+			}
+			sizes[i] = len(enc)
+			total += len(enc)
+			if i > 0 {
+				total++ // the comma
+			}
+		}
+		for n > 0 && total > b.MaxBytes {
+			n--
+			total -= sizes[n]
+			if n > 0 {
+				total--
+			}
+		}
+	}
+	if n == len(comps) {
+		return comps, nil
+	}
+	return comps[:n:n], &Truncated{DroppedComponents: len(comps) - n}
+}

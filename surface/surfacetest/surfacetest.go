@@ -1,0 +1,129 @@
+// Package surfacetest provides helpers for testing code that uses package
+// surface, in the spirit of net/http/httptest: a registry bound to a test's
+// lifetime, a test consumer, an event recorder, quick capabilities, and
+// assertions on definition errors.
+//
+// Helpers take a testing.TB, register cleanups with it, and fail the test
+// on misuse.
+package surfacetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// NewRegistry returns a registry for the test, in the Test environment
+// unless opts says otherwise, closed when the test ends.
+func NewRegistry(tb testing.TB, opts *surface.Options) *surface.Registry {
+	tb.Helper()
+	var o surface.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Environment == "" {
+		o.Environment = surface.Test
+	}
+	reg := surface.New(&o)
+	tb.Cleanup(func() { _ = reg.Close() })
+	return reg
+}
+
+// Consumer returns the test consumer, {id: "test", kind: "test"}.
+func Consumer() surface.Consumer {
+	return surface.Consumer{ID: "test", Kind: surface.TestKind}
+}
+
+// MustRegister registers c and fails the test unless it went live.
+func MustRegister(tb testing.TB, reg *surface.Registry, c surface.Component) *surface.Handle {
+	tb.Helper()
+	h, err := reg.Register(c)
+	if err != nil {
+		tb.Fatalf("Register(%s/%s): %v", c.Type, c.InstanceID, err)
+	}
+	if st := h.Status(); st != surface.Active {
+		tb.Fatalf("Register(%s/%s): handle is %v, want active", c.Type, c.InstanceID, st)
+	}
+	return h
+}
+
+// RequireDefinitionError fails the test unless err is a
+// *surface.DefinitionError with the given code, and returns it.
+func RequireDefinitionError(tb testing.TB, err error, code surface.DefinitionCode) *surface.DefinitionError {
+	tb.Helper()
+	var de *surface.DefinitionError
+	if !errors.As(err, &de) {
+		tb.Fatalf("got error %v, want a *surface.DefinitionError %s", err, code)
+	}
+	if de.Code != code {
+		tb.Fatalf("got %s (%v), want %s", de.Code, de, code)
+	}
+	return de
+}
+
+// Value returns an observation that always reads v.
+func Value[T any](description string, v T) surface.Capability {
+	return surface.Observation(surface.ObservationDef[T]{
+		Description: description,
+		Read:        func(context.Context, *surface.Call) (T, error) { return v, nil },
+	})
+}
+
+// Noop returns an action taking and returning nothing, with the given
+// effect.
+func Noop(description string, effect surface.Effect) surface.Capability {
+	return surface.Action(surface.ActionDef[surface.None, surface.None]{
+		Description: description,
+		Effect:      effect,
+		Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+			return surface.None{}, nil
+		},
+	})
+}
+
+// Recorder records the events of a registry. It is safe for concurrent use.
+type Recorder struct {
+	mu     sync.Mutex
+	events []surface.Event
+}
+
+// Record subscribes a new Recorder to reg until the test ends.
+func Record(tb testing.TB, reg *surface.Registry) *Recorder {
+	rec := &Recorder{}
+	unsubscribe := reg.Subscribe(func(e surface.Event) {
+		rec.mu.Lock()
+		rec.events = append(rec.events, e)
+		rec.mu.Unlock()
+	})
+	tb.Cleanup(unsubscribe)
+	return rec
+}
+
+// Events returns a copy of the events recorded so far.
+func (r *Recorder) Events() []surface.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// Types returns the wire types of the events recorded so far.
+func (r *Recorder) Types() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	types := make([]string, len(r.events))
+	for i, e := range r.events {
+		types[i] = e.EventType()
+	}
+	return types
+}
+
+// Reset forgets the recorded events.
+func (r *Recorder) Reset() {
+	r.mu.Lock()
+	r.events = nil
+	r.mu.Unlock()
+}

@@ -1,0 +1,189 @@
+package surface
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// Effect classifies what a capability does to the world. Observations are
+// always [Read]; actions are view effects ([LocalState], [Navigation]);
+// procedure references carry one of the server effects.
+type Effect string
+
+// The effect taxonomy. View effects belong to actions, server effects to
+// procedure references; mixing planes is a [PlaneViolation].
+const (
+	Read               Effect = "read"
+	LocalState         Effect = "local-state"
+	Navigation         Effect = "navigation"
+	ServerQuery        Effect = "server-query"
+	ServerMutation     Effect = "server-mutation"
+	ExternalSideEffect Effect = "external-side-effect"
+	Destructive        Effect = "destructive"
+)
+
+// IsView reports whether e is a view-plane action effect.
+func (e Effect) IsView() bool { return e == LocalState || e == Navigation }
+
+// IsServer reports whether e is a domain-plane (procedure) effect.
+func (e Effect) IsServer() bool {
+	switch e {
+	case ServerQuery, ServerMutation, ExternalSideEffect, Destructive:
+		return true
+	}
+	return false
+}
+
+// Confirmation is the human-confirmation level of a capability. Levels rank
+// never < optional < required; only [ConfirmRequired] makes an invocation
+// ask for approval. The zero value means the default, [ConfirmNever].
+type Confirmation string
+
+// Confirmation levels.
+const (
+	ConfirmNever    Confirmation = "never"
+	ConfirmOptional Confirmation = "optional"
+	ConfirmRequired Confirmation = "required"
+)
+
+func (c Confirmation) rank() int {
+	switch c {
+	case ConfirmOptional:
+		return 1
+	case ConfirmRequired:
+		return 2
+	}
+	return 0
+}
+
+func (c Confirmation) valid() bool {
+	return c == "" || c == ConfirmNever || c == ConfirmOptional || c == ConfirmRequired
+}
+
+// orDefault returns c, or [ConfirmNever] when c is empty.
+func (c Confirmation) orDefault() Confirmation {
+	if c == "" {
+		return ConfirmNever
+	}
+	return c
+}
+
+// AuditLevel is how much of an invocation the audit trail records. The zero
+// value means the default for the capability kind ([AuditMetadata] for
+// actions; observations are always [AuditNone]).
+type AuditLevel string
+
+// Audit levels.
+const (
+	AuditNone     AuditLevel = "none"
+	AuditMetadata AuditLevel = "metadata"
+	AuditFull     AuditLevel = "full"
+)
+
+func (a AuditLevel) valid() bool {
+	return a == "" || a == AuditNone || a == AuditMetadata || a == AuditFull
+}
+
+// Environment selects development conveniences (diagnostics) versus
+// production behaviour. The zero value means [Production].
+type Environment string
+
+// Environments.
+const (
+	Development Environment = "development"
+	Production  Environment = "production"
+	Test        Environment = "test"
+)
+
+// IsDev reports whether e is [Development] or [Test].
+func (e Environment) IsDev() bool { return e == Development || e == Test }
+
+// ConsumerKind says how a consumer reaches the surface.
+type ConsumerKind string
+
+// Consumer kinds.
+const (
+	Embedded  ConsumerKind = "embedded"
+	WebMCP    ConsumerKind = "webmcp"
+	MCPBridge ConsumerKind = "mcp-bridge"
+	TestKind  ConsumerKind = "test"
+	Other     ConsumerKind = "other"
+)
+
+// Consumer identifies who is looking at or calling the surface: an embedded
+// agent loop, an MCP session, a test. Policies decide per consumer. The zero
+// value is the anonymous embedded consumer.
+type Consumer struct {
+	// ID identifies the consumer within its kind. Empty means "anonymous".
+	ID string `json:"id"`
+	// Kind is how the consumer connects. Empty means [Embedded].
+	Kind ConsumerKind `json:"kind"`
+	// Grants are free-form strings interpreted by host policies.
+	Grants []string `json:"grants,omitempty"`
+}
+
+// Anonymous is the consumer used when none is given.
+var Anonymous = Consumer{ID: "anonymous", Kind: Embedded}
+
+// normalized returns c with defaults applied.
+func (c Consumer) normalized() Consumer {
+	if c.ID == "" {
+		c.ID = Anonymous.ID
+	}
+	if c.Kind == "" {
+		c.Kind = Embedded
+	}
+	return c
+}
+
+// Key is the normalized consumer identity, kind + ":" + id
+// ("embedded:anonymous" for the zero value). Idempotency keys and
+// confirmation evidence are scoped by it.
+func (c Consumer) Key() string {
+	c = c.normalized()
+	return string(c.Kind) + ":" + c.ID
+}
+
+// Route describes where the host application currently is; it appears in
+// snapshots when [Options.Route] returns one.
+type Route struct {
+	Path   string            `json:"path"`
+	Params map[string]string `json:"params,omitempty"`
+}
+
+// Parent is an optional containment link from a component to another one,
+// for consumers that rebuild a hierarchy from the flat snapshot.
+type Parent struct {
+	Type       string `json:"type"`
+	InstanceID string `json:"instanceId"`
+}
+
+// None is the input or output type of a capability that takes or returns
+// nothing. An action with input None accepts only an empty object; one with
+// output None settles without output.
+type None struct{}
+
+// JSONText is an immutable piece of JSON text (a schema, a meta record).
+// Descriptors share it with the registry safely because Go strings cannot be
+// mutated. It marshals as the JSON it holds.
+type JSONText string
+
+// MarshalJSON returns the JSON text; an empty JSONText is null.
+func (t JSONText) MarshalJSON() ([]byte, error) {
+	if t == "" {
+		return []byte("null"), nil
+	}
+	return []byte(t), nil
+}
+
+// UnmarshalJSON stores a copy of the JSON text.
+func (t *JSONText) UnmarshalJSON(b []byte) error {
+	if !json.Valid(b) {
+		return errors.New("surface: invalid JSON text")
+	}
+	*t = JSONText(b) // the conversion copies
+	return nil
+}
+
+// Raw returns a fresh copy of the JSON text as a json.RawMessage.
+func (t JSONText) Raw() json.RawMessage { return json.RawMessage(t) }
