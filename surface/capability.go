@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,6 +137,8 @@ type Capability struct{ def *capDef }
 type capDef struct {
 	kind         capKind
 	description  string
+	descLen      int  // UTF-16 length of description
+	descBlank    bool // description is empty or whitespace
 	effect       Effect
 	idempotent   bool
 	reversible   bool
@@ -206,6 +209,7 @@ func Observation[Out any](def ObservationDef[Out]) Capability {
 		reason:       def.UnavailableReason,
 		reasonFn:     def.UnavailableReasonFunc,
 	}
+	d.measureDescription()
 	outType := reflect.TypeFor[Out]()
 	switch {
 	case def.Read == nil:
@@ -241,6 +245,7 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 	if d.audit == "" {
 		d.audit = AuditMetadata
 	}
+	d.measureDescription()
 	inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
 	switch {
 	case def.Execute == nil:
@@ -276,6 +281,13 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 	return Capability{d}
 }
 
+// measureDescription records what check needs to know about the
+// description, once per capability instead of once per registration.
+func (d *capDef) measureDescription() {
+	d.descBlank = strings.TrimSpace(d.description) == ""
+	d.descLen = jsLen(d.description)
+}
+
 // check reports a structural defect of the capability under the
 // registry's limits. group and name place it in the component
 // ("actions", "selectRows").
@@ -297,7 +309,7 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 	if d.bad != nil {
 		return at(d.bad)
 	}
-	if e := checkDescription(d.description, lim.MaxCapabilityDescription); e != nil {
+	if e := describeProblem(d.descBlank, d.descLen, lim.MaxCapabilityDescription); e != nil {
 		return at(e)
 	}
 	if d.kind == kindAction {

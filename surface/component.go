@@ -51,10 +51,14 @@ type Component struct {
 
 // checkDescription reports a missing or over-long description.
 func checkDescription(s string, max int) *DefinitionError {
-	if strings.TrimSpace(s) == "" {
+	return describeProblem(strings.TrimSpace(s) == "", jsLen(s), max)
+}
+
+func describeProblem(blank bool, n, max int) *DefinitionError {
+	if blank {
 		return defErr(InvalidDefinition, "description", "a non-empty description is required")
 	}
-	if n := jsLen(s); n > max {
+	if n > max {
 		return defErr(LimitExceeded, "description", fmt.Sprintf("description is %d characters, more than the limit of %d", n, max))
 	}
 	return nil
@@ -108,8 +112,12 @@ func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionErr
 	if n == 0 {
 		return reg, nil
 	}
-	reg.caps = make([]regCap, 0, n)
-	reg.capIDs = make([]string, 0, n)
+	if n <= len(reg.capsBuf) { // small components: no separate allocations
+		reg.caps, reg.capIDs = reg.capsBuf[:0:n], reg.capIDsBuf[:0:n]
+	} else {
+		reg.caps = make([]regCap, 0, n)
+		reg.capIDs = make([]string, 0, n)
+	}
 	reg.nObs = len(obsNames)
 	// All capability ids share one allocation: "view:T.aview:T.b…".
 	idLen := 0
@@ -118,13 +126,17 @@ func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionErr
 			idLen += len("view:") + len(reg.typ) + 1 + len(name)
 		}
 	}
-	allIDs := make([]byte, 0, idLen)
+	var allIDs strings.Builder
+	allIDs.Grow(idLen)
 	for _, names := range [2][]string{obsNames, actNames} {
 		for _, name := range names {
-			allIDs = append(append(append(append(allIDs, "view:"...), reg.typ...), '.'), name...)
+			allIDs.WriteString("view:")
+			allIDs.WriteString(reg.typ)
+			allIDs.WriteByte('.')
+			allIDs.WriteString(name)
 		}
 	}
-	ids := string(allIDs)
+	ids := allIDs.String()
 	add := func(group, name string, c Capability, kind capKind) *DefinitionError {
 		id := ids[:len("view:")+len(reg.typ)+1+len(name)]
 		ids = ids[len(id):]

@@ -181,12 +181,15 @@ func (r *Registry) Subscribe(fn func(Event)) (unsubscribe func()) {
 	}
 }
 
-// emitLocked queues e for delivery. A SurfaceChanged is a placeholder whose
-// version is filled in at delivery; only one is ever queued, at the tail.
-func (r *Registry) emitLocked(e Event) {
+// emitLocked queues e for delivery, if anyone listens (a later subscriber
+// does not see the past). It is generic so that e is boxed only when it is
+// queued. A SurfaceChanged is a placeholder whose version is filled in at
+// delivery; only one is ever queued, at the tail.
+func emitLocked[E Event](r *Registry, ev E) {
 	if ls := r.listeners.Load(); ls == nil || len(*ls) == 0 {
-		return // nobody to tell; a later subscriber does not see the past
+		return
 	}
+	var e Event = ev
 	if _, sc := e.(SurfaceChanged); sc {
 		if r.scPending {
 			i := slices.IndexFunc(r.queue, func(q Event) bool { _, ok := q.(SurfaceChanged); return ok })
@@ -201,6 +204,12 @@ func (r *Registry) emitLocked(e Event) {
 // so (that one will deliver ours too).
 func (r *Registry) drain() {
 	r.mu.Lock()
+	r.unlockAndDrain()
+}
+
+// unlockAndDrain releases r.mu, which the caller holds, and delivers the
+// queued events unless another goroutine is already delivering them.
+func (r *Registry) unlockAndDrain() {
 	if r.draining || len(r.queue) == 0 {
 		r.mu.Unlock()
 		return

@@ -121,6 +121,7 @@ type Registry struct {
 	ctxWG     sync.WaitGroup
 }
 
+// entry is one active registration in snapshot order, with its state.
 type entry struct {
 	reg *registration
 	st  *regState
@@ -163,6 +164,8 @@ type registration struct {
 	caps        []regCap // observations then actions, each by name
 	nObs        int
 	capIDs      []string
+	capsBuf     [2]regCap // backing of caps and capIDs for small components
+	capIDsBuf   [2]string
 
 	h Handle // the one handle of this registration
 
@@ -262,16 +265,14 @@ func (h *Handle) Status() Status {
 // component-rejected event is emitted. After Close, Register returns
 // ErrClosed.
 func (r *Registry) Register(c Component) (*Handle, error) {
-	if r.isClosed() {
-		return nil, ErrClosed
-	}
 	reg, derr := buildRegistration(&c, &r.limits)
 	if derr != nil {
 		return nil, derr
 	}
 	if r.onRegister != nil && !r.guard(c, reg.origin) {
 		r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance)
-		return r.reject(reg, RejectedByGuard), nil
+		r.mu.Lock()
+		return r.rejectLocked(reg, RejectedByGuard)
 	}
 
 	r.mu.Lock()
@@ -281,9 +282,8 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	}
 	if old := r.liveInstanceLocked(reg.typ, reg.instance); old != nil {
 		if r.onDup == Reject {
-			r.mu.Unlock()
 			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
-			return r.reject(reg, RejectedDuplicate), nil
+			return r.rejectLocked(reg, RejectedDuplicate)
 		}
 		r.unregisterLocked(old)
 	}
@@ -295,10 +295,9 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		st = disabledState
 	}
 	r.insertLocked(entry{reg: reg, st: st})
-	r.emitLocked(ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
+	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
-	r.mu.Unlock()
-	r.drain()
+	r.unlockAndDrain()
 	return reg.handle(r), nil
 }
 
@@ -322,12 +321,6 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 	return h, nil
 }
 
-func (r *Registry) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
-}
-
 // guard runs the registration guard; a panic rejects.
 func (r *Registry) guard(c Component, origin string) (ok bool) {
 	defer func() {
@@ -339,25 +332,26 @@ func (r *Registry) guard(c Component, origin string) (ok bool) {
 	return r.onRegister(Candidate{Component: c, Origin: origin})
 }
 
-// reject returns a dead handle and emits component-rejected.
-func (r *Registry) reject(reg *registration, reason RejectReason) *Handle {
-	r.mu.Lock()
+// rejectLocked returns a dead handle and emits component-rejected. It
+// releases r.mu.
+func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle, error) {
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
 	r.counter++ // rejected handles take an id too
 	reg.id = newRegistrationID(r.counter)
 	reg.status = Rejected
-	if !r.closed {
-		r.emitLocked(ComponentRejected{ComponentType: reg.typ, InstanceID: reg.instance, Reason: reason})
-	}
-	r.mu.Unlock()
-	r.drain()
-	return reg.handle(r)
+	emitLocked(r, ComponentRejected{ComponentType: reg.typ, InstanceID: reg.instance, Reason: reason})
+	r.unlockAndDrain()
+	return reg.handle(r), nil
 }
 
 func (r *Registry) liveInstanceLocked(typ, instance string) *registration {
 	return r.byKey[compKey{typ, instance}]
 }
 
-// entryLess orders entries by priority desc, type asc, instance asc.
+// entryCmp orders registrations by priority desc, type asc, instance asc.
 func entryCmp(a, b *registration) int {
 	if a.priority != b.priority {
 		if a.priority > b.priority {
@@ -413,7 +407,7 @@ func (r *Registry) unregisterLocked(reg *registration) {
 		r.byType[reg.typ] = same
 	}
 	r.tombs.add(tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, capIDs: reg.capIDs}, r.now(), &r.limits)
-	r.emitLocked(ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
+	emitLocked(r, ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 }
 
@@ -429,7 +423,7 @@ func (r *Registry) stopCtxLocked(reg *registration) {
 // bumpLocked increments the version and queues a surface-changed event.
 func (r *Registry) bumpLocked() {
 	r.version++
-	r.emitLocked(SurfaceChanged{})
+	emitLocked(r, SurfaceChanged{})
 }
 
 // Unregister removes the registration: its capabilities disappear from
@@ -443,8 +437,7 @@ func (h *Handle) Unregister() {
 		return
 	}
 	r.unregisterLocked(h.reg)
-	r.mu.Unlock()
-	r.drain()
+	r.unlockAndDrain()
 }
 
 // Invalidate bumps the surface version without changing anything, so
@@ -458,8 +451,7 @@ func (h *Handle) Invalidate() {
 		return
 	}
 	r.bumpLocked()
-	r.mu.Unlock()
-	r.drain()
+	r.unlockAndDrain()
 }
 
 func (h *Handle) warnDead(op string) {
@@ -516,14 +508,13 @@ func (h *Handle) Update(u Update) {
 		}
 		st.overrides[key] = a
 		changed = true
-		r.emitLocked(AvailabilityChanged{RegistrationID: h.reg.id, CapabilityID: h.reg.capabilityID(key), Available: a.Available})
+		emitLocked(r, AvailabilityChanged{RegistrationID: h.reg.id, CapabilityID: h.reg.capabilityID(key), Available: a.Available})
 	}
 	if changed {
 		r.entries[i].st = st
 		r.bumpLocked()
 	}
-	r.mu.Unlock()
-	r.drain()
+	r.unlockAndDrain()
 }
 
 // capabilityID resolves an override key (a name or a full id) to a
@@ -583,14 +574,13 @@ func (h *Handle) Refresh() {
 		if a, ok := st.override(&reg.caps[k]); ok && !a.Available {
 			avail = false
 		}
-		r.emitLocked(AvailabilityChanged{RegistrationID: reg.id, CapabilityID: reg.caps[k].id, Available: avail})
+		emitLocked(r, AvailabilityChanged{RegistrationID: reg.id, CapabilityID: reg.caps[k].id, Available: avail})
 	}
 	reg.lastWhen = now
 	if changed {
 		r.bumpLocked()
 	}
-	r.mu.Unlock()
-	r.drain()
+	r.unlockAndDrain()
 }
 
 // evalWhen runs a capability's When predicate. It returns whether the
@@ -630,8 +620,7 @@ func (r *Registry) Close() error {
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
 		r.scPending = false
 	}
-	r.mu.Unlock()
-	r.drain()
+	r.unlockAndDrain()
 	r.listeners.Store(nil)
 	r.ctxWG.Wait()
 	return nil

@@ -251,7 +251,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	version := r.version
 	comps := make([]ComponentDescriptor, 0, len(r.entries))
 	for _, e := range r.entries {
-		if inScope(e.reg.typ, opts.Scope) {
+		if len(opts.Scope) == 0 || inScope(e.reg.typ, opts.Scope) {
 			comps = append(comps, ComponentDescriptor{reg: e.reg, st: e.st})
 		}
 	}
@@ -294,6 +294,9 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 // availability computes a capability's availability (spec 03
 // "Availability"; the first reason wins).
 func (r *Registry) availability(st *regState, c *regCap) (bool, string) {
+	if st == enabledState && c.def.when == nil {
+		return true, "" // the common case
+	}
 	if st.disabled {
 		return false, "component-disabled"
 	}
