@@ -39,9 +39,15 @@ type inferred struct {
 	err error
 }
 
-// inferCache memoises inference per reflect.Type. It is a pure cache: the
-// result for a type never changes.
-var inferCache sync.Map // reflect.Type → inferred
+// inferKey is what inference depends on: the type and the direction.
+type inferKey struct {
+	t      reflect.Type
+	output bool
+}
+
+// inferCache memoises inference per type and direction. It is a pure
+// cache: the result for a key never changes.
+var inferCache sync.Map // inferKey → inferred
 
 // For returns the schema inferred from the Go type T; see [Infer].
 func For[T any]() (*Schema, error) {
@@ -69,9 +75,9 @@ func For[T any]() (*Schema, error) {
 //     additionalProperties is outside the subset, so it is not shown to
 //     agents, but Validate still checks every member against it.
 //
-// Because slices and maps are not nullable, a Go value holding a nil slice
-// or map in a field without omitempty marshals to null and does not
-// validate; producers of outputs should use empty slices and maps.
+// Because slices and maps are not nullable here, a Go value holding a nil
+// slice or map in a field without omitempty marshals to null and does not
+// validate; [InferOutput] describes produced values instead.
 //
 // Types whose JSON form cannot be inferred are rejected with an [*Error]:
 // []byte (binary is not supported), channels, functions, complex numbers,
@@ -87,11 +93,23 @@ func Infer(t reflect.Type) (*Schema, error) {
 // InferLimits is like [Infer] with the given limits instead of the
 // defaults.
 func InferLimits(t reflect.Type, lim Limits) (*Schema, error) {
+	return inferLimits(inferKey{t, false}, lim)
+}
+
+// InferOutput is like [InferLimits] for values a program produces rather
+// than values it decodes: encoding/json writes a nil slice or map as null,
+// so slices and maps are nullable ([T, "null"]). Everything a Go value of
+// type t marshals to validates.
+func InferOutput(t reflect.Type, lim Limits) (*Schema, error) {
+	return inferLimits(inferKey{t, true}, lim)
+}
+
+func inferLimits(key inferKey, lim Limits) (*Schema, error) {
 	lim = lim.resolve()
-	r, ok := inferCache.Load(t)
+	r, ok := inferCache.Load(key)
 	if !ok {
-		s, err := infer(t)
-		r, _ = inferCache.LoadOrStore(t, inferred{s, err})
+		s, err := infer(key.t, key.output)
+		r, _ = inferCache.LoadOrStore(key, inferred{s, err})
 	}
 	res := r.(inferred)
 	if res.err != nil {
@@ -104,7 +122,7 @@ func InferLimits(t reflect.Type, lim Limits) (*Schema, error) {
 }
 
 // infer computes the schema of t without applying limits.
-func infer(t reflect.Type) (*Schema, error) {
+func infer(t reflect.Type, output bool) (*Schema, error) {
 	if t == nil {
 		return nil, &Error{Reason: "cannot infer a schema from a nil type"}
 	}
@@ -120,7 +138,7 @@ func infer(t reflect.Type) (*Schema, error) {
 	if err != nil {
 		return nil, &Error{Reason: "cannot infer a schema: " + err.Error()}
 	}
-	if err := normalize(t, js, ""); err != nil {
+	if err := normalize(t, js, "", output); err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(js)
@@ -329,11 +347,14 @@ func preflight(t reflect.Type, path string, stack map[reflect.Type]bool) error {
 
 // normalize rewrites s, the schema jsonschema-go inferred for t, into the
 // shape described at [Infer]. preflight has accepted t.
-func normalize(t reflect.Type, s *jsonschema.Schema, path string) error {
+func normalize(t reflect.Type, s *jsonschema.Schema, path string, output bool) error {
 	if s == nil {
 		return &Error{Path: path, Reason: fmt.Sprintf("Go type %s: no schema was inferred", t)}
 	}
 	t, nullable := derefType(t)
+	if output && (t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
+		nullable = true // a nil slice or map marshals to null
+	}
 	if t == rawMessageType || t.Kind() == reflect.Interface {
 		s.Type, s.Types = "", nil
 		return nil
@@ -386,12 +407,12 @@ func normalize(t reflect.Type, s *jsonschema.Schema, path string) error {
 			base = "number"
 		case reflect.Slice, reflect.Array:
 			base = "array"
-			if err := normalize(t.Elem(), s.Items, path+"/items"); err != nil {
+			if err := normalize(t.Elem(), s.Items, path+"/items", output); err != nil {
 				return err
 			}
 		case reflect.Map:
 			base = "object"
-			if err := normalize(t.Elem(), s.AdditionalProperties, path+"/additionalProperties"); err != nil {
+			if err := normalize(t.Elem(), s.AdditionalProperties, path+"/additionalProperties", output); err != nil {
 				return err
 			}
 		case reflect.Struct:
@@ -402,7 +423,7 @@ func normalize(t reflect.Type, s *jsonschema.Schema, path string) error {
 			}
 			for i, f := range fields {
 				name := infos[i].name
-				if err := normalize(f.Type, s.Properties[name], path+"/properties/"+escapePointer(name)); err != nil {
+				if err := normalize(f.Type, s.Properties[name], path+"/properties/"+escapePointer(name), output); err != nil {
 					return err
 				}
 			}

@@ -577,3 +577,43 @@ func TestDateTimeDecodes(t *testing.T) {
 		}
 	})
 }
+
+// InferOutput describes what a Go value marshals to: nil slices and maps
+// are null, so they are nullable, while Infer (for decoding) keeps them
+// strict.
+func TestInferOutputNullableCollections(t *testing.T) {
+	type row struct {
+		Tags []string       `json:"tags"`
+		Attr map[string]int `json:"attr"`
+		Grid [2]int         `json:"grid"`
+		Name string         `json:"name"`
+	}
+	type out struct {
+		Rows []row `json:"rows"`
+	}
+	s, err := InferOutput(reflect.TypeFor[out](), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []out{{}, {Rows: []row{{}}}, {Rows: []row{{Tags: []string{"a"}, Attr: map[string]int{"x": 1}, Name: "n"}}}} {
+		b, _ := json.Marshal(v)
+		var doc any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if issues := s.Validate(doc); issues != nil {
+			t.Errorf("%s: %v", b, issues)
+		}
+	}
+	want := `{"additionalProperties":false,"properties":{"rows":{"items":{"additionalProperties":false,"properties":{"attr":{"type":["object","null"]},"grid":{"items":{"maximum":9007199254740991,"minimum":-9007199254740991,"type":"integer"},"maxItems":2,"minItems":2,"type":"array"},"name":{"type":"string"},"tags":{"items":{"type":"string"},"type":["array","null"]}},"required":["tags","attr","grid","name"],"type":"object"},"type":["array","null"]}},"required":["rows"],"type":"object"}`
+	if s.JSON() != want {
+		t.Errorf("InferOutput JSON:\n%s\nwant\n%s", s.JSON(), want)
+	}
+	in, err := Infer(reflect.TypeFor[out]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if issues := in.Validate(map[string]any{"rows": nil}); issues == nil {
+		t.Error("Infer must keep slices non-nullable for inputs")
+	}
+}
