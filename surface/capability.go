@@ -176,15 +176,20 @@ var emptyObjectSchema = sync.OnceValue(func() *schema.Schema {
 var buildLimits = schema.Limits{MaxBytes: schema.HardMaxBytes, MaxDepth: schema.HardMaxDepth}
 
 // compileSchema returns the schema of a typed definition: the raw one when
-// given, else the one inferred from t.
+// given, else the one inferred from t. Inferred output schemas describe
+// what the type marshals to (nil slices and maps are null); inferred input
+// schemas what decodes into it.
 func compileSchema(raw json.RawMessage, t reflect.Type, field string) (*schema.Schema, *DefinitionError) {
 	var (
 		s   *schema.Schema
 		err error
 	)
-	if raw != nil {
+	switch {
+	case raw != nil:
 		s, err = schema.ParseLimits(raw, buildLimits)
-	} else {
+	case field == "output":
+		s, err = schema.InferOutput(t, buildLimits)
+	default:
 		s, err = schema.InferLimits(t, buildLimits)
 	}
 	if err != nil {

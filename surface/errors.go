@@ -75,3 +75,211 @@ func defErr(code DefinitionCode, field, msg string) *DefinitionError {
 // ErrClosed is returned by [Registry.Register] after [Registry.Close]:
 // using a closed registry is a programming error.
 var ErrClosed = errors.New("surface: registry closed")
+
+// Code is the closed set of agent-facing error codes.
+type Code string
+
+// Error codes (semantics §4.1).
+const (
+	CapabilityNotFound     Code = "CAPABILITY_NOT_FOUND"
+	CapabilityNotAvailable Code = "CAPABILITY_NOT_AVAILABLE"
+	AmbiguousInstance      Code = "AMBIGUOUS_INSTANCE"
+	ComponentUnmounted     Code = "COMPONENT_UNMOUNTED"
+	StaleCapability        Code = "STALE_CAPABILITY"
+	InvocationConflict     Code = "INVOCATION_CONFLICT"
+	InvalidInput           Code = "INVALID_INPUT"
+	NotAuthenticated       Code = "NOT_AUTHENTICATED"
+	NotAuthorized          Code = "NOT_AUTHORIZED"
+	PreconditionFailed     Code = "PRECONDITION_FAILED"
+	ConfirmationRequired   Code = "CONFIRMATION_REQUIRED"
+	ConfirmationInvalid    Code = "CONFIRMATION_INVALID"
+	RateLimited            Code = "RATE_LIMITED"
+	Timeout                Code = "TIMEOUT"
+	Cancelled              Code = "CANCELLED"
+	ExecutionFailed        Code = "EXECUTION_FAILED"
+)
+
+// Retry tells the agent whether and how to retry a failed call.
+type Retry string
+
+// Retry categories.
+const (
+	RetryNo               Retry = "no"
+	RetryYes              Retry = "yes"
+	RetryAfterRefresh     Retry = "after-refresh"
+	RetryAfterDelay       Retry = "after-delay"
+	RetryWithConfirmation Retry = "with-confirmation"
+	RetryWithChanges      Retry = "with-changes"
+)
+
+// codeRule is one row of the error matrix: the default retry category, the
+// default agent-facing message, and whether a result with this code is
+// cached for idempotent replay.
+type codeRule struct {
+	retry   Retry
+	cached  bool
+	message string
+}
+
+// errorMatrix is the single source of the codes' retry rules and
+// cacheability (semantics §4.1). Variants by detail — TIMEOUT by
+// idempotency, CONFIRMATION_INVALID expired, EXECUTION_FAILED transient,
+// CANCELLED on Close, PRECONDITION_FAILED binding-failed — are applied
+// where those errors are made.
+var errorMatrix = map[Code]codeRule{
+	CapabilityNotFound:     {RetryAfterRefresh, true, "No such capability is available to you. Refresh the surface and use a listed capability."},
+	CapabilityNotAvailable: {RetryAfterRefresh, true, "The capability exists but is not available right now; see details.reason."},
+	AmbiguousInstance:      {RetryWithChanges, true, "Several instances offer this capability; retry with one of the instanceIds in details.instances."},
+	ComponentUnmounted:     {RetryAfterRefresh, true, "The component that offered this capability is gone. Refresh the surface."},
+	StaleCapability:        {RetryAfterRefresh, true, "The surface changed since you discovered this capability. Refresh and retry."},
+	InvocationConflict:     {RetryWithChanges, false, "This invocationId was already used for a different request; use a fresh invocationId."},
+	InvalidInput:           {RetryWithChanges, true, "The input does not match the input schema; see details.issues."},
+	NotAuthenticated:       {RetryNo, true, "The user is not signed in."},
+	NotAuthorized:          {RetryNo, true, "The user is not allowed to do this."},
+	PreconditionFailed:     {RetryWithChanges, true, "The current state does not allow this call."},
+	ConfirmationRequired:   {RetryWithConfirmation, false, "The user must approve this call; retry with the confirmationId once approved."},
+	ConfirmationInvalid:    {RetryNo, true, "The confirmation does not authorize this call; see details.reason."},
+	RateLimited:            {RetryAfterDelay, false, "Too many calls right now; retry after details.retryAfterMs milliseconds."},
+	Timeout:                {RetryNo, true, "The capability did not finish in time."},
+	Cancelled:              {RetryYes, true, "The call was cancelled."},
+	ExecutionFailed:        {RetryNo, true, "The capability failed while running; the cause was recorded for the operator."},
+}
+
+// maxMessage is the length cap of agent-facing messages, in UTF-16 units.
+const maxMessage = 300
+
+// Error is the agent-facing error payload: a code from the closed set, an
+// agent-safe message, a retry category and code-specific details. It is
+// what a failed [Result] carries and what policies, preconditions and
+// handlers return to fail a call with a specific code.
+//
+// Messages and details are shown to the agent: never put causes, queries,
+// paths or internal identifiers in them. A handler error that is not an
+// *Error becomes EXECUTION_FAILED with a fixed message, and its text goes
+// only to the operator's log.
+//
+// errors.Is(err, surface.ErrStale) matches any *Error with the same code.
+type Error struct {
+	Code    Code           `json:"code"`
+	Message string         `json:"message"`
+	Retry   Retry          `json:"retry"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// Error implements error.
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// NewError returns an agent-facing error with the code's default retry
+// category. An empty message takes the code's default message; a longer
+// one than 300 characters is truncated with "…". Details must be JSON
+// values and agent-safe.
+func NewError(code Code, message string, details map[string]any) *Error {
+	rule := errorMatrix[code]
+	if message == "" {
+		message = rule.message
+	}
+	return &Error{Code: code, Message: clip(message, maxMessage), Retry: rule.retry, Details: details}
+}
+
+// Precondition returns a PRECONDITION_FAILED error for a precondition to
+// return: message and details are shown to the agent.
+func Precondition(message string, details map[string]any) *Error {
+	return NewError(PreconditionFailed, message, details)
+}
+
+// clip truncates s to max UTF-16 code units, ending in "…".
+func clip(s string, max int) string {
+	if jsLen(s) <= max {
+		return s
+	}
+	n := 0
+	for i, r := range s {
+		w := 1
+		if r > 0xFFFF {
+			w = 2
+		}
+		if n+w > max-1 {
+			return s[:i] + "…"
+		}
+		n += w
+	}
+	return s
+}
+
+// clone returns a copy of e whose details can be changed without changing
+// e's.
+func (e *Error) clone() *Error {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if e.Details != nil {
+		c.Details = cloneJSON(e.Details).(map[string]any)
+	}
+	return &c
+}
+
+// cloneJSON deep-copies the maps and slices of a JSON-like value.
+func cloneJSON(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, x := range v {
+			m[k] = cloneJSON(x)
+		}
+		return m
+	case []any:
+		s := make([]any, len(v))
+		for i, x := range v {
+			s[i] = cloneJSON(x)
+		}
+		return s
+	case []string:
+		return append([]string(nil), v...)
+	case []Issue:
+		return append([]Issue(nil), v...)
+	case []InstanceRef:
+		return append([]InstanceRef(nil), v...)
+	}
+	return v
+}
+
+// Sentinel errors for errors.Is, one per code.
+var (
+	ErrNotFound             = &Error{Code: CapabilityNotFound}
+	ErrNotAvailable         = &Error{Code: CapabilityNotAvailable}
+	ErrAmbiguous            = &Error{Code: AmbiguousInstance}
+	ErrUnmounted            = &Error{Code: ComponentUnmounted}
+	ErrStale                = &Error{Code: StaleCapability}
+	ErrConflict             = &Error{Code: InvocationConflict}
+	ErrInvalidInput         = &Error{Code: InvalidInput}
+	ErrNotAuthenticated     = &Error{Code: NotAuthenticated}
+	ErrNotAuthorized        = &Error{Code: NotAuthorized}
+	ErrPrecondition         = &Error{Code: PreconditionFailed}
+	ErrConfirmationRequired = &Error{Code: ConfirmationRequired}
+	ErrConfirmationInvalid  = &Error{Code: ConfirmationInvalid}
+	ErrRateLimited          = &Error{Code: RateLimited}
+	ErrTimeout              = &Error{Code: Timeout}
+	ErrCancelled            = &Error{Code: Cancelled}
+	ErrExecutionFailed      = &Error{Code: ExecutionFailed}
+)
+
+// Issue is one validation problem of an input: a JSON-pointer path into
+// the input ("" for the root) and a message that never echoes input values.
+type Issue struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// InstanceRef names one candidate of an AMBIGUOUS_INSTANCE error.
+type InstanceRef struct {
+	InstanceID     string `json:"instanceId"`
+	RegistrationID string `json:"registrationId"`
+	Description    string `json:"description,omitempty"`
+}

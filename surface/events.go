@@ -10,7 +10,8 @@ import (
 
 // Event is something that happened to the surface. The concrete types are
 // [SurfaceChanged], [ComponentRegistered], [ComponentUnregistered],
-// [ComponentRejected] and [AvailabilityChanged]; switch on the type. Each
+// [ComponentRejected], [AvailabilityChanged], [InvocationStarted] and
+// [InvocationSettled]; switch on the type. Each
 // marshals to the spec's wire shape with a "type" field first.
 type Event interface {
 	// EventType is the wire name of the event, e.g. "surface-changed".
@@ -61,6 +62,56 @@ type AvailabilityChanged struct {
 	RegistrationID string `json:"registrationId"`
 	CapabilityID   string `json:"capabilityId"`
 	Available      bool   `json:"available"`
+}
+
+// InvocationStarted reports an invocation that passed the identity phase
+// (joins and replays of an earlier call emit nothing).
+type InvocationStarted struct {
+	InvocationID string `json:"invocationId"`
+	CapabilityID string `json:"capabilityId"`
+	// ConsumerID is the consumer's id (not its key).
+	ConsumerID string `json:"consumerId"`
+}
+
+// InvocationSettled reports the outcome of an invocation; it always follows
+// its InvocationStarted.
+type InvocationSettled struct {
+	InvocationID string       `json:"invocationId"`
+	CapabilityID string       `json:"capabilityId"`
+	Status       ResultStatus `json:"status"`
+	Code         Code         `json:"code,omitempty"`
+	DurationMs   int64        `json:"durationMs"`
+}
+
+// EventType implements Event.
+func (InvocationStarted) EventType() string { return "invocation-started" }
+
+// EventType implements Event.
+func (InvocationSettled) EventType() string { return "invocation-settled" }
+
+func (InvocationStarted) isEvent() {}
+func (InvocationSettled) isEvent() {}
+
+// MarshalJSON implements json.Marshaler.
+func (e InvocationStarted) MarshalJSON() ([]byte, error) {
+	type plain InvocationStarted
+	return marshalEvent(e.EventType(), plain(e))
+}
+
+// MarshalJSON implements json.Marshaler.
+func (e InvocationSettled) MarshalJSON() ([]byte, error) {
+	type plain InvocationSettled
+	return marshalEvent(e.EventType(), plain(e))
+}
+
+// emit queues and delivers an event that no mutation carries.
+func emit[E Event](r *Registry, e E) {
+	if ls := r.listeners.Load(); ls == nil || len(*ls) == 0 {
+		return
+	}
+	r.mu.Lock()
+	emitLocked(r, e)
+	r.unlockAndDrain()
 }
 
 // EventType implements Event.

@@ -60,6 +60,6 @@ func ExampleRegistry_Register() {
 	_ = selected
 	// Output:
 	// version 1
-	// view:devices.table.readRows {"items":{"additionalProperties":false,"properties":{"id":{"type":"string"},"status":{"type":"string"}},"required":["id","status"],"type":"object"},"type":"array"}
+	// view:devices.table.readRows {"items":{"additionalProperties":false,"properties":{"id":{"type":"string"},"status":{"type":"string"}},"required":["id","status"],"type":"object"},"type":["array","null"]}
 	// view:devices.table.selectRows local-state {"additionalProperties":false,"properties":{"ids":{"description":"Device ids to select","items":{"type":"string"},"type":"array"}},"required":["ids"],"type":"object"}
 }

@@ -23,3 +23,18 @@ func (r *Registry) TombstoneCount() int {
 	defer r.mu.Unlock()
 	return r.tombs.len()
 }
+
+// ErrorRule exposes a row of the error matrix to tests.
+func ErrorRule(c Code) (retry Retry, cached, known bool) {
+	rule, ok := errorMatrix[c]
+	return rule.retry, rule.cached, ok
+}
+
+// ErrorCodes lists the codes of the error matrix.
+func ErrorCodes() []Code {
+	codes := make([]Code, 0, len(errorMatrix))
+	for c := range errorMatrix {
+		codes = append(codes, c)
+	}
+	return codes
+}

@@ -61,3 +61,8 @@ func mustVersion(t *testing.T, reg *surface.Registry, want string) {
 		t.Fatalf("version = %s, want %s", got, want)
 	}
 }
+
+func nanValue() float64 {
+	zero := 0.0
+	return zero / zero
+}

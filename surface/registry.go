@@ -55,6 +55,8 @@ type Options struct {
 	Route func() *Route
 	// Limits bounds what the registry accepts; zero fields take defaults.
 	Limits Limits
+	// Audit receives audit records. Default: a MemorySink of 1000 records.
+	Audit AuditSink
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
 	// Now is the registry's clock, used for every timestamp, TTL and
@@ -102,6 +104,7 @@ type Registry struct {
 	log        *slog.Logger
 	now        func() time.Time
 	surfaceID  string
+	sink       AuditSink
 
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
@@ -115,9 +118,13 @@ type Registry struct {
 	byKey     map[compKey]*registration  // active registrations by type and instance
 	byType    map[string][]*registration // active registrations per type, unordered
 	tombs     tombstones
-	queue     []Event // undelivered events, in mutation order
-	scPending bool    // queue holds a SurfaceChanged placeholder
-	draining  bool    // some goroutine is delivering the queue
+	closingCh chan struct{}  // closed by Close: queued invocations give up
+	obs       obsPool        // observation admission
+	execWG    sync.WaitGroup // running handler goroutines
+	dedupe    dedupeCache    // idempotency keys (own lock)
+	queue     []Event        // undelivered events, in mutation order
+	scPending bool           // queue holds a SurfaceChanged placeholder
+	draining  bool           // some goroutine is delivering the queue
 	ctxWG     sync.WaitGroup
 }
 
@@ -170,7 +177,10 @@ type registration struct {
 	h Handle // the one handle of this registration
 
 	// Guarded by Registry.mu.
-	typeIdx  int // position in Registry.byType[typ]
+	inflight []*execution // running handlers
+	running  bool         // an action holds the instance's slot
+	waiters  []*waiter    // actions queued for the slot, FIFO
+	typeIdx  int          // position in Registry.byType[typ]
 	status   Status
 	stopCtx  func() bool
 	lastWhen []bool // availability last announced by Refresh; nil: none yet
@@ -202,6 +212,11 @@ func New(opts *Options) *Registry {
 		log:        o.Logger,
 		now:        o.Now,
 		surfaceID:  newSurfaceID(),
+		sink:       o.Audit,
+		closingCh:  make(chan struct{}),
+	}
+	if r.sink == nil {
+		r.sink = NewMemorySink(0)
 	}
 	if r.env == "" {
 		r.env = Production
@@ -280,7 +295,8 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if old := r.liveInstanceLocked(reg.typ, reg.instance); old != nil {
+	old := r.liveInstanceLocked(reg.typ, reg.instance)
+	if old != nil {
 		if r.onDup == Reject {
 			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
 			return r.rejectLocked(reg, RejectedDuplicate)
@@ -298,6 +314,10 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
+	if old != nil {
+		r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: old.id})
+	}
+	r.audit(AuditEvent{Type: AuditRegistration, RegistrationID: reg.id})
 	return reg.handle(r), nil
 }
 
@@ -344,6 +364,7 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 	reg.status = Rejected
 	emitLocked(r, ComponentRejected{ComponentType: reg.typ, InstanceID: reg.instance, Reason: reason})
 	r.unlockAndDrain()
+	r.audit(AuditEvent{Type: AuditRegistrationRejected})
 	return reg.handle(r), nil
 }
 
@@ -392,6 +413,7 @@ func (r *Registry) indexLocked(reg *registration) int {
 func (r *Registry) unregisterLocked(reg *registration) {
 	reg.status = Unregistered
 	r.stopCtxLocked(reg)
+	r.abortInflightLocked(reg, false)
 	if i := r.indexLocked(reg); i >= 0 {
 		r.entries = slices.Delete(r.entries, i, i+1)
 	}
@@ -438,6 +460,7 @@ func (h *Handle) Unregister() {
 	}
 	r.unregisterLocked(h.reg)
 	r.unlockAndDrain()
+	r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: h.reg.id})
 }
 
 // Invalidate bumps the surface version without changing anything, so
@@ -598,11 +621,15 @@ func evalWhen(d *capDef, log *slog.Logger) (ok, panicked bool) {
 	return d.when(), false
 }
 
-// Close tears the registry down: every registration is dropped (no
-// tombstones, no unregister events, no version bumps), listeners are
-// dropped after pending events are delivered, and later Register calls
-// fail with ErrClosed. Close is idempotent and waits for the unregistrations
-// that RegisterContext contexts already triggered.
+// Close tears the registry down: in-flight and queued invocations settle
+// CANCELLED (retry no) and their handler contexts are cancelled; every
+// registration is dropped (no tombstones, no unregister events, no version
+// bumps); listeners are dropped after pending events are delivered; later
+// Register calls fail with ErrClosed and Invoke calls with CANCELLED.
+//
+// Close is idempotent. It waits for running handlers to return, so
+// handlers must honour their context; it also waits for the
+// unregistrations that RegisterContext contexts already triggered.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -610,9 +637,11 @@ func (r *Registry) Close() error {
 		return nil
 	}
 	r.closed = true
+	close(r.closingCh)
 	for _, e := range r.entries {
 		e.reg.status = Unregistered
 		r.stopCtxLocked(e.reg)
+		r.abortInflightLocked(e.reg, true)
 	}
 	r.entries, r.byID, r.byKey, r.byType = nil, nil, nil, nil
 	r.tombs = tombstones{}
@@ -623,8 +652,12 @@ func (r *Registry) Close() error {
 	r.unlockAndDrain()
 	r.listeners.Store(nil)
 	r.ctxWG.Wait()
+	r.execWG.Wait()
 	return nil
 }
+
+// closing returns a channel closed by Close.
+func (r *Registry) closing() <-chan struct{} { return r.closingCh }
 
 // tombstone remembers an unregistered registration: ids and a deadline,
 // never anything executable.

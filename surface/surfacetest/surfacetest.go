@@ -9,6 +9,7 @@ package surfacetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -126,4 +127,63 @@ func (r *Recorder) Reset() {
 	r.mu.Lock()
 	r.events = nil
 	r.mu.Unlock()
+}
+
+// Invoke calls a capability as the test consumer with input marshalled to
+// JSON (nil for none). When the capability has exactly one live instance
+// its registration id is attached, as an adapter would after discovery.
+func Invoke(tb testing.TB, reg *surface.Registry, capabilityID string, input any) surface.Result {
+	tb.Helper()
+	inv := surface.Invocation{CapabilityID: capabilityID}
+	if input != nil {
+		raw, err := json.Marshal(input)
+		if err != nil {
+			tb.Fatalf("Invoke(%s): marshal input: %v", capabilityID, err)
+		}
+		inv.Input = raw
+	}
+	inv.RegistrationID = UniqueRegistration(reg, capabilityID)
+	return reg.Invoke(context.Background(), inv, surface.InvokeOptions{Consumer: Consumer()})
+}
+
+// UniqueRegistration returns the registration id of the only live
+// component offering capabilityID, or "" if there is none or several.
+func UniqueRegistration(reg *surface.Registry, capabilityID string) string {
+	found := ""
+	for _, c := range reg.Snapshot(surface.SnapshotOptions{Consumer: Consumer()}).Components {
+		has := false
+		for _, o := range c.Observations() {
+			has = has || o.CapabilityID == capabilityID
+		}
+		for _, a := range c.Actions() {
+			has = has || a.CapabilityID == capabilityID
+		}
+		if has {
+			if found != "" {
+				return ""
+			}
+			found = c.RegistrationID()
+		}
+	}
+	return found
+}
+
+// RequireOK fails the test unless res is ok.
+func RequireOK(tb testing.TB, res surface.Result) {
+	tb.Helper()
+	if res.Status != surface.StatusOK || res.Error != nil {
+		b, _ := json.Marshal(res)
+		tb.Fatalf("result is not ok: %s", b)
+	}
+}
+
+// RequireCode fails the test unless res failed with code, and returns the
+// error.
+func RequireCode(tb testing.TB, res surface.Result, code surface.Code) *surface.Error {
+	tb.Helper()
+	if res.Status != surface.StatusError || res.Error == nil || res.Error.Code != code {
+		b, _ := json.Marshal(res)
+		tb.Fatalf("want error %s, got %s", code, b)
+	}
+	return res.Error
 }

@@ -1,0 +1,316 @@
+package surface
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// execution is one running handler. The first of the handler, the timer,
+// the caller's context, an unmount or Close to settle it wins; the others
+// find it settled.
+type execution struct {
+	settledFlag atomic.Bool
+	done        chan struct{} // closed by the winning settle
+	out         any           // written by the winner before done closes
+	err         *Error
+	cancel      context.CancelCauseFunc
+	nav         bool
+}
+
+// settle records the outcome if nothing settled first.
+func (x *execution) settle(out any, e *Error) bool {
+	if !x.settledFlag.CompareAndSwap(false, true) {
+		return false
+	}
+	x.out, x.err = out, e
+	close(x.done)
+	return true
+}
+
+// Causes of handler-context cancellation.
+var (
+	errUnmounted = errors.New("surface: the component was unregistered")
+	errClosed    = errors.New("surface: the registry was closed")
+	errTimedOut  = errors.New("surface: the invocation timed out")
+	errSettled   = errors.New("surface: the invocation settled")
+)
+
+// waiter is an invocation queued for admission. ch is closed when it is
+// admitted (the slot is handed to it).
+type waiter struct {
+	ch  chan struct{}
+	key string // consumer key, for the observation pool
+}
+
+// obsPool bounds concurrent observations per consumer and in total, with
+// one arrival-ordered wait list (semantics §7.2). Guarded by Registry.mu.
+type obsPool struct {
+	total   int
+	running map[string]int // per consumer
+	queued  map[string]int // per consumer
+	waiters []*waiter
+}
+
+func queueFull() *Error {
+	return NewError(RateLimited, msgQueueFull, map[string]any{"reason": "queue-full", "retryAfterMs": 250})
+}
+
+func cancelledByClose() *Error {
+	return NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo)
+}
+
+// admit runs phase 8: the per-instance action queue or the observation
+// pool. The returned release frees the slot.
+func (p *pipeline) admit(d *capDef) (release func(), e *Error) {
+	r := p.r
+	start := r.now()
+	p.queued = true
+	var w *waiter
+	r.mu.Lock()
+	if d.kind == kindObservation {
+		release, w, e = r.admitObservationLocked(p.consumerKey)
+	} else {
+		release, w, e = r.admitActionLocked(p.reg)
+	}
+	closing := r.closingCh
+	r.mu.Unlock()
+	if w == nil {
+		return release, e
+	}
+	select {
+	case <-w.ch:
+		p.queueWait = r.now().Sub(start)
+		return release, nil
+	case <-p.ctx.Done():
+		e = NewError(Cancelled, "", nil)
+	case <-closing:
+		e = cancelledByClose()
+	}
+	// Leave the queue; if admission raced with the cancellation, give the
+	// slot back.
+	r.mu.Lock()
+	admitted := !r.dropWaiterLocked(p.reg, d.kind, w)
+	r.mu.Unlock()
+	if admitted {
+		release()
+	}
+	p.queueWait = r.now().Sub(start)
+	return nil, e
+}
+
+func (r *Registry) admitActionLocked(reg *registration) (func(), *waiter, *Error) {
+	release := func() {
+		r.mu.Lock()
+		if len(reg.waiters) > 0 { // hand the slot to the first waiter
+			w := reg.waiters[0]
+			reg.waiters = slices.Delete(reg.waiters, 0, 1)
+			close(w.ch)
+		} else {
+			reg.running = false
+		}
+		r.mu.Unlock()
+	}
+	if !reg.running {
+		reg.running = true
+		return release, nil, nil
+	}
+	if len(reg.waiters) >= r.limits.ActionQueueDepth {
+		return nil, nil, queueFull()
+	}
+	w := &waiter{ch: make(chan struct{})}
+	reg.waiters = append(reg.waiters, w)
+	return release, w, nil
+}
+
+func (r *Registry) admitObservationLocked(key string) (func(), *waiter, *Error) {
+	pool := &r.obs
+	release := func() {
+		r.mu.Lock()
+		pool.total--
+		if pool.running[key]--; pool.running[key] == 0 {
+			delete(pool.running, key)
+		}
+		// Admit the first waiter, in arrival order, whose consumer and the
+		// total are under their caps.
+		for i, w := range pool.waiters {
+			if pool.running[w.key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
+				pool.waiters = slices.Delete(pool.waiters, i, i+1)
+				if pool.queued[w.key]--; pool.queued[w.key] == 0 {
+					delete(pool.queued, w.key)
+				}
+				pool.total++
+				pool.running[w.key]++
+				close(w.ch)
+				break
+			}
+		}
+		r.mu.Unlock()
+	}
+	if pool.running[key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
+		if pool.running == nil {
+			pool.running = make(map[string]int)
+		}
+		pool.total++
+		pool.running[key]++
+		return release, nil, nil
+	}
+	if pool.queued[key] >= r.limits.MaxQueuedObservationsPerConsumer {
+		return nil, nil, queueFull()
+	}
+	if pool.queued == nil {
+		pool.queued = make(map[string]int)
+	}
+	pool.queued[key]++
+	w := &waiter{ch: make(chan struct{}), key: key}
+	pool.waiters = append(pool.waiters, w)
+	return release, w, nil
+}
+
+// dropWaiterLocked removes a waiter that gave up. It reports false if the
+// waiter was already admitted (and so holds a slot).
+func (r *Registry) dropWaiterLocked(reg *registration, kind capKind, w *waiter) bool {
+	if kind == kindObservation {
+		i := slices.Index(r.obs.waiters, w)
+		if i < 0 {
+			return false
+		}
+		r.obs.waiters = slices.Delete(r.obs.waiters, i, i+1)
+		if r.obs.queued[w.key]--; r.obs.queued[w.key] == 0 {
+			delete(r.obs.queued, w.key)
+		}
+		return true
+	}
+	i := slices.Index(reg.waiters, w)
+	if i < 0 {
+		return false
+	}
+	reg.waiters = slices.Delete(reg.waiters, i, i+1)
+	return true
+}
+
+// timeout is the invocation's time budget: the caller's, else the
+// capability's, else the limits' default for its kind.
+func (p *pipeline) timeout(d *capDef) time.Duration {
+	switch {
+	case p.opts.Timeout > 0:
+		return p.opts.Timeout
+	case d.timeout > 0:
+		return d.timeout
+	case d.kind == kindObservation:
+		return p.r.limits.ObservationTimeout
+	}
+	return p.r.limits.ActionTimeout
+}
+
+// execute runs phase 9: the guards, then the handler on its own goroutine
+// until the first settlement.
+func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
+	r := p.r
+	hctx, cancel := context.WithCancelCause(p.ctx)
+	x := &execution{done: make(chan struct{}), cancel: cancel, nav: d.effect == Navigation}
+	r.mu.Lock()
+	var guard *Error
+	switch {
+	case r.closed:
+		guard = cancelledByClose()
+	case p.reg.status != Active:
+		guard = NewError(ComponentUnmounted, "", map[string]any{"phase": "mid-flight"})
+	case p.ctx.Err() != nil:
+		guard = NewError(Cancelled, "", nil)
+	}
+	if guard != nil {
+		r.mu.Unlock()
+		cancel(errSettled)
+		return nil, guard
+	}
+	p.reg.inflight = append(p.reg.inflight, x)
+	r.execWG.Add(1)
+	r.mu.Unlock()
+
+	timeout := p.timeout(d)
+	start := r.now()
+	go p.runHandler(hctx, x, d, call, in)
+	timer := time.NewTimer(timeout)
+	select {
+	case <-x.done:
+	case <-timer.C:
+		te := NewError(Timeout, "", map[string]any{"timeoutMs": timeout.Milliseconds(), "idempotent": d.idempotent})
+		if d.idempotent {
+			te.Retry = RetryYes
+		}
+		if x.settle(nil, te) {
+			cancel(errTimedOut)
+		}
+	case <-p.ctx.Done():
+		x.settle(nil, NewError(Cancelled, "", nil))
+	}
+	timer.Stop()
+	<-x.done
+	cancel(errSettled)
+	p.execution, p.executed = r.now().Sub(start), true
+
+	r.mu.Lock()
+	if i := slices.Index(p.reg.inflight, x); i >= 0 {
+		p.reg.inflight = slices.Delete(p.reg.inflight, i, i+1)
+	}
+	r.mu.Unlock()
+	return x.out, x.err
+}
+
+// runHandler calls the handler, recovering a panic, and settles x if
+// nothing settled it first; a later return is audited as late-settlement.
+func (p *pipeline) runHandler(hctx context.Context, x *execution, d *capDef, call *Call, in any) {
+	r := p.r
+	defer r.execWG.Done()
+	out, err := callHandler(hctx, d, call, in)
+	var e *Error
+	if err != nil {
+		var ae *Error
+		if hctx.Err() != nil && !errors.As(err, &ae) {
+			// The handler gave up because its context ended (unmount of a
+			// navigation, cancellation): the call was cancelled, not broken.
+			e = NewError(Cancelled, "", nil)
+		} else {
+			e = p.userError(err, "handler")
+		}
+	}
+	if x.settle(out, e) {
+		return
+	}
+	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", p.inv.CapabilityID, "invocationId", p.id)
+	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: p.inv.CapabilityID, RegistrationID: p.reg.id, InvocationID: p.id})
+}
+
+func callHandler(ctx context.Context, d *capDef, call *Call, in any) (out any, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError{rec}
+		}
+	}()
+	if d.kind == kindObservation {
+		return d.read(ctx, call)
+	}
+	return d.execute(ctx, call, in)
+}
+
+// abortInflightLocked settles or aborts the running handlers of a
+// registration that is going away.
+func (r *Registry) abortInflightLocked(reg *registration, closing bool) {
+	for _, x := range reg.inflight {
+		switch {
+		case closing:
+			x.settle(nil, cancelledByClose())
+			x.cancel(errClosed)
+		case x.nav:
+			// Navigation routinely unmounts its own owner: only the
+			// handler, the timer or the caller settle it.
+			x.cancel(errUnmounted)
+		default:
+			x.settle(nil, NewError(ComponentUnmounted, "", map[string]any{"phase": "mid-flight"}))
+			x.cancel(errUnmounted)
+		}
+	}
+}

@@ -1,0 +1,602 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+)
+
+// Invocation is a request to call a capability. Its JSON form uses the
+// spec's field names.
+type Invocation struct {
+	// InvocationID is the idempotency key; adapters pass their tool-call
+	// id. A fresh "inv_" id is minted when empty.
+	InvocationID string `json:"invocationId,omitempty"`
+	// CapabilityID is "view:…" or "domain:…".
+	CapabilityID string `json:"capabilityId"`
+	// InstanceID picks the instance when several are live.
+	InstanceID string `json:"instanceId,omitempty"`
+	// RegistrationID is the staleness token from discovery; adapters
+	// should always send it.
+	RegistrationID string `json:"registrationId,omitempty"`
+	// SurfaceVersion is a version hint, enforced only for destructive and
+	// external-side-effect procedures.
+	SurfaceVersion string `json:"surfaceVersion,omitempty"`
+	// Input is the JSON input of an action or procedure; ignored (but
+	// fingerprinted) for observations. Empty means none.
+	Input json.RawMessage `json:"input,omitempty"`
+	// ConfirmationID is evidence from a resolved confirmation.
+	ConfirmationID string `json:"confirmationId,omitempty"`
+}
+
+// InvokeOptions carry who calls and how long they wait.
+type InvokeOptions struct {
+	// Consumer is the caller; zero means the anonymous embedded consumer.
+	// Adapters serving several consumers must pass a stable one each.
+	Consumer Consumer
+	// Timeout overrides the capability's timeout and the limits' default.
+	Timeout time.Duration
+}
+
+// Result is the outcome of an invocation: status "ok" with an optional
+// output, or "error" with an agent-facing *Error. Its JSON encoding is the
+// spec's result envelope. A Result is the caller's: changing it changes
+// nothing in the registry.
+type Result struct {
+	Status       ResultStatus `json:"status"`
+	InvocationID string       `json:"invocationId"`
+	// CapabilityID echoes the request verbatim.
+	CapabilityID string `json:"capabilityId"`
+	// Output is the handler's JSON output; empty when there is none.
+	Output JSONText `json:"output,omitempty"`
+	// Error is set iff Status is "error".
+	Error *Error `json:"error,omitempty"`
+	// SurfaceVersion is the version at settlement.
+	SurfaceVersion string `json:"surfaceVersion"`
+	// SurfaceChanged is set when the version moved during the call: the
+	// agent should re-discover.
+	SurfaceChanged bool `json:"surfaceChanged,omitempty"`
+}
+
+// Err returns nil for an ok result and the *Error otherwise.
+func (res Result) Err() error {
+	if res.Error == nil {
+		return nil
+	}
+	return res.Error
+}
+
+// Decode unmarshals the output into v. It fails for error results.
+func (res Result) Decode(v any) error {
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.Output == "" {
+		return errors.New("surface: the result has no output")
+	}
+	return json.Unmarshal([]byte(res.Output), v)
+}
+
+// detail reasons and fixed agent-facing messages.
+const (
+	msgHandlerError   = "The capability failed while running; the cause was recorded for the operator."
+	msgOutputInvalid  = "The capability returned output that does not match its declared output schema."
+	msgOutputTooLarge = "The capability's output is larger than the configured limit."
+	msgQueueFull      = "Too many calls are waiting for this capability; retry after details.retryAfterMs milliseconds."
+	msgInvalidJSON    = "input is not valid JSON"
+	msgShape          = "input does not match the expected shape"
+)
+
+// Invoke calls a capability through the fixed pipeline: identity,
+// resolution, availability, authorization, effective input, invoke policy
+// and confirmation, precondition, admission, execution, settlement. The
+// first failing phase decides the result.
+//
+// Invoke never panics on agent input and never returns a Go error: every
+// outcome, including CONFIRMATION_REQUIRED, is a Result. Handlers run on
+// their own goroutine with a context derived from ctx that ends on
+// timeout, cancellation or unmount; Invoke returns when the invocation
+// settles, whichever comes first (first settlement wins; a later handler
+// return is only audited as late-settlement).
+//
+// A call with an invocation id this consumer already used joins the
+// in-flight call or replays its cached result if the request is the same,
+// and fails INVOCATION_CONFLICT if it differs.
+func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
+	p := &pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now()}
+	p.consumer = opts.Consumer.normalized()
+	p.consumerKey = p.consumer.Key()
+	p.id = inv.InvocationID
+	if p.id == "" {
+		p.id = NewInvocationID()
+	}
+	r.mu.Lock()
+	p.startVersion = r.version
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return p.result(NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo))
+	}
+	p.canonInput, p.inputErr = canonicalInput(inv.Input)
+
+	// Phase 1: identity.
+	key := p.consumerKey + " " + p.id
+	entry, hit := r.dedupe.begin(key, fingerprint(inv, p.canonInput, p.inputErr), p.start, &r.limits)
+	switch hit {
+	case dedupeJoin:
+		select {
+		case <-entry.done:
+			return entry.result.clone()
+		case <-ctx.Done():
+			return p.result(NewError(Cancelled, "", nil))
+		case <-r.closing():
+			return p.result(NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo))
+		}
+	case dedupeReplay:
+		return entry.result.clone()
+	case dedupeConflict:
+		emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: inv.CapabilityID, ConsumerID: p.consumer.ID})
+		res := p.result(NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
+		p.settled(res, true)
+		return res
+	}
+	emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: inv.CapabilityID, ConsumerID: p.consumer.ID})
+
+	res := p.run()
+	cache := errorMatrix[codeOf(res)].cached || res.Error == nil
+	if p.devDefect {
+		cache = false
+	}
+	r.dedupe.finish(entry, res, cache, r.now(), &r.limits)
+	p.settled(res, p.level != AuditNone || p.phase2Failed)
+	return res.clone()
+}
+
+func codeOf(res Result) Code {
+	if res.Error == nil {
+		return ""
+	}
+	return res.Error.Code
+}
+
+// withRetry returns e with another retry category.
+func (e *Error) withRetry(r Retry) *Error {
+	e.Retry = r
+	return e
+}
+
+// clone returns a Result whose error details are the caller's own.
+func (res Result) clone() Result {
+	res.Error = res.Error.clone()
+	return res
+}
+
+// pipeline is the state of one invocation.
+type pipeline struct {
+	r            *Registry
+	ctx          context.Context
+	inv          Invocation
+	opts         InvokeOptions
+	consumer     Consumer
+	consumerKey  string
+	id           string
+	start        time.Time
+	startVersion uint64
+	canonInput   []byte // canonical input; nil when absent
+	inputErr     error  // the input is not JSON
+
+	// Set as the phases run.
+	reg          *registration
+	capIdx       int
+	st           *regState
+	level        AuditLevel
+	phase2Failed bool
+	queueWait    time.Duration
+	queued       bool
+	execution    time.Duration
+	executed     bool
+	devDefect    bool
+}
+
+func (p *pipeline) cap() *regCap { return &p.reg.caps[p.capIdx] }
+
+// result builds the envelope of a settled invocation.
+func (p *pipeline) result(e *Error) Result {
+	res := Result{Status: StatusOK, InvocationID: p.id, CapabilityID: p.inv.CapabilityID}
+	if e != nil {
+		res.Status, res.Error = StatusError, e
+	}
+	p.r.mu.Lock()
+	v := p.r.version
+	p.r.mu.Unlock()
+	res.SurfaceVersion = strconv.FormatUint(v, 10)
+	res.SurfaceChanged = v != p.startVersion
+	return res
+}
+
+// settled emits invocation-settled and, if audit is true, the audit record.
+func (p *pipeline) settled(res Result, audit bool) {
+	r := p.r
+	d := r.now().Sub(p.start)
+	code := codeOf(res)
+	emit(r, InvocationSettled{InvocationID: p.id, CapabilityID: p.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
+	if !audit {
+		return
+	}
+	ms := new([3]int64)
+	ms[0] = d.Milliseconds()
+	ev := AuditEvent{
+		Type: AuditInvocationSettled, CapabilityID: p.inv.CapabilityID, InvocationID: p.id,
+		ConsumerID: p.consumerKey, Status: res.Status, Code: code, DurationMs: &ms[0],
+	}
+	if p.reg != nil {
+		ev.RegistrationID = p.reg.id
+	}
+	if p.queued {
+		ms[1] = p.queueWait.Milliseconds()
+		ev.QueueWaitMs = &ms[1]
+	}
+	if p.executed {
+		ms[2] = p.execution.Milliseconds()
+		ev.ExecutionMs = &ms[2]
+	}
+	r.audit(ev)
+}
+
+// run executes phases 2 to 10.
+func (p *pipeline) run() Result {
+	r := p.r
+	// Phase 2: resolution.
+	if e := p.resolve(); e != nil {
+		p.phase2Failed = true
+		return p.result(e)
+	}
+	c := p.cap()
+	d := c.def
+	p.level = d.audit
+	if p.level != AuditNone {
+		r.audit(AuditEvent{Type: AuditInvocationStarted, CapabilityID: p.inv.CapabilityID,
+			RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey})
+	}
+
+	// Phase 3: availability, live.
+	if ok, reason := r.availability(p.st, c); !ok {
+		return p.result(NewError(CapabilityNotAvailable, "", map[string]any{"reason": reason}))
+	}
+
+	// Phase 4: authorization. The host context is read once; policies
+	// attach here.
+	host := r.hostContext()
+
+	// Phase 5: effective input.
+	var in any
+	if d.kind == kindAction {
+		var e *Error
+		if in, e = p.effectiveInput(d); e != nil {
+			return p.result(e)
+		}
+	}
+
+	call := &Call{CapabilityID: c.id, RegistrationID: p.reg.id, InvocationID: p.id, Consumer: p.consumer, Host: host}
+
+	// Phase 6: invoke policies and the confirmation gate.
+	if d.kind == kindAction && d.confirmation == ConfirmRequired {
+		return p.result(NewError(ConfirmationRequired, "This action needs the user's approval, and this registry cannot ask for it.", map[string]any{"origin": "client"}))
+	}
+
+	// Phase 7: precondition.
+	if d.kind == kindAction && d.precondition != nil {
+		if e := p.precondition(d, call, in); e != nil {
+			return p.result(e)
+		}
+	}
+
+	// Phase 8: admission.
+	release, e := p.admit(d)
+	if e != nil {
+		return p.result(e)
+	}
+	defer release()
+
+	// Phase 9: execution.
+	out, e := p.execute(d, call, in)
+	if e != nil {
+		return p.result(e)
+	}
+
+	// Phase 10: settlement.
+	output, e := p.output(d, out)
+	if e != nil {
+		return p.result(e)
+	}
+	res := p.result(nil)
+	res.Output = output
+	return res
+}
+
+// hostContext reads the host context once; a panicking provider gives an
+// empty context.
+func (r *Registry) hostContext() (host map[string]any) {
+	if r.hostCtx == nil {
+		return nil
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.log.Error("surface: host context provider panicked", "panic", fmt.Sprint(rec))
+			host = map[string]any{}
+		}
+	}()
+	return r.hostCtx()
+}
+
+// canonicalInput canonicalises the request input; nil input stays nil.
+func canonicalInput(raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	return canonical.Canonicalize(raw)
+}
+
+// fingerprint hashes the request as issued (semantics §5): capabilityId,
+// registrationId, instanceId, surfaceVersion, input and confirmationId,
+// absent as null. Input that is not JSON is hashed as its raw text behind
+// a NUL byte, which no canonical JSON contains.
+func fingerprint(inv Invocation, canonInput []byte, inputErr error) uint64 {
+	var buf [512]byte
+	b := append(buf[:0], `{"capabilityId":`...)
+	b = appendJSONOrNull(b, inv.CapabilityID)
+	b = append(b, `,"confirmationId":`...)
+	b = appendJSONOrNull(b, inv.ConfirmationID)
+	b = append(b, `,"input":`...)
+	switch {
+	case inputErr != nil:
+		b = append(append(b, 0), inv.Input...)
+	case canonInput == nil:
+		b = append(b, "null"...)
+	default:
+		b = append(b, canonInput...)
+	}
+	b = append(b, `,"instanceId":`...)
+	b = appendJSONOrNull(b, inv.InstanceID)
+	b = append(b, `,"registrationId":`...)
+	b = appendJSONOrNull(b, inv.RegistrationID)
+	b = append(b, `,"surfaceVersion":`...)
+	b = appendJSONOrNull(b, inv.SurfaceVersion)
+	b = append(b, '}')
+	return canonical.FNV1a64Bytes(b)
+}
+
+func appendJSONOrNull(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	out, err := canonical.Append(b, s)
+	if err != nil { // strings always encode
+		return append(b, "null"...)
+	}
+	return out
+}
+
+// effectiveInput validates the action input and decodes it into the
+// handler's type.
+func (p *pipeline) effectiveInput(d *capDef) (any, *Error) {
+	raw := p.canonInput
+	if p.inputErr != nil {
+		return nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
+	}
+	if raw == nil {
+		raw = []byte("null")
+		if d.input.IsObject() {
+			raw = []byte("{}") // no input for an object schema means an empty object
+		}
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
+	}
+	if issues := d.input.Validate(v); len(issues) > 0 {
+		out := make([]Issue, len(issues))
+		for i, is := range issues {
+			out[i] = Issue{Path: is.Path, Message: is.Message}
+		}
+		return nil, invalidInput(out)
+	}
+	// Decode from the canonical text of the validated value: it spells
+	// numbers the way Go decoders accept (1 rather than 1.0).
+	in, err := d.decode(raw)
+	if err != nil {
+		return nil, invalidInput([]Issue{{Path: "", Message: msgShape}})
+	}
+	return in, nil
+}
+
+func invalidInput(issues []Issue) *Error {
+	return NewError(InvalidInput, "", map[string]any{"issues": issues})
+}
+
+// userError maps an error returned (or panic raised) by user code to the
+// agent-facing error: an *Error anywhere in the chain is used as is;
+// anything else becomes EXECUTION_FAILED handler-error, and its text goes
+// only to the log.
+func (p *pipeline) userError(err error, what string) *Error {
+	var ae *Error
+	if errors.As(err, &ae) && ae != nil {
+		if _, known := errorMatrix[ae.Code]; known {
+			c := *ae
+			c.Message = clip(c.Message, maxMessage)
+			if c.Retry == "" {
+				c.Retry = errorMatrix[c.Code].retry
+			}
+			return &c
+		}
+	}
+	p.r.log.Error("surface: "+what+" failed", "capabilityId", p.inv.CapabilityID, "invocationId", p.id, "error", err)
+	return handlerError()
+}
+
+func handlerError() *Error {
+	return NewError(ExecutionFailed, msgHandlerError, map[string]any{"reason": "handler-error"})
+}
+
+// panicError is the error a recovered panic becomes.
+type panicError struct{ value any }
+
+func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// precondition runs the action's precondition.
+func (p *pipeline) precondition(d *capDef, call *Call, in any) (e *Error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			e = p.userError(panicError{rec}, "precondition")
+		}
+	}()
+	if err := d.precondition(p.ctx, call, in); err != nil {
+		return p.userError(err, "precondition")
+	}
+	return nil
+}
+
+// output settles a handler's return value: JSON-encoded, size-capped and
+// validated against the output schema.
+func (p *pipeline) output(d *capDef, out any) (JSONText, *Error) {
+	if d.output == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		p.outputDefect(err)
+		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+	}
+	if len(b) > p.r.limits.MaxOutputBytes {
+		p.r.log.Error("surface: output too large", "capabilityId", p.inv.CapabilityID, "bytes", len(b), "limit", p.r.limits.MaxOutputBytes)
+		return "", NewError(ExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		p.outputDefect(err)
+		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+	}
+	if issues := d.output.Validate(v); len(issues) > 0 {
+		p.outputDefect(fmt.Errorf("output does not match the schema at %q: %s", issues[0].Path, issues[0].Message))
+		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+	}
+	return JSONText(b), nil
+}
+
+// outputDefect logs a handler that returned non-conforming output. In
+// development and test the result is not cached, so the fixed handler
+// can be retried with the same id.
+func (p *pipeline) outputDefect(err error) {
+	lvl := "surface: output is not valid for its schema"
+	p.r.log.Error(lvl, "capabilityId", p.inv.CapabilityID, "invocationId", p.id, "error", err)
+	if p.r.env.IsDev() {
+		p.devDefect = true
+	}
+}
+
+// instanceRefs lists the candidates of an ambiguous call.
+func instanceRefs(cands []*registration) []InstanceRef {
+	refs := make([]InstanceRef, len(cands))
+	for i, c := range cands {
+		refs[i] = InstanceRef{InstanceID: c.instance, RegistrationID: c.id, Description: c.description}
+	}
+	return refs
+}
+
+// resolve finds the target registration (semantics §9).
+func (p *pipeline) resolve() *Error {
+	r, inv := p.r, p.inv
+	id, ok := ParseCapabilityID(inv.CapabilityID)
+	if !ok || id.Plane != ViewPlane {
+		return NewError(CapabilityNotFound, "", nil)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	var buf [4]*registration
+	cands := buf[:0]
+	var idx [4]int
+	idxs := idx[:0]
+	for _, reg := range r.byType[id.Type] {
+		if inv.InstanceID != "" && reg.instance != inv.InstanceID {
+			continue
+		}
+		if i := reg.capIndex(id.Name); i >= 0 {
+			cands = append(cands, reg)
+			idxs = append(idxs, i)
+		}
+	}
+	if len(cands) > 1 {
+		order := make([]int, len(cands))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return strings.Compare(cands[a].instance, cands[b].instance) })
+		sc, si := make([]*registration, len(cands)), make([]int, len(cands))
+		for k, i := range order {
+			sc[k], si[k] = cands[i], idxs[i]
+		}
+		cands, idxs = sc, si
+	}
+	pick := -1
+	if inv.RegistrationID != "" {
+		for i, c := range cands {
+			if c.id == inv.RegistrationID {
+				pick = i
+			}
+		}
+		if pick < 0 {
+			_, tomb := r.tombs.byRegistration(inv.RegistrationID, now)
+			switch {
+			case tomb && len(cands) > 0:
+				return NewError(StaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": cands[0].id})
+			case tomb:
+				return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+			case len(cands) > 0:
+				return NewError(StaleCapability, "", map[string]any{"reason": "surface-reloaded", "liveRegistrationId": cands[0].id})
+			default:
+				return NewError(CapabilityNotFound, "", nil)
+			}
+		}
+	} else {
+		switch len(cands) {
+		case 0:
+			if r.tombs.listing(inv.CapabilityID, now) {
+				return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+			}
+			return NewError(CapabilityNotFound, "", nil)
+		case 1:
+			pick = 0
+		default:
+			return NewError(AmbiguousInstance, "", map[string]any{"instances": instanceRefs(cands)})
+		}
+	}
+	p.reg, p.capIdx = cands[pick], idxs[pick]
+	p.st = r.stateLocked(p.reg)
+	return nil
+}
+
+// capIndex returns the index of the named capability, or -1.
+func (reg *registration) capIndex(name string) int {
+	for i := range reg.caps {
+		if reg.caps[i].name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// stateLocked returns the current state of an active registration.
+func (r *Registry) stateLocked(reg *registration) *regState {
+	if i := r.indexLocked(reg); i >= 0 {
+		return r.entries[i].st
+	}
+	return enabledState
+}
