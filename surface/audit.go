@@ -1,10 +1,14 @@
 package surface
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,12 +61,17 @@ type AuditEvent struct {
 	// Payload holds the input and output of capabilities audited at level
 	// full.
 	Payload *AuditPayload `json:"payload,omitempty"`
+	// Actor is who resolved a confirmation, when the host said.
+	Actor string `json:"actor,omitempty"`
 }
 
 // AuditPayload is the input and output recorded at audit level full.
 type AuditPayload struct {
 	Input  JSONText `json:"input,omitempty"`
 	Output JSONText `json:"output,omitempty"`
+	// Truncated is set when a part was dropped for exceeding
+	// Limits.MaxOutputBytes.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // MarshalJSON encodes the record with an ISO-8601 millisecond timestamp.
@@ -124,18 +133,141 @@ func (s *MemorySink) Events() []AuditEvent {
 	return slices.Concat(s.events[s.next:], s.events[:s.next])
 }
 
-// audit hands e to the sink, recovering a panic.
+// audit hands e to the registry's sink (and, in development, to the
+// console sink on stderr).
 func (r *Registry) audit(e AuditEvent) {
-	if r.sink == nil {
-		return
-	}
+	r.auditTo(nil, e)
+}
+
+// auditTo hands e to sink, or to the registry's sinks when sink is nil,
+// recovering a panic.
+func (r *Registry) auditTo(sink AuditSink, e AuditEvent) {
 	if e.At.IsZero() {
 		e.At = r.now()
 	}
+	if sink != nil {
+		r.record(sink, e)
+		return
+	}
+	r.record(r.sink, e)
+	if r.console != nil {
+		r.record(r.console, e)
+	}
+}
+
+func (r *Registry) record(sink AuditSink, e AuditEvent) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("surface: audit sink panicked", "type", e.Type, "panic", fmt.Sprint(p))
 		}
 	}()
-	r.sink.Record(e)
+	sink.Record(e)
+}
+
+// SlogSink writes audit records as log/slog records at level Info, one
+// attribute per field. It suits operators who ship logs: point the logger
+// at stderr, a file or a collector.
+type SlogSink struct {
+	log *slog.Logger
+}
+
+// NewSlogSink returns a sink writing to logger; nil means a text handler
+// on stderr (never stdout, which may carry a protocol such as MCP stdio).
+func NewSlogSink(logger *slog.Logger) *SlogSink {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return &SlogSink{log: logger}
+}
+
+// Record implements AuditSink.
+func (s *SlogSink) Record(e AuditEvent) {
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs, slog.String("type", string(e.Type)), slog.Time("at", e.At))
+	add := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	add("capabilityId", e.CapabilityID)
+	add("registrationId", e.RegistrationID)
+	add("invocationId", e.InvocationID)
+	add("consumerId", e.ConsumerID)
+	add("status", string(e.Status))
+	add("code", string(e.Code))
+	add("actor", e.Actor)
+	for k, v := range map[string]*int64{"durationMs": e.DurationMs, "queueWaitMs": e.QueueWaitMs, "executionMs": e.ExecutionMs} {
+		if v != nil {
+			attrs = append(attrs, slog.Int64(k, *v))
+		}
+	}
+	if e.Payload != nil {
+		attrs = append(attrs, slog.String("input", string(e.Payload.Input)), slog.String("output", string(e.Payload.Output)))
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", attrs...)
+}
+
+// AsyncSink hands records to another sink on its own goroutine, so a slow
+// sink (a database, a network shipper) cannot stall invocations. When its
+// buffer is full it drops records and counts them, never blocking the
+// caller. Close flushes and stops it.
+type AsyncSink struct {
+	inner   AuditSink
+	ch      chan AuditEvent
+	done    chan struct{}
+	once    sync.Once
+	mu      sync.RWMutex // Record (read) vs Close (write)
+	closed  bool
+	dropped atomic.Uint64
+}
+
+// NewAsyncSink starts an AsyncSink in front of inner with a buffer of size
+// records (default 1024 when size ≤ 0).
+func NewAsyncSink(inner AuditSink, size int) *AsyncSink {
+	if size <= 0 {
+		size = 1024
+	}
+	s := &AsyncSink{inner: inner, ch: make(chan AuditEvent, size), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for e := range s.ch {
+			func() {
+				defer func() { _ = recover() }() // a panicking sink loses one record, not the goroutine
+				s.inner.Record(e)
+			}()
+		}
+	}()
+	return s
+}
+
+// Record implements AuditSink without blocking.
+func (s *AsyncSink) Record(e AuditEvent) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		s.dropped.Add(1)
+		return
+	}
+	select {
+	case s.ch <- e:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// Dropped returns how many records were dropped because the buffer was
+// full or the sink closed.
+func (s *AsyncSink) Dropped() uint64 { return s.dropped.Load() }
+
+// Close delivers the buffered records to the inner sink and stops the
+// goroutine. It is idempotent.
+func (s *AsyncSink) Close() error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		close(s.ch)
+		s.mu.Unlock()
+	})
+	<-s.done
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,9 @@ type ObservationDef[Out any] struct {
 	// Meta is agent-visible metadata: a JSON record of at most
 	// Limits.MaxMetaBytes bytes, frozen at registration.
 	Meta map[string]any
+	// Policies apply to this capability, inside the registry's and the
+	// component's.
+	Policies []Policy
 	// Timeout bounds Read. Zero means Limits.ObservationTimeout.
 	Timeout time.Duration
 }
@@ -110,6 +114,9 @@ type ActionDef[In, Out any] struct {
 	Execute func(ctx context.Context, call *Call, in In) (Out, error)
 	// Meta is agent-visible metadata, frozen at registration.
 	Meta map[string]any
+	// Policies apply to this capability, inside the registry's and the
+	// component's.
+	Policies []Policy
 	// Timeout bounds Execute. Zero means Limits.ActionTimeout.
 	Timeout time.Duration
 }
@@ -120,6 +127,13 @@ const (
 	kindObservation capKind = iota + 1
 	kindAction
 )
+
+func (d *capDef) kindName() Kind {
+	if d.kind == kindObservation {
+		return KindObservation
+	}
+	return KindAction
+}
 
 func (k capKind) String() string {
 	if k == kindObservation {
@@ -148,6 +162,7 @@ type capDef struct {
 	output       *schema.Schema // nil when the output is None
 	bad          *DefinitionError
 	meta         map[string]any
+	policies     []Policy
 	timeout      time.Duration
 
 	when     func() bool
@@ -209,6 +224,7 @@ func Observation[Out any](def ObservationDef[Out]) Capability {
 		confirmation: ConfirmNever,
 		audit:        AuditNone,
 		meta:         def.Meta,
+		policies:     slices.Clone(def.Policies),
 		timeout:      def.Timeout,
 		when:         def.When,
 		reason:       def.UnavailableReason,
@@ -242,6 +258,7 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 		confirmation: def.Confirmation.orDefault(),
 		audit:        def.Audit,
 		meta:         def.Meta,
+		policies:     slices.Clone(def.Policies),
 		timeout:      def.Timeout,
 		when:         def.When,
 		reason:       def.UnavailableReason,

@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -41,6 +42,9 @@ type Component struct {
 	// Disabled makes every capability visible but unavailable
 	// ("component-disabled"). Toggle it later with Handle.Update.
 	Disabled bool
+	// Policies apply to every capability of the component, inside the
+	// registry's.
+	Policies []Policy
 	// Observations are the component's reads, by capability name
 	// (^[a-z][A-Za-z0-9]*$), built with [Observation].
 	Observations map[string]Capability
@@ -104,6 +108,7 @@ func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionErr
 	if reg.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
 		return nil, e
 	}
+	reg.metaMap = thawMeta(reg.meta)
 
 	var obsBuf, actBuf [8]string
 	obsNames := sortedNames(c.Observations, obsBuf[:0])
@@ -157,7 +162,7 @@ func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionErr
 				return e
 			}
 		}
-		reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, meta: meta})
+		reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, meta: meta, metaMap: thawMeta(meta)})
 		reg.capIDs = append(reg.capIDs, id)
 		return nil
 	}
@@ -184,4 +189,16 @@ func sortedNames(m map[string]Capability, buf []string) []string {
 	}
 	slices.Sort(buf)
 	return buf
+}
+
+// thawMeta decodes a frozen meta record into a private map for policies.
+func thawMeta(t JSONText) map[string]any {
+	if t == "" {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(t), &m); err != nil {
+		return nil // frozen meta is always a JSON object
+	}
+	return m
 }

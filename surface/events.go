@@ -10,8 +10,9 @@ import (
 
 // Event is something that happened to the surface. The concrete types are
 // [SurfaceChanged], [ComponentRegistered], [ComponentUnregistered],
-// [ComponentRejected], [AvailabilityChanged], [InvocationStarted] and
-// [InvocationSettled]; switch on the type. Each
+// [ComponentRejected], [AvailabilityChanged], [InvocationStarted],
+// [InvocationSettled], [ConfirmationRequested] and [ConfirmationResolved];
+// switch on the type. Each
 // marshals to the spec's wire shape with a "type" field first.
 type Event interface {
 	// EventType is the wire name of the event, e.g. "surface-changed".
@@ -81,6 +82,42 @@ type InvocationSettled struct {
 	Status       ResultStatus `json:"status"`
 	Code         Code         `json:"code,omitempty"`
 	DurationMs   int64        `json:"durationMs"`
+}
+
+// ConfirmationRequested reports a new pending confirmation request.
+type ConfirmationRequested struct {
+	ConfirmationID string `json:"confirmationId"`
+	CapabilityID   string `json:"capabilityId"`
+	// ExpiresAt is an ISO-8601 timestamp.
+	ExpiresAt string `json:"expiresAt"`
+}
+
+// ConfirmationResolved reports how a confirmation request ended; it
+// follows its ConfirmationRequested exactly once.
+type ConfirmationResolved struct {
+	ConfirmationID string              `json:"confirmationId"`
+	Outcome        ConfirmationOutcome `json:"outcome"`
+}
+
+// EventType implements Event.
+func (ConfirmationRequested) EventType() string { return "confirmation-requested" }
+
+// EventType implements Event.
+func (ConfirmationResolved) EventType() string { return "confirmation-resolved" }
+
+func (ConfirmationRequested) isEvent() {}
+func (ConfirmationResolved) isEvent()  {}
+
+// MarshalJSON implements json.Marshaler.
+func (e ConfirmationRequested) MarshalJSON() ([]byte, error) {
+	type plain ConfirmationRequested
+	return marshalEvent(e.EventType(), plain(e))
+}
+
+// MarshalJSON implements json.Marshaler.
+func (e ConfirmationResolved) MarshalJSON() ([]byte, error) {
+	type plain ConfirmationResolved
+	return marshalEvent(e.EventType(), plain(e))
 }
 
 // EventType implements Event.

@@ -229,6 +229,10 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 	p.reg.inflight = append(p.reg.inflight, x)
 	r.execWG.Add(1)
 	r.mu.Unlock()
+	if p.reserved != nil { // execution starts: the evidence is spent
+		r.confirm.consume(p.reserved)
+		p.consumed = true
+	}
 
 	timeout := p.timeout(d)
 	start := r.now()

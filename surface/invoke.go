@@ -198,6 +198,9 @@ type pipeline struct {
 	st           *regState
 	level        AuditLevel
 	phase2Failed bool
+	effInput     []byte         // canonical effective input, once validated
+	reserved     *confirmRecord // approved evidence held for this call
+	consumed     bool
 	queueWait    time.Duration
 	queued       bool
 	execution    time.Duration
@@ -247,7 +250,35 @@ func (p *pipeline) settled(res Result, audit bool) {
 		ms[2] = p.execution.Milliseconds()
 		ev.ExecutionMs = &ms[2]
 	}
+	if p.level == AuditFull {
+		ev.Payload = r.payload(p.inv.CapabilityID, JSONText(p.effInput), res.Output)
+	}
 	r.audit(ev)
+}
+
+// payload builds a full-level audit payload: redacted, then capped.
+func (r *Registry) payload(capabilityID string, input, output JSONText) *AuditPayload {
+	pl := AuditPayload{Input: input, Output: output}
+	if r.redact != nil {
+		func() {
+			defer func() {
+				if rec := recover(); rec != nil {
+					r.log.Error("surface: audit redact hook panicked; payload dropped", "capabilityId", capabilityID)
+					pl = AuditPayload{Truncated: true}
+				}
+			}()
+			pl = r.redact(capabilityID, pl)
+		}()
+	}
+	for _, part := range []*JSONText{&pl.Input, &pl.Output} {
+		if len(*part) > r.limits.MaxOutputBytes {
+			*part, pl.Truncated = "", true
+		}
+	}
+	if pl == (AuditPayload{}) {
+		return nil
+	}
+	return &pl
 }
 
 // run executes phases 2 to 10.
@@ -265,30 +296,83 @@ func (p *pipeline) run() Result {
 		r.audit(AuditEvent{Type: AuditInvocationStarted, CapabilityID: p.inv.CapabilityID,
 			RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey})
 	}
+	defer func() {
+		if p.reserved != nil && !p.consumed {
+			r.confirm.release(p.reserved) // failed before executing: the approval stands
+		}
+	}()
 
 	// Phase 3: availability, live.
 	if ok, reason := r.availability(p.st, c); !ok {
 		return p.result(NewError(CapabilityNotAvailable, "", map[string]any{"reason": reason}))
 	}
 
-	// Phase 4: authorization. The host context is read once; policies
-	// attach here.
+	// Phase 4: authorization. The host context is read once. Discovery is
+	// re-run first, so a capability hidden from this consumer is
+	// indistinguishable from one that does not exist.
 	host := r.hostContext()
+	call := &Call{CapabilityID: c.id, RegistrationID: p.reg.id, InvocationID: p.id, Consumer: p.consumer, Host: host}
+	if len(c.chain) == 0 {
+		return p.finish(p.afterAuthorize(p.ctx, call, nil))
+	}
+	pc := &PolicyContext{Consumer: p.consumer, Host: host, Environment: r.env, now: r.now, r: r}
+	pc.fill(p.reg, c)
+	if c.discovers {
+		switch dec := r.discover(c.chain, pc); dec.verdict {
+		case hide:
+			return p.result(NewError(CapabilityNotFound, "", nil))
+		case disable:
+			return p.result(NewError(CapabilityNotAvailable, "", map[string]any{"reason": dec.reason}))
+		}
+	}
+	res := onion(p, p.ctx, c.chain, func(pol *Policy) func(context.Context, *PolicyContext, Next) Result { return pol.Authorize }, pc,
+		func(ctx context.Context) Result { return p.afterAuthorize(ctx, call, pc) })
+	return p.finish(res)
+}
+
+// finish gives a result that came through policies the envelope of this
+// invocation.
+func (p *pipeline) finish(res Result) Result {
+	if res.Error != nil {
+		return p.result(res.Error)
+	}
+	out := p.result(nil)
+	out.Output = res.Output
+	return out
+}
+
+// afterAuthorize runs phases 5 to 10.
+func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyContext) Result {
+	c := p.cap()
+	d := c.def
+	p.ctx = ctx
 
 	// Phase 5: effective input.
-	var in any
+	var in, value any = nil, map[string]any{}
 	if d.kind == kindAction {
 		var e *Error
-		if in, e = p.effectiveInput(d); e != nil {
+		if in, value, e = p.effectiveInput(d); e != nil {
 			return p.result(e)
 		}
 	}
 
-	call := &Call{CapabilityID: c.id, RegistrationID: p.reg.id, InvocationID: p.id, Consumer: p.consumer, Host: host}
+	// Phase 6: invoke policies, innermost the confirmation gate.
+	if len(c.chain) == 0 {
+		return p.afterInvokePolicies(ctx, call, in, nil)
+	}
+	ic := &InvokeContext{PolicyContext: *pc, InvocationID: p.id, Input: value}
+	return onion(p, ctx, c.chain, func(pol *Policy) func(context.Context, *InvokeContext, Next) Result { return pol.Invoke }, ic,
+		func(ctx context.Context) Result { return p.afterInvokePolicies(ctx, call, in, ic) })
+}
 
-	// Phase 6: invoke policies and the confirmation gate.
-	if d.kind == kindAction && d.confirmation == ConfirmRequired {
-		return p.result(NewError(ConfirmationRequired, "This action needs the user's approval, and this registry cannot ask for it.", map[string]any{"origin": "client"}))
+// afterInvokePolicies runs the confirmation gate and phases 7 to 10.
+func (p *pipeline) afterInvokePolicies(ctx context.Context, call *Call, in any, ic *InvokeContext) Result {
+	d := p.cap().def
+	p.ctx = ctx
+	if d.kind == kindAction {
+		if e := p.confirmationGate(call, ic); e != nil {
+			return p.result(e)
+		}
 	}
 
 	// Phase 7: precondition.
@@ -319,6 +403,88 @@ func (p *pipeline) run() Result {
 	res := p.result(nil)
 	res.Output = output
 	return res
+}
+
+// confirmationGate decides whether the call needs the user's approval and,
+// if so, requests it or checks the evidence sent (semantics §13.1). An
+// approved, matching confirmation is reserved for this call and handed to
+// the handler; it is consumed when execution starts.
+func (p *pipeline) confirmationGate(call *Call, ic *InvokeContext) *Error {
+	r, c := p.r, p.cap()
+	d := c.def
+	level := d.confirmation
+	var composer func(any) string // of the first active escalation that has one
+	for i := range c.chain {
+		esc := c.chain[i].escalate
+		if esc == nil || !p.escalationActive(esc, ic) {
+			continue
+		}
+		level = ConfirmRequired
+		if composer == nil {
+			composer = esc.summary
+		}
+	}
+	if level != ConfirmRequired {
+		return nil // a confirmationId sent anyway is ignored, not consumed
+	}
+	digest := confirmationDigest(r.surfaceID, p.reg.id, c.id, p.consumerKey, d.effect, p.effInput)
+	required := func(v PendingConfirmation) *Error {
+		return NewError(ConfirmationRequired, "", map[string]any{
+			"confirmationId": v.ConfirmationID, "summary": v.Summary,
+			"expiresAt": v.ExpiresAt.UTC().Format(timeLayout), "effect": string(v.Effect), "origin": "client",
+		})
+	}
+	if id := p.inv.ConfirmationID; id != "" {
+		rec, pending, e := r.confirm.reserve(id, digest)
+		switch {
+		case e != nil:
+			return e
+		case pending != nil:
+			return required(*pending)
+		}
+		p.reserved = rec
+		call.Confirmation = &Evidence{ID: id, ApprovedAt: rec.approvedAt}
+		return nil
+	}
+	view := PendingConfirmation{
+		CapabilityID: c.id, RegistrationID: p.reg.id, ConsumerKey: p.consumerKey,
+		Effect: d.effect, Summary: p.summary(composer, ic), Input: JSONText(p.effInput),
+	}
+	view, e := r.confirm.request(view, digest)
+	if e != nil {
+		return e
+	}
+	return required(view)
+}
+
+// escalationActive evaluates a RequireConfirmation condition; one that
+// panics counts as active (fail closed).
+func (p *pipeline) escalationActive(esc *escalation, ic *InvokeContext) (active bool) {
+	if esc.when == nil {
+		return true
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			p.r.log.Error("surface: confirmation condition panicked; confirmation is required", "capabilityId", p.inv.CapabilityID, "panic", fmt.Sprint(rec))
+			active = true
+		}
+	}()
+	return esc.when(ic)
+}
+
+// summary composes what the user is asked to approve: the composer's text,
+// else the description and the effective input.
+func (p *pipeline) summary(composer func(any) string, ic *InvokeContext) (s string) {
+	d := p.cap().def
+	if composer == nil || ic == nil {
+		return clip(d.description+" — input: "+string(p.effInput), maxMessage)
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			s = clip(d.description, maxMessage)
+		}
+	}()
+	return clip(composer(ic.Input), maxMessage)
 }
 
 // hostContext reads the host context once; a panicking provider gives an
@@ -385,11 +551,11 @@ func appendJSONOrNull(b []byte, s string) []byte {
 }
 
 // effectiveInput validates the action input and decodes it into the
-// handler's type.
-func (p *pipeline) effectiveInput(d *capDef) (any, *Error) {
+// handler's type. It returns the typed input and the validated JSON value.
+func (p *pipeline) effectiveInput(d *capDef) (any, any, *Error) {
 	raw := p.canonInput
 	if p.inputErr != nil {
-		return nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
+		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
 	}
 	if raw == nil {
 		raw = []byte("null")
@@ -399,22 +565,23 @@ func (p *pipeline) effectiveInput(d *capDef) (any, *Error) {
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
+		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
 	}
 	if issues := d.input.Validate(v); len(issues) > 0 {
 		out := make([]Issue, len(issues))
 		for i, is := range issues {
 			out[i] = Issue{Path: is.Path, Message: is.Message}
 		}
-		return nil, invalidInput(out)
+		return nil, nil, invalidInput(out)
 	}
 	// Decode from the canonical text of the validated value: it spells
 	// numbers the way Go decoders accept (1 rather than 1.0).
 	in, err := d.decode(raw)
 	if err != nil {
-		return nil, invalidInput([]Issue{{Path: "", Message: msgShape}})
+		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgShape}})
 	}
-	return in, nil
+	p.effInput = raw
+	return in, v, nil
 }
 
 func invalidInput(issues []Issue) *Error {

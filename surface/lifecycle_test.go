@@ -370,12 +370,15 @@ func TestDuplicates_AS_LIFE_003(t *testing.T) {
 
 func TestGuard(t *testing.T) {
 	var seen []surface.Candidate
-	reg := surfacetest.NewRegistry(t, &surface.Options{OnRegister: func(c surface.Candidate) bool {
+	reg := surfacetest.NewRegistry(t, &surface.Options{OnRegister: func(c surface.Candidate) surface.Verdict {
 		seen = append(seen, c)
 		if c.Component.Type == "boom" {
 			panic("guard bug")
 		}
-		return c.Origin == "first-party"
+		if c.Origin != "first-party" {
+			return surface.Refuse
+		}
+		return surface.Accept
 	}})
 	rec := surfacetest.Record(t, reg)
 	surfacetest.MustRegister(t, reg, simple("ok", ""))

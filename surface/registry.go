@@ -34,8 +34,30 @@ type Candidate struct {
 	// Component is the definition being registered.
 	Component Component
 	// Origin is the registrant's trust label, "first-party" by default.
+	// It is a claim by the calling code, useful to segment honest
+	// registrants (plugin SDKs tagging themselves), not a proof.
 	Origin string
 }
+
+// Verdict is the registration guard's answer: accept, accept with extra
+// policies, or reject.
+type Verdict struct {
+	// Reject turns the registration into a dead handle.
+	Reject bool
+	// Policies are added to every capability of an accepted component,
+	// after the component's own: the guard accepts with restrictions (for
+	// example RequireConfirmation for a third-party widget).
+	Policies []Policy
+}
+
+// Accept, Refuse and Restrict build guard verdicts.
+var (
+	Accept = Verdict{}
+	Refuse = Verdict{Reject: true}
+)
+
+// Restrict accepts with the given policies added.
+func Restrict(policies ...Policy) Verdict { return Verdict{Policies: policies} }
 
 // Options configure a [Registry]. The zero value of every field means its
 // documented default; New accepts a nil *Options for all defaults.
@@ -46,9 +68,12 @@ type Options struct {
 	// policies and handlers. It must be cheap and synchronous and must not
 	// call back into the registry. Default: an empty context.
 	Context func() map[string]any
-	// OnRegister, if set, is the registration guard: returning false (or
-	// panicking) rejects the candidate with a dead handle.
-	OnRegister func(Candidate) bool
+	// Policies govern every capability, outermost in every chain.
+	Policies []Policy
+	// OnRegister, if set, is the registration guard: it may reject a
+	// candidate (a dead handle and a component-rejected event) or accept
+	// it with restrictions. A panicking guard rejects.
+	OnRegister func(Candidate) Verdict
 	// OnDuplicate decides what a duplicate live instance does. Default Reject.
 	OnDuplicate DuplicatePolicy
 	// Route, if set, describes the host's current route for snapshots.
@@ -56,7 +81,11 @@ type Options struct {
 	// Limits bounds what the registry accepts; zero fields take defaults.
 	Limits Limits
 	// Audit receives audit records. Default: a MemorySink of 1000 records.
+	// In Development, records also go to a text log on stderr.
 	Audit AuditSink
+	// Redact, if set, rewrites the input and output payloads of
+	// capabilities audited at level full before they are recorded.
+	Redact func(capabilityID string, p AuditPayload) AuditPayload
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
 	// Now is the registry's clock, used for every timestamp, TTL and
@@ -97,7 +126,8 @@ func (s Status) String() string {
 type Registry struct {
 	env        Environment
 	hostCtx    func() map[string]any
-	onRegister func(Candidate) bool
+	onRegister func(Candidate) Verdict
+	policies   []Policy
 	onDup      DuplicatePolicy
 	route      func() *Route
 	limits     Limits
@@ -105,6 +135,8 @@ type Registry struct {
 	now        func() time.Time
 	surfaceID  string
 	sink       AuditSink
+	console    AuditSink // development only: audit on stderr
+	redact     func(string, AuditPayload) AuditPayload
 
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
@@ -122,10 +154,11 @@ type Registry struct {
 	obs       obsPool        // observation admission
 	execWG    sync.WaitGroup // running handler goroutines
 	dedupe    dedupeCache    // idempotency keys (own lock)
+	confirm   Confirmations  // confirmation store (own lock)
 	queue     []Event        // undelivered events, in mutation order
 	scPending bool           // queue holds a SurfaceChanged placeholder
 	draining  bool           // some goroutine is delivering the queue
-	ctxWG     sync.WaitGroup
+	ctxWG     sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
 }
 
 // entry is one active registration in snapshot order, with its state.
@@ -165,6 +198,7 @@ type registration struct {
 	description string
 	parent      Parent
 	meta        JSONText
+	metaMap     map[string]any // decoded meta for policies; nil when none
 	internal    map[string]any
 	origin      string
 	priority    int
@@ -190,10 +224,13 @@ type registration struct {
 type compKey struct{ typ, instance string }
 
 type regCap struct {
-	id   string
-	name string
-	def  *capDef
-	meta JSONText
+	id        string
+	name      string
+	def       *capDef
+	meta      JSONText
+	metaMap   map[string]any // decoded meta for policies; nil when none
+	chain     []Policy       // registry ++ component ++ guard ++ capability
+	discovers bool           // some policy in chain has a Discover hook
 }
 
 // New returns a registry. A nil opts means all defaults.
@@ -206,6 +243,8 @@ func New(opts *Options) *Registry {
 		env:        o.Environment,
 		hostCtx:    o.Context,
 		onRegister: o.OnRegister,
+		policies:   slices.Clone(o.Policies),
+		redact:     o.Redact,
 		onDup:      o.OnDuplicate,
 		route:      o.Route,
 		limits:     o.Limits.withDefaults(),
@@ -217,6 +256,10 @@ func New(opts *Options) *Registry {
 	}
 	if r.sink == nil {
 		r.sink = NewMemorySink(0)
+	}
+	r.confirm.r = r
+	if r.env == Development {
+		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
 	}
 	if r.env == "" {
 		r.env = Production
@@ -284,11 +327,15 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	if derr != nil {
 		return nil, derr
 	}
-	if r.onRegister != nil && !r.guard(c, reg.origin) {
-		r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance)
-		r.mu.Lock()
-		return r.rejectLocked(reg, RejectedByGuard)
+	var verdict Verdict
+	if r.onRegister != nil {
+		if verdict = r.guard(c, reg.origin); verdict.Reject {
+			r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance, "origin", reg.origin)
+			r.mu.Lock()
+			return r.rejectLocked(reg, RejectedByGuard)
+		}
 	}
+	reg.bindPolicies(r.policies, c.Policies, verdict.Policies)
 
 	r.mu.Lock()
 	if r.closed {
@@ -342,14 +389,31 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 }
 
 // guard runs the registration guard; a panic rejects.
-func (r *Registry) guard(c Component, origin string) (ok bool) {
+func (r *Registry) guard(c Component, origin string) (v Verdict) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("surface: registration guard panicked", "panic", fmt.Sprint(p))
-			ok = false
+			v = Refuse
 		}
 	}()
 	return r.onRegister(Candidate{Component: c, Origin: origin})
+}
+
+// bindPolicies builds each capability's chain: registry, component, guard
+// restrictions, capability. Without component, guard or capability
+// policies the registry's slice is shared.
+func (reg *registration) bindPolicies(registry, component, restrictions []Policy) {
+	for i := range reg.caps {
+		rc := &reg.caps[i]
+		if len(component) == 0 && len(restrictions) == 0 && len(rc.def.policies) == 0 {
+			rc.chain = registry
+		} else {
+			rc.chain = slices.Concat(registry, component, restrictions, rc.def.policies)
+		}
+		for k := range rc.chain {
+			rc.discovers = rc.discovers || rc.chain[k].Discover != nil
+		}
+	}
 }
 
 // rejectLocked returns a dead handle and emits component-rejected. It
@@ -650,6 +714,7 @@ func (r *Registry) Close() error {
 		r.scPending = false
 	}
 	r.unlockAndDrain()
+	r.confirm.closeAll() // pending confirmations expire; their events still go out
 	r.listeners.Store(nil)
 	r.ctxWG.Wait()
 	r.execWG.Wait()

@@ -266,11 +266,32 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	if r.route != nil {
 		snap.Route = r.route()
 	}
+	consumer := opts.Consumer.normalized()
+	var pc *PolicyContext // built on the first capability with discovery policies
+	kept := comps[:0]
 	for k := range comps {
 		reg, st := comps[k].reg, comps[k].st
 		var caps []capView // allocated on the first capability that is not plainly available
+		hidden := 0
 		for i := range reg.caps {
-			avail, reason := r.availability(st, &reg.caps[i])
+			rc := &reg.caps[i]
+			decision := Decision{}
+			if rc.discovers {
+				if pc == nil {
+					pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, now: r.now, r: r}
+				}
+				pc.fill(reg, rc)
+				decision = r.discover(rc.chain, pc)
+			}
+			avail, reason := false, ""
+			switch decision.verdict {
+			case hide:
+				hidden++
+			case disable:
+				reason = decision.reason
+			default:
+				avail, reason = r.availability(st, rc)
+			}
 			if avail && caps == nil {
 				continue
 			}
@@ -280,15 +301,34 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 					caps[k].available = true
 				}
 			}
-			caps[i] = capView{available: avail, reason: reason, omitted: !avail && opts.OmitUnavailable}
+			caps[i] = capView{available: avail, reason: reason,
+				omitted: decision.verdict == hide || !avail && opts.OmitUnavailable}
+		}
+		if hidden > 0 && hidden == len(reg.caps) {
+			continue // every capability is hidden: the component does not exist for this consumer
 		}
 		comps[k].caps = caps
+		comps[k].st = nil
+		kept = append(kept, comps[k])
 	}
+	comps = kept
 	snap.Components = comps
 	if b := opts.Budget; b != nil {
 		snap.Components, snap.Truncated = applyBudget(comps, b)
 	}
 	return snap
+}
+
+// fill points pc at one capability.
+func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
+	pc.CapabilityID = rc.id
+	pc.Plane = ViewPlane
+	pc.Kind = rc.def.kindName()
+	pc.Effect = rc.def.effect
+	pc.RegistrationID = reg.id
+	pc.ComponentMeta = reg.metaMap
+	pc.CapabilityMeta = rc.metaMap
+	pc.Internal = reg.internal
 }
 
 // availability computes a capability's availability (spec 03

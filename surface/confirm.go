@@ -1,0 +1,395 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+)
+
+// ConfirmationOutcome is how a confirmation request ended.
+type ConfirmationOutcome string
+
+// Confirmation outcomes.
+const (
+	Approved ConfirmationOutcome = "approved"
+	Denied   ConfirmationOutcome = "denied"
+	Expired  ConfirmationOutcome = "expired"
+)
+
+// Resolution is a user's (or host logic's) answer to a confirmation
+// request.
+type Resolution struct {
+	// Approved approves; false denies.
+	Approved bool
+	// Reason explains a denial. It stays internal: agents only learn
+	// "denied".
+	Reason string
+	// Actor identifies who resolved, for the audit trail.
+	Actor string
+}
+
+// Approve and Deny are the plain resolutions.
+var (
+	Approve = Resolution{Approved: true}
+	Deny    = Resolution{}
+)
+
+// PendingConfirmation is the public view of a confirmation request, for
+// host UIs: what exactly the user is asked to approve.
+type PendingConfirmation struct {
+	ConfirmationID string `json:"confirmationId"`
+	CapabilityID   string `json:"capabilityId"`
+	RegistrationID string `json:"registrationId"`
+	// ConsumerKey is the normalized consumer identity, kind:id.
+	ConsumerKey string `json:"consumerKey"`
+	Effect      Effect `json:"effect"`
+	// Summary is composed from the description and the effective input.
+	Summary string `json:"summary"`
+	// Input is the exact effective input being approved.
+	Input       JSONText  `json:"input"`
+	RequestedAt time.Time `json:"requestedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+// MarshalJSON encodes the times as ISO-8601 with milliseconds.
+func (p PendingConfirmation) MarshalJSON() ([]byte, error) {
+	type plain PendingConfirmation
+	return json.Marshal(struct {
+		plain
+		RequestedAt string `json:"requestedAt"`
+		ExpiresAt   string `json:"expiresAt"`
+	}{plain(p), p.RequestedAt.UTC().Format(timeLayout), p.ExpiresAt.UTC().Format(timeLayout)})
+}
+
+type confirmState uint8
+
+const (
+	cPending confirmState = iota
+	cApproved
+	cReserved // approved evidence held by an invocation that has not executed yet
+	cConsumed
+	cDenied
+	cExpired
+)
+
+type confirmRecord struct {
+	view       PendingConfirmation
+	digest     string
+	state      confirmState
+	approvedAt time.Time
+	denyReason string
+	timer      *time.Timer
+	resolved   chan struct{} // closed when it leaves pending
+}
+
+// maxResolvedConfirmations bounds the resolved records kept for late
+// retries (semantics §18).
+const maxResolvedConfirmations = 200
+
+// Confirmations is the confirmation controller of a registry: pending
+// requests for the host UI, their resolution, and waiting. Get it with
+// [Registry.Confirmations]. It is safe for concurrent use.
+type Confirmations struct {
+	r        *Registry
+	mu       sync.Mutex
+	byID     map[string]*confirmRecord
+	byDigest map[string]*confirmRecord // pending records
+	order    []*confirmRecord          // every kept record, creation order
+	pending  int
+	resolved int
+	subs     []*func([]PendingConfirmation)
+}
+
+// Confirmations returns the registry's confirmation controller.
+func (r *Registry) Confirmations() *Confirmations { return &r.confirm }
+
+// Pending returns the pending requests in creation order.
+func (c *Confirmations) Pending() []PendingConfirmation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pendingLocked()
+}
+
+func (c *Confirmations) pendingLocked() []PendingConfirmation {
+	out := make([]PendingConfirmation, 0, c.pending)
+	for _, rec := range c.order {
+		if rec.state == cPending {
+			out = append(out, rec.view)
+		}
+	}
+	return out
+}
+
+// Resolve approves or denies a pending request. It reports false, and
+// does nothing, for an unknown or no longer pending id.
+func (c *Confirmations) Resolve(id string, res Resolution) bool {
+	outcome := Denied
+	if res.Approved {
+		outcome = Approved
+	}
+	return c.finish(id, outcome, res)
+}
+
+// Expire expires a pending request now, as its timer would.
+func (c *Confirmations) Expire(id string) bool {
+	return c.finish(id, Expired, Resolution{})
+}
+
+// Wait blocks until the request leaves pending and returns how it ended:
+// approved (also once consumed), denied or expired. An unknown id, or ctx
+// ending first, gives expired.
+func (c *Confirmations) Wait(ctx context.Context, id string) ConfirmationOutcome {
+	c.mu.Lock()
+	rec := c.byID[id]
+	if rec == nil {
+		c.mu.Unlock()
+		return Expired
+	}
+	ch := rec.resolved
+	c.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return Expired
+	case <-c.r.closing():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch rec.state {
+	case cApproved, cReserved, cConsumed:
+		return Approved
+	case cDenied:
+		return Denied
+	}
+	return Expired
+}
+
+// Subscribe calls fn with the pending list after every creation,
+// resolution and expiry, until the returned function is called. fn runs
+// without locks held; a panic in it is recovered.
+func (c *Confirmations) Subscribe(fn func([]PendingConfirmation)) (unsubscribe func()) {
+	p := &fn
+	c.mu.Lock()
+	c.subs = append(slices.Clone(c.subs), p)
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if i := slices.Index(c.subs, p); i >= 0 {
+			c.subs = slices.Delete(slices.Clone(c.subs), i, i+1)
+		}
+	}
+}
+
+// notify tells subscribers about the pending list.
+func (c *Confirmations) notify(subs []*func([]PendingConfirmation), list []PendingConfirmation) {
+	for _, s := range subs {
+		func() {
+			defer func() {
+				if rec := recover(); rec != nil {
+					c.r.log.Error("surface: confirmation subscriber panicked")
+				}
+			}()
+			(*s)(slices.Clone(list))
+		}()
+	}
+}
+
+// finish moves a pending record to its outcome.
+func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resolution) bool {
+	r := c.r
+	c.mu.Lock()
+	rec := c.byID[id]
+	if rec == nil || rec.state != cPending {
+		c.mu.Unlock()
+		return false
+	}
+	now := r.now()
+	switch outcome {
+	case Approved:
+		rec.state, rec.approvedAt = cApproved, now
+	case Denied:
+		rec.state, rec.denyReason = cDenied, res.Reason
+	default:
+		rec.state = cExpired
+		rec.view.ExpiresAt = now
+	}
+	c.leavePendingLocked(rec)
+	subs, list := c.subs, c.pendingLocked()
+	view := rec.view
+	c.mu.Unlock()
+
+	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
+	typ := map[ConfirmationOutcome]AuditType{Approved: AuditConfirmationApproved, Denied: AuditConfirmationDenied, Expired: AuditConfirmationExpired}[outcome]
+	r.audit(AuditEvent{Type: typ, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey, Actor: res.Actor})
+	c.notify(subs, list)
+	return true
+}
+
+// leavePendingLocked does the bookkeeping of a record leaving pending.
+func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
+	c.pending--
+	delete(c.byDigest, rec.digest)
+	if rec.timer != nil && rec.timer.Stop() {
+		c.r.ctxWG.Done() // the expiry callback will not run
+	}
+	rec.timer = nil
+	close(rec.resolved)
+	c.resolved++
+	for c.resolved > maxResolvedConfirmations { // drop the oldest resolved
+		i := slices.IndexFunc(c.order, func(x *confirmRecord) bool { return x.state != cPending })
+		old := c.order[i]
+		c.order = slices.Delete(c.order, i, i+1)
+		delete(c.byID, old.view.ConfirmationID)
+		c.resolved--
+	}
+}
+
+// request returns the pending record for digest, creating it if needed.
+// It fails RATE_LIMITED when the store is full.
+func (c *Confirmations) request(view PendingConfirmation, digest string) (PendingConfirmation, *Error) {
+	r := c.r
+	c.mu.Lock()
+	if rec := c.byDigest[digest]; rec != nil {
+		c.mu.Unlock()
+		return rec.view, nil // the same request: the same dialog
+	}
+	if c.pending >= r.limits.MaxPendingConfirmations {
+		c.mu.Unlock()
+		return view, NewError(RateLimited, "Too many confirmations are waiting for the user; retry later.",
+			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
+	}
+	r.mu.Lock()
+	closed := r.closed
+	if !closed {
+		r.ctxWG.Add(1) // the expiry callback
+	}
+	r.mu.Unlock()
+	if closed {
+		c.mu.Unlock()
+		return view, cancelledByClose()
+	}
+	now := r.now()
+	view.ConfirmationID = newConfirmationID()
+	view.RequestedAt = now
+	view.ExpiresAt = now.Add(r.limits.ConfirmationTTL)
+	rec := &confirmRecord{view: view, digest: digest, resolved: make(chan struct{})}
+	id := view.ConfirmationID
+	rec.timer = time.AfterFunc(r.limits.ConfirmationTTL, func() {
+		defer r.ctxWG.Done()
+		c.Expire(id)
+	})
+	if c.byID == nil {
+		c.byID = make(map[string]*confirmRecord)
+		c.byDigest = make(map[string]*confirmRecord)
+	}
+	c.byID[id], c.byDigest[digest] = rec, rec
+	c.order = append(c.order, rec)
+	c.pending++
+	subs, list := c.subs, c.pendingLocked()
+	c.mu.Unlock()
+
+	emit(r, ConfirmationRequested{ConfirmationID: id, CapabilityID: view.CapabilityID, ExpiresAt: view.ExpiresAt.UTC().Format(timeLayout)})
+	r.audit(AuditEvent{Type: AuditConfirmationRequested, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey})
+	c.notify(subs, list)
+	return view, nil
+}
+
+// reserve checks evidence against the request and, when it is approved
+// and matches, reserves it for this invocation. It returns the pending
+// view when the request is still pending and matches.
+func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending *PendingConfirmation, e *Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec = c.byID[id]
+	invalid := func(reason string) *Error {
+		e := NewError(ConfirmationInvalid, "", map[string]any{"reason": reason})
+		if reason == "expired" {
+			e.Retry = RetryWithConfirmation
+		}
+		return e
+	}
+	if rec == nil {
+		return nil, nil, invalid("mismatch")
+	}
+	switch rec.state {
+	case cPending:
+		if rec.digest != digest {
+			return nil, nil, invalid("mismatch")
+		}
+		v := rec.view
+		return nil, &v, nil
+	case cDenied:
+		return nil, nil, invalid("denied")
+	case cExpired:
+		return nil, nil, invalid("expired")
+	case cConsumed, cReserved:
+		return nil, nil, invalid("consumed")
+	}
+	if !c.r.now().Before(rec.view.ExpiresAt) {
+		rec.state = cExpired // silently: the approval lapsed unused
+		return nil, nil, invalid("expired")
+	}
+	if rec.digest != digest {
+		return nil, nil, invalid("mismatch")
+	}
+	rec.state = cReserved
+	return rec, nil, nil
+}
+
+// release gives a reserved approval back (the invocation failed before
+// executing), so a transient failure does not spend the user's approval.
+func (c *Confirmations) release(rec *confirmRecord) {
+	c.mu.Lock()
+	if rec.state == cReserved {
+		rec.state = cApproved
+	}
+	c.mu.Unlock()
+}
+
+// consume spends a reserved approval as execution starts.
+func (c *Confirmations) consume(rec *confirmRecord) {
+	c.mu.Lock()
+	rec.state = cConsumed
+	view := rec.view
+	c.mu.Unlock()
+	c.r.audit(AuditEvent{Type: AuditConfirmationConsumed, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey})
+}
+
+// closeAll expires every pending request (Close).
+func (c *Confirmations) closeAll() {
+	c.mu.Lock()
+	var ids []string
+	for _, rec := range c.order {
+		if rec.state == cPending {
+			ids = append(ids, rec.view.ConfirmationID)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.Expire(id)
+	}
+}
+
+// confirmationDigest is the canonical JSON of what an approval binds to.
+func confirmationDigest(surfaceID, regID, capID, consumerKey string, effect Effect, input []byte) string {
+	b := make([]byte, 0, 160+len(input))
+	b = append(b, `{"capabilityId":`...)
+	b, _ = canonical.Append(b, capID)
+	b = append(b, `,"consumerKey":`...)
+	b, _ = canonical.Append(b, consumerKey)
+	b = append(b, `,"effect":`...)
+	b, _ = canonical.Append(b, string(effect))
+	b = append(b, `,"effectiveInput":`...)
+	b = append(b, input...)
+	b = append(b, `,"registrationId":`...)
+	b, _ = canonical.Append(b, regID)
+	b = append(b, `,"surfaceId":`...)
+	b, _ = canonical.Append(b, surfaceID)
+	b = append(b, '}')
+	return string(b)
+}

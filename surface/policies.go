@@ -1,0 +1,264 @@
+package surface
+
+import (
+	"context"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+)
+
+// truthy follows JavaScript truthiness, as host contexts from the
+// reference do: nil, false, 0, NaN and "" are false.
+func truthy(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case string:
+		return v != ""
+	case float64:
+		return v != 0 && !math.IsNaN(v)
+	case float32:
+		return v != 0 && !math.IsNaN(float64(v))
+	case int:
+		return v != 0
+	case int64:
+		return v != 0
+	case int32:
+		return v != 0
+	case uint:
+		return v != 0
+	case uint64:
+		return v != 0
+	}
+	return true
+}
+
+// Authenticated hides capabilities unless the host context holds a truthy
+// value under key (default "user"), and fails NOT_AUTHENTICATED at
+// authorization for a policy chain that exposed them anyway.
+func Authenticated(key string) Policy {
+	if key == "" {
+		key = "user"
+	}
+	signedIn := func(pc *PolicyContext) bool { return truthy(pc.Host[key]) }
+	return Policy{
+		Name: "authenticated",
+		Discover: func(pc *PolicyContext) Decision {
+			if signedIn(pc) {
+				return Expose()
+			}
+			return Hide()
+		},
+		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
+			if !signedIn(pc) {
+				return Fail(NewError(NotAuthenticated, "", nil))
+			}
+			return next(ctx)
+		},
+	}
+}
+
+// HasPermission hides capabilities unless check(host, permission) holds,
+// and fails NOT_AUTHORIZED at authorization. The agent is never told which
+// permission was missing. check receives a copy of the host context.
+func HasPermission(permission string, check func(host map[string]any, permission string) bool) Policy {
+	allowed := func(pc *PolicyContext) bool { return check(maps.Clone(pc.Host), permission) }
+	return Policy{
+		Name: "has-permission(" + permission + ")",
+		Discover: func(pc *PolicyContext) Decision {
+			if allowed(pc) {
+				return Expose()
+			}
+			return Hide()
+		},
+		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
+			if !allowed(pc) {
+				return Fail(NewError(NotAuthorized, "", map[string]any{"origin": "client"}))
+			}
+			return next(ctx)
+		},
+	}
+}
+
+// TenantBoundary hides capabilities whose expected tenant (from the
+// policy context, typically Internal metadata) differs from the current
+// tenant of the host context; no expected tenant passes. It fails
+// NOT_AUTHORIZED at authorization.
+func TenantBoundary(current func(host map[string]any) string, expected func(pc *PolicyContext) string) Policy {
+	inside := func(pc *PolicyContext) bool {
+		want := expected(pc)
+		return want == "" || want == current(maps.Clone(pc.Host))
+	}
+	return Policy{
+		Name: "tenant-boundary",
+		Discover: func(pc *PolicyContext) Decision {
+			if inside(pc) {
+				return Expose()
+			}
+			return Hide()
+		},
+		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
+			if !inside(pc) {
+				return Fail(NewError(NotAuthorized, "", map[string]any{"origin": "client"}))
+			}
+			return next(ctx)
+		},
+	}
+}
+
+// OnlyIn exposes capabilities only in the given environments; elsewhere
+// they do not exist (hidden, and CAPABILITY_NOT_FOUND at invocation).
+func OnlyIn(envs ...Environment) Policy {
+	envs = slices.Clone(envs)
+	in := func(pc *PolicyContext) bool { return slices.Contains(envs, pc.Environment) }
+	return Policy{
+		Name: "environment",
+		Discover: func(pc *PolicyContext) Decision {
+			if in(pc) {
+				return Expose()
+			}
+			return Hide()
+		},
+		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
+			if !in(pc) {
+				return Fail(NewError(CapabilityNotFound, "", nil))
+			}
+			return next(ctx)
+		},
+	}
+}
+
+// RateLimit admits at most limit calls per window for each consumer and
+// capability, as a token bucket: the bucket holds limit tokens and refills
+// continuously at limit per window; each admitted call takes one. A call
+// finding no token fails RATE_LIMITED (reason "rate") with retryAfterMs,
+// the time until the next token. Each call costs O(1). Rejected calls do
+// not count; admitted calls count even if they fail later. Time comes from
+// the registry clock.
+func RateLimit(limit int, window time.Duration) Policy {
+	if limit < 1 {
+		limit = 1
+	}
+	if window <= 0 {
+		window = time.Second
+	}
+	rl := &rateLimiter{limit: float64(limit), perNs: float64(limit) / float64(window), buckets: map[string]*bucket{}}
+	return Policy{
+		Name: "rate-limit",
+		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
+			if wait, ok := rl.take(pc.Consumer.Key()+" "+pc.CapabilityID, pc.Now()); !ok {
+				ms := int64(math.Ceil(float64(wait) / float64(time.Millisecond)))
+				return Fail(NewError(RateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": ms}))
+			}
+			return next(ctx)
+		},
+	}
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+type rateLimiter struct {
+	mu      sync.Mutex
+	limit   float64
+	perNs   float64 // tokens per nanosecond
+	buckets map[string]*bucket
+}
+
+// maxBuckets triggers a sweep of full buckets, so idle keys do not
+// accumulate.
+const maxBuckets = 4096
+
+// take takes a token for key, or reports how long until one is available.
+func (rl *rateLimiter) take(key string, now time.Time) (time.Duration, bool) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	b := rl.buckets[key]
+	if b == nil {
+		if len(rl.buckets) >= maxBuckets {
+			rl.sweep(now)
+		}
+		b = &bucket{tokens: rl.limit, last: now}
+		rl.buckets[key] = b
+	}
+	if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(rl.limit, b.tokens+float64(elapsed)*rl.perNs)
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration(math.Ceil((1 - b.tokens) / rl.perNs)), false
+}
+
+// sweep forgets buckets that have refilled completely: they behave exactly
+// like new ones.
+func (rl *rateLimiter) sweep(now time.Time) {
+	for k, b := range rl.buckets {
+		if b.tokens+float64(now.Sub(b.last))*rl.perNs >= rl.limit {
+			delete(rl.buckets, k)
+		}
+	}
+}
+
+// RequireConfirmation escalates the confirmation level to required: when
+// cond is nil or returns true for the effective input (a panicking cond
+// counts as true), the call needs the user's approval. summary, if set,
+// composes what the user is asked to approve from the effective input.
+func RequireConfirmation(cond func(ic *InvokeContext) bool, summary func(input any) string) Policy {
+	return Policy{Name: "require-confirmation", escalate: &escalation{when: cond, summary: summary}}
+}
+
+// Audit records every invocation of the capabilities it governs to sink
+// (the registry's sink when nil) at the given level (AuditMetadata or
+// AuditFull): invocation-started before the call, with the input at full,
+// and invocation-settled after it, with the output at full on ok.
+func Audit(sink AuditSink, level AuditLevel) Policy {
+	return Policy{
+		Name: "audit",
+		Invoke: func(ctx context.Context, ic *InvokeContext, next Next) Result {
+			r := ic.r
+			record := func(e AuditEvent) {
+				if r == nil {
+					return
+				}
+				e.CapabilityID, e.RegistrationID, e.InvocationID, e.ConsumerID = ic.CapabilityID, ic.RegistrationID, ic.InvocationID, ic.Consumer.Key()
+				r.auditTo(sink, e)
+			}
+			start := ic.Now()
+			ev := AuditEvent{Type: AuditInvocationStarted}
+			if level == AuditFull && r != nil {
+				ev.Payload = r.payload(ic.CapabilityID, jsonOf(ic.Input), "")
+			}
+			record(ev)
+			res := next(ctx)
+			d := ic.Now().Sub(start).Milliseconds()
+			ev = AuditEvent{Type: AuditInvocationSettled, Status: res.Status, DurationMs: &d}
+			if res.Error != nil {
+				ev.Code = res.Error.Code
+			} else if level == AuditFull && r != nil && res.Output != "" {
+				ev.Payload = r.payload(ic.CapabilityID, "", res.Output)
+			}
+			record(ev)
+			return res
+		},
+	}
+}
+
+// jsonOf encodes a JSON value for an audit payload.
+func jsonOf(v any) JSONText {
+	b, err := canonical.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return JSONText(b)
+}
