@@ -1,0 +1,188 @@
+package surface_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/surfacetest"
+)
+
+func auditTypes(s *surface.MemorySink) string {
+	var out []string
+	for _, e := range s.Events() {
+		out = append(out, string(e.Type))
+	}
+	return strings.Join(out, ",")
+}
+
+func TestAuditLevels(t *testing.T) {
+	sink := surface.NewMemorySink(0)
+	reg := surfacetest.NewRegistry(t, &surface.Options{Audit: sink, Redact: func(capID string, p surface.AuditPayload) surface.AuditPayload {
+		p.Input = surface.JSONText(strings.ReplaceAll(string(p.Input), "hunter2", "[redacted]"))
+		return p
+	}})
+	mk := func(level surface.AuditLevel) surface.Capability {
+		return surface.Action(surface.ActionDef[map[string]any, map[string]any]{Description: "Acts", Effect: surface.LocalState, Audit: level,
+			Execute: func(_ context.Context, _ *surface.Call, in map[string]any) (map[string]any, error) {
+				return map[string]any{"echo": in["password"]}, nil
+			}})
+	}
+	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "form", Description: "Form", Actions: map[string]surface.Capability{
+		"quiet": mk(surface.AuditNone), "meta": mk(""), "full": mk(surface.AuditFull),
+	}, Observations: map[string]surface.Capability{"read": surfacetest.Value("Reads", 1)}})
+	if auditTypes(sink) != "registration" || sink.Events()[0].RegistrationID != h.ID() {
+		t.Fatalf("%s", auditTypes(sink))
+	}
+	for _, name := range []string{"quiet", "read"} {
+		surfacetest.RequireOK(t, surfacetest.Invoke(t, reg, "view:form."+name, map[string]any{}))
+	}
+	if auditTypes(sink) != "registration" {
+		t.Fatalf("level none and observations record no invocation: %s", auditTypes(sink))
+	}
+	surfacetest.RequireOK(t, surfacetest.Invoke(t, reg, "view:form.meta", map[string]any{"password": "hunter2"}))
+	ev := sink.Events()
+	if auditTypes(sink) != "registration,invocation-started,invocation-settled" || ev[2].Payload != nil || ev[2].Status != surface.StatusOK {
+		t.Fatalf("metadata: %s %+v", auditTypes(sink), ev[2])
+	}
+	surfacetest.RequireOK(t, surfacetest.Invoke(t, reg, "view:form.full", map[string]any{"password": "hunter2"}))
+	last := sink.Events()[len(sink.Events())-1]
+	if last.Payload == nil || last.Payload.Input != `{"password":"[redacted]"}` || last.Payload.Output != `{"echo":"hunter2"}` {
+		t.Fatalf("full payload: %+v", last.Payload)
+	}
+	// A phase-2 failure records a settled event at metadata level.
+	surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:form.nope", nil), surface.CapabilityNotFound)
+	last = sink.Events()[len(sink.Events())-1]
+	if last.Type != surface.AuditInvocationSettled || last.Code != surface.CapabilityNotFound || last.RegistrationID != "" {
+		t.Fatalf("%+v", last)
+	}
+	h.Unregister()
+	if last := sink.Events()[len(sink.Events())-1]; last.Type != surface.AuditUnregistration {
+		t.Fatalf("%+v", last)
+	}
+	b, _ := json.Marshal(last)
+	if !strings.Contains(string(b), `"at":"`) || !strings.Contains(string(b), `"code":"CAPABILITY_NOT_FOUND"`) {
+		t.Fatalf("%s", b)
+	}
+}
+
+func TestAuditPolicyAndPayloadCap(t *testing.T) {
+	own := surface.NewMemorySink(0)
+	reg := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxOutputBytes: 40}})
+	c := newProbe().component("main")
+	c.Policies = []surface.Policy{surface.Audit(own, surface.AuditFull)}
+	surfacetest.MustRegister(t, reg, c)
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", selectID, `{"ids":["a"]}`), as("a")))
+	ev := own.Events()
+	if len(ev) != 2 || ev[0].Type != surface.AuditInvocationStarted || ev[0].Payload.Input != `{"ids":["a"]}` || ev[1].Payload.Output != `{"ids":["a"]}` || ev[1].ConsumerID != "mcp-bridge:a" {
+		t.Fatalf("%+v", ev)
+	}
+	// Too large for the output cap and for the payload cap alike.
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", selectID, `{"ids":["a very long device identifier indeed"]}`), as("a")), surface.ExecutionFailed)
+	ev = own.Events()
+	if p := ev[2].Payload; p == nil || p.Input != "" || !p.Truncated {
+		t.Fatalf("oversized payload must be dropped and marked: %+v", p)
+	}
+}
+
+// A panicking sink cannot break invocations; a slow one wrapped in an
+// AsyncSink cannot stall them, and drops are counted, not silent.
+func TestAuditSinkFailures(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, &surface.Options{Audit: panicSink{}})
+	surfacetest.MustRegister(t, reg, newProbe().component("main"))
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", selectID, `{"ids":[]}`), as("a")))
+
+	synctest.Test(t, func(t *testing.T) {
+		slow := &slowSink{delay: time.Hour}
+		async := surface.NewAsyncSink(slow, 2)
+		reg := surface.New(&surface.Options{Audit: async})
+		surfacetest.MustRegister(t, reg, newProbe().component("main"))
+		start := time.Now()
+		for range 5 {
+			surfacetest.RequireOK(t, reg.Invoke(bg, inv("", selectID, `{"ids":[]}`), as("a")))
+		}
+		if time.Since(start) != 0 {
+			t.Fatal("a slow sink stalled invocations")
+		}
+		if async.Dropped() == 0 {
+			t.Fatal("overflow must be counted")
+		}
+		_ = reg.Close()
+		_ = async.Close()
+		if slow.count() == 0 {
+			t.Fatal("buffered records must be delivered on Close")
+		}
+	})
+}
+
+type panicSink struct{}
+
+func (panicSink) Record(surface.AuditEvent) { panic("sink bug") }
+
+type slowSink struct {
+	mu    sync.Mutex
+	delay time.Duration
+	n     int
+}
+
+func (s *slowSink) Record(surface.AuditEvent) {
+	time.Sleep(s.delay)
+	s.mu.Lock()
+	s.n++
+	s.mu.Unlock()
+}
+
+func (s *slowSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func TestSlogSink(t *testing.T) {
+	var buf bytes.Buffer
+	sink := surface.NewSlogSink(slog.New(slog.NewJSONHandler(&buf, nil)))
+	reg := surfacetest.NewRegistry(t, &surface.Options{Audit: sink})
+	surfacetest.MustRegister(t, reg, newProbe().component("main"))
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv("call-9", selectID, `{"ids":[]}`), as("a")))
+	out := buf.String()
+	for _, want := range []string{`"msg":"audit"`, `"type":"registration"`, `"type":"invocation-settled"`, `"invocationId":"call-9"`, `"consumerId":"mcp-bridge:a"`, `"durationMs":0`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %s in\n%s", want, out)
+		}
+	}
+}
+
+// AS-OBSV-002: in development the audit trail also goes to the
+// diagnostic stream (stderr), never to stdout.
+func TestDevConsoleAudit_AS_OBSV_002(t *testing.T) {
+	outR, outW, _ := os.Pipe()
+	errR, errW, _ := os.Pipe()
+	stdout, stderr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = outW, errW
+	reg := surface.New(&surface.Options{Environment: surface.Development})
+	os.Stdout, os.Stderr = stdout, stderr
+	surfacetest.MustRegister(t, reg, newProbe().component("main"))
+	_ = reg.Close()
+	outW.Close()
+	errW.Close()
+	gotOut, _ := io.ReadAll(outR)
+	gotErr, _ := io.ReadAll(errR)
+	if len(gotOut) != 0 {
+		t.Fatalf("audit written to stdout: %s", gotOut)
+	}
+	if !strings.Contains(string(gotErr), "type=registration") {
+		t.Fatalf("no audit on stderr: %q", gotErr)
+	}
+	// Production and test stay quiet.
+	quiet := surface.New(nil)
+	defer quiet.Close()
+}
