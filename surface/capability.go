@@ -289,11 +289,15 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 		return in, err
 	}
 	if pre := def.Precondition; pre != nil {
-		d.precondition = func(ctx context.Context, call *Call, in any) error { return pre(ctx, call, in.(In)) }
+		d.precondition = func(ctx context.Context, call *Call, in any) error {
+			typed, _ := in.(In) // a nil interface input (In = any) stays the zero In
+			return pre(ctx, call, typed)
+		}
 	}
 	if exec := def.Execute; exec != nil {
 		d.execute = func(ctx context.Context, call *Call, in any) (any, error) {
-			out, err := exec(ctx, call, in.(In))
+			typed, _ := in.(In)
+			out, err := exec(ctx, call, typed)
 			if outType == noneType {
 				return nil, err
 			}

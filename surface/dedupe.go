@@ -14,48 +14,59 @@ const (
 	dedupeConflict                  // same key, different request
 )
 
+// dedupeKey identifies an idempotency key: the consumer (kind and id, kept
+// apart so no id can impersonate another consumer's key) and the
+// invocation id.
+type dedupeKey struct {
+	kind         ConsumerKind
+	consumer     string
+	invocationID string
+}
+
 // dedupeEntry is one idempotency key: in flight until done is closed, then
 // terminal (cached) or removed.
 type dedupeEntry struct {
-	key         string
+	key         dedupeKey
 	fingerprint uint64
 	done        chan struct{}
 	result      Result // written once, before done is closed
 	terminal    bool
 	expires     time.Time
 	prev, next  *dedupeEntry // insertion order, oldest first
+	eprev, enxt *dedupeEntry // terminal entries in expiry order, soonest first
 }
 
-// dedupeCache maps consumerKey + " " + invocationId to requests, bounded
-// by size and TTL (semantics §6). Entries keep their insertion position
-// when they become terminal; hits do not refresh it; in-flight entries are
-// never evicted.
+// dedupeCache maps consumer + invocation id to requests, bounded by size
+// and TTL (semantics §6). Entries keep their insertion position when they
+// become terminal; hits do not refresh it; in-flight entries are never
+// evicted. Because the TTL is constant, terminal entries expire in the
+// order they settled, so pruning pops a list head instead of scanning.
 type dedupeCache struct {
-	mu         sync.Mutex
-	m          map[string]*dedupeEntry
-	head, tail *dedupeEntry
+	mu           sync.Mutex
+	m            map[dedupeKey]*dedupeEntry
+	head, tail   *dedupeEntry // insertion order
+	ehead, etail *dedupeEntry // expiry order
 }
 
-// begin looks the key up and, on a miss, records the request as in flight
-// before any pipeline work is observable.
-func (c *dedupeCache) begin(key string, fp uint64, now time.Time, lim *Limits) (*dedupeEntry, dedupeHit) {
+// begin prunes expired entries, looks the key up and, on a miss, records
+// the request as in flight before any pipeline work is observable.
+func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time, lim *Limits) (*dedupeEntry, dedupeHit) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.ehead != nil && !c.ehead.expires.After(now) {
+		c.remove(c.ehead)
+	}
 	if e := c.m[key]; e != nil {
 		switch {
-		case !e.terminal && e.fingerprint == fp:
-			return e, dedupeJoin
-		case !e.terminal:
+		case e.fingerprint != fp:
 			return e, dedupeConflict
-		case e.expires.After(now) && e.fingerprint == fp:
+		case e.terminal:
 			return e, dedupeReplay
-		case e.expires.After(now):
-			return e, dedupeConflict
 		}
-		c.remove(e) // expired: a new attempt
+		return e, dedupeJoin
 	}
 	if c.m == nil {
-		c.m = make(map[string]*dedupeEntry)
+		c.m = make(map[dedupeKey]*dedupeEntry)
 	}
 	e := &dedupeEntry{key: key, fingerprint: fp, done: make(chan struct{})}
 	c.m[key] = e
@@ -64,7 +75,7 @@ func (c *dedupeCache) begin(key string, fp uint64, now time.Time, lim *Limits) (
 	} else {
 		e.prev, c.tail.next, c.tail = c.tail, e, e
 	}
-	c.evict(now, lim)
+	c.evict(lim)
 	return e, dedupeMiss
 }
 
@@ -74,30 +85,24 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.result = res
-	if cache {
+	if cache && c.m[e.key] == e {
 		e.terminal = true
 		e.expires = now.Add(lim.DedupeCacheTTL)
+		if c.etail == nil {
+			c.ehead, c.etail = e, e
+		} else {
+			e.eprev, c.etail.enxt, c.etail = c.etail, e, e
+		}
 	} else if c.m[e.key] == e {
 		c.remove(e)
 	}
 	close(e.done)
-	c.evict(now, lim)
+	c.evict(lim)
 }
 
-// evict keeps the cache within its size: when over, it first drops every
-// expired terminal entry, then the oldest entries, stopping at one still
+// evict drops the oldest entries while over size, stopping at one still
 // in flight.
-func (c *dedupeCache) evict(now time.Time, lim *Limits) {
-	if len(c.m) <= lim.DedupeCacheSize {
-		return
-	}
-	for e := c.head; e != nil; {
-		next := e.next
-		if e.terminal && !e.expires.After(now) {
-			c.remove(e)
-		}
-		e = next
-	}
+func (c *dedupeCache) evict(lim *Limits) {
 	for len(c.m) > lim.DedupeCacheSize && c.head != nil && c.head.terminal {
 		c.remove(c.head)
 	}
@@ -116,11 +121,18 @@ func (c *dedupeCache) remove(e *dedupeEntry) {
 		c.tail = e.prev
 	}
 	e.prev, e.next = nil, nil
-}
-
-// len returns the number of keys held.
-func (c *dedupeCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
+	if !e.terminal {
+		return
+	}
+	if e.eprev != nil {
+		e.eprev.enxt = e.enxt
+	} else {
+		c.ehead = e.enxt
+	}
+	if e.enxt != nil {
+		e.enxt.eprev = e.eprev
+	} else {
+		c.etail = e.eprev
+	}
+	e.eprev, e.enxt = nil, nil
 }

@@ -2,6 +2,7 @@ package surface
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentsurface/agentsurface/internal/canonical"
 )
@@ -127,7 +129,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	p.canonInput, p.inputErr = canonicalInput(inv.Input)
 
 	// Phase 1: identity.
-	key := p.consumerKey + " " + p.id
+	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
 	entry, hit := r.dedupe.begin(key, fingerprint(inv, p.canonInput, p.inputErr), p.start, &r.limits)
 	switch hit {
 	case dedupeJoin:
@@ -512,8 +514,8 @@ func canonicalInput(raw json.RawMessage) ([]byte, error) {
 
 // fingerprint hashes the request as issued (semantics §5): capabilityId,
 // registrationId, instanceId, surfaceVersion, input and confirmationId,
-// absent as null. Input that is not JSON is hashed as its raw text behind
-// a NUL byte, which no canonical JSON contains.
+// absent as null. Input that is not JSON, and ids that are not UTF-8, are
+// hashed as hex behind a NUL byte, which no canonical JSON contains.
 func fingerprint(inv Invocation, canonInput []byte, inputErr error) uint64 {
 	var buf [512]byte
 	b := append(buf[:0], `{"capabilityId":`...)
@@ -523,7 +525,7 @@ func fingerprint(inv Invocation, canonInput []byte, inputErr error) uint64 {
 	b = append(b, `,"input":`...)
 	switch {
 	case inputErr != nil:
-		b = append(append(b, 0), inv.Input...)
+		b = hex.AppendEncode(append(b, 0), inv.Input)
 	case canonInput == nil:
 		b = append(b, "null"...)
 	default:
@@ -540,14 +542,16 @@ func fingerprint(inv Invocation, canonInput []byte, inputErr error) uint64 {
 }
 
 func appendJSONOrNull(b []byte, s string) []byte {
-	if s == "" {
+	switch {
+	case s == "":
 		return append(b, "null"...)
+	case !utf8.ValidString(s):
+		// Canonical JSON (and the UTF-16 hash) would fold invalid bytes
+		// into U+FFFD and make distinct ids collide: hash them in hex
+		// behind a NUL, which no canonical JSON contains.
+		return hex.AppendEncode(append(b, 0), []byte(s))
 	}
-	out, err := canonical.Append(b, s)
-	if err != nil { // strings always encode
-		return append(b, "null"...)
-	}
-	return out
+	return canonical.AppendString(b, s)
 }
 
 // effectiveInput validates the action input and decodes it into the
@@ -595,17 +599,33 @@ func invalidInput(issues []Issue) *Error {
 func (p *pipeline) userError(err error, what string) *Error {
 	var ae *Error
 	if errors.As(err, &ae) && ae != nil {
-		if _, known := errorMatrix[ae.Code]; known {
-			c := *ae
-			c.Message = clip(c.Message, maxMessage)
-			if c.Retry == "" {
-				c.Retry = errorMatrix[c.Code].retry
-			}
-			return &c
+		if e := wellFormed(ae); e != nil {
+			return e
 		}
 	}
 	p.r.log.Error("surface: "+what+" failed", "capabilityId", p.inv.CapabilityID, "invocationId", p.id, "error", err)
 	return handlerError()
+}
+
+// wellFormed returns a copy of an error from user code fit for the agent:
+// a known code, a message (the code's default when empty, capped), a retry
+// category from the closed set. It returns nil for an unknown code.
+func wellFormed(e *Error) *Error {
+	rule, known := errorMatrix[e.Code]
+	if !known {
+		return nil
+	}
+	c := *e
+	if c.Message == "" {
+		c.Message = rule.message
+	}
+	c.Message = clip(c.Message, maxMessage)
+	switch c.Retry {
+	case RetryNo, RetryYes, RetryAfterRefresh, RetryAfterDelay, RetryWithConfirmation, RetryWithChanges:
+	default:
+		c.Retry = rule.retry
+	}
+	return &c
 }
 
 func handlerError() *Error {
@@ -639,6 +659,10 @@ func (p *pipeline) output(d *capDef, out any) (JSONText, *Error) {
 	b, err := json.Marshal(out)
 	if err != nil {
 		p.outputDefect(err)
+		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+	}
+	if jsonDepth(b) > maxJSONDepth {
+		p.outputDefect(fmt.Errorf("output nests deeper than %d levels", maxJSONDepth))
 		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
 	}
 	if len(b) > p.r.limits.MaxOutputBytes {
@@ -766,4 +790,32 @@ func (r *Registry) stateLocked(reg *registration) *regState {
 		return r.entries[i].st
 	}
 	return enabledState
+}
+
+// maxJSONDepth bounds the nesting of handler output (semantics §18).
+const maxJSONDepth = 64
+
+// jsonDepth returns the maximum nesting depth of valid JSON text.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > deepest {
+				deepest = depth
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }

@@ -509,3 +509,75 @@ func TestPrecondition(t *testing.T) {
 	}
 	surfacetest.RequireOK(t, surfacetest.Invoke(t, reg, "view:devices.pick", echo{IDs: []string{"d1"}}))
 }
+
+// AS-SER-001: output nesting is capped at 64 levels.
+func TestOutputDepthCap(t *testing.T) {
+	nest := func(n int) any {
+		var v any = "leaf"
+		for range n {
+			v = []any{v}
+		}
+		return v
+	}
+	reg := surfacetest.NewRegistry(t, nil)
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "deep", Description: "Deep", Actions: map[string]surface.Capability{
+		"nest": surface.Action(surface.ActionDef[int, any]{Description: "Nests", Effect: surface.LocalState,
+			Execute: func(_ context.Context, _ *surface.Call, n int) (any, error) { return nest(n), nil }}),
+	}})
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:deep.nest", `64`), as("a")))
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:deep.nest", `65`), as("a")), surface.ExecutionFailed)
+	if e.Details["reason"] != "output-invalid" {
+		t.Fatalf("%+v", e)
+	}
+}
+
+// An action taking any accepts absent or null input; sentinel and partial
+// errors from handlers reach the agent well formed.
+func TestAnyInputAndPartialErrors(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var got []any
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "loose", Description: "Loose", Actions: map[string]surface.Capability{
+		"take": surface.Action(surface.ActionDef[any, surface.None]{Description: "Takes anything", Effect: surface.LocalState,
+			Precondition: func(_ context.Context, _ *surface.Call, in any) error { return nil },
+			Execute: func(_ context.Context, _ *surface.Call, in any) (surface.None, error) {
+				got = append(got, in)
+				return surface.None{}, nil
+			}}),
+		"sentinel": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.LocalState,
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+				return surface.None{}, surface.ErrTimeout
+			}}),
+		"oddRetry": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.LocalState,
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+				return surface.None{}, &surface.Error{Code: surface.NotAuthorized, Retry: "maybe-later"}
+			}}),
+	}})
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:loose.take", ""), as("a")))
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:loose.take", "null"), as("a")))
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:loose.take", `[1,"x"]`), as("a")))
+	if len(got) != 3 || got[0] != nil || got[1] != nil {
+		t.Fatalf("%v", got)
+	}
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:loose.sentinel", ""), as("a")), surface.Timeout)
+	if e.Message == "" || e.Retry != surface.RetryNo {
+		t.Fatalf("%+v", e)
+	}
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:loose.oddRetry", ""), as("a")), surface.NotAuthorized)
+	if e.Message == "" || e.Retry != surface.RetryNo {
+		t.Fatalf("%+v", e)
+	}
+}
+
+// Consumers never share idempotency keys, whatever their ids contain.
+func TestDedupeKeysDoNotCollide(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	p := newProbe()
+	surfacetest.MustRegister(t, reg, p.component("main"))
+	a := reg.Invoke(bg, inv("call-1", selectID, `{"ids":["secret"]}`), as("alice smith"))
+	b := reg.Invoke(bg, inv("smith call-1", selectID, `{"ids":["secret"]}`), as("alice"))
+	surfacetest.RequireOK(t, a)
+	surfacetest.RequireOK(t, b)
+	if p.calls.Load() != 2 || b.InvocationID != "smith call-1" {
+		t.Fatalf("keys collided: %d calls, %+v", p.calls.Load(), b)
+	}
+}

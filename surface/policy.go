@@ -164,48 +164,56 @@ func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision) {
 // onion runs the hooks of chain selected by hook around inner, outermost
 // first.
 func onion[C any](p *pipeline, ctx context.Context, chain []Policy, hook func(*Policy) func(context.Context, C, Next) Result, c C, inner Next) Result {
-	var step func(i int) Next
-	step = func(i int) Next {
-		for i < len(chain) && hook(&chain[i]) == nil {
-			i++
-		}
-		if i == len(chain) {
-			return inner
-		}
-		h, name := hook(&chain[i]), chain[i].Name
-		return func(ctx context.Context) (res Result) {
-			called := 0
-			next := step(i + 1)
-			guarded := func(ctx context.Context) Result {
-				called++
-				if called > 1 {
-					p.r.log.Error("surface: policy called next twice", "policy", name, "capabilityId", p.inv.CapabilityID)
-					return Fail(handlerError())
-				}
-				return next(ctx)
-			}
-			defer func() {
-				if rec := recover(); rec != nil {
-					p.r.log.Error("surface: policy panicked", "policy", name, "capabilityId", p.inv.CapabilityID, "panic", fmt.Sprint(rec))
-					res = Fail(handlerError())
-				}
-			}()
-			res = h(ctx, c, guarded)
-			switch {
-			case res.Error != nil:
-				res.Status = StatusError
-				if _, known := errorMatrix[res.Error.Code]; !known {
-					p.r.log.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
-					res = Fail(handlerError())
-				}
-			case called == 0:
-				p.r.log.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", p.inv.CapabilityID)
-				res = Fail(handlerError())
-			default:
-				res.Status = StatusOK
-			}
-			return res
-		}
+	o := &onionRun[C]{p: p, chain: chain, hook: hook, c: c, inner: inner}
+	return o.from(ctx, 0)
+}
+
+// onionRun is one traversal of a policy chain.
+type onionRun[C any] struct {
+	p     *pipeline
+	chain []Policy
+	hook  func(*Policy) func(context.Context, C, Next) Result
+	c     C
+	inner Next
+}
+
+// from runs the first hooked policy at or after index i, or inner.
+func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
+	for i < len(o.chain) && o.hook(&o.chain[i]) == nil {
+		i++
 	}
-	return step(0)(ctx)
+	if i == len(o.chain) {
+		return o.inner(ctx)
+	}
+	p, name := o.p, o.chain[i].Name
+	called := 0
+	next := func(ctx context.Context) Result {
+		if called++; called > 1 {
+			p.r.log.Error("surface: policy called next twice", "policy", name, "capabilityId", p.inv.CapabilityID)
+			return Fail(handlerError())
+		}
+		return o.from(ctx, i+1)
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			p.r.log.Error("surface: policy panicked", "policy", name, "capabilityId", p.inv.CapabilityID, "panic", fmt.Sprint(rec))
+			res = Fail(handlerError())
+		}
+	}()
+	res = o.hook(&o.chain[i])(ctx, o.c, next)
+	switch {
+	case res.Error != nil:
+		e := wellFormed(res.Error)
+		if e == nil {
+			p.r.log.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
+			e = handlerError()
+		}
+		res = Fail(e)
+	case called == 0:
+		p.r.log.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", p.inv.CapabilityID)
+		res = Fail(handlerError())
+	default:
+		res.Status = StatusOK
+	}
+	return res
 }

@@ -405,6 +405,10 @@ func appendFloat(dst []byte, f float64) []byte {
 // code units below U+0020 are escaped (the latter as \b \f \n \r \t or
 // \u00xx); everything else, including '<', '>', '&', U+007F and
 // U+2028/U+2029, is copied raw. Each invalid UTF-8 byte becomes U+FFFD.
+// AppendString appends the canonical encoding of the string s (invalid
+// UTF-8 bytes as U+FFFD). It never fails and does not allocate beyond dst.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 func appendString(dst []byte, s string) []byte {
 	// Short strings are the common case: scan them bytewise, inline.
 	i := 0

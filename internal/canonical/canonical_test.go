@@ -770,3 +770,15 @@ func TestPlainPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendString(t *testing.T) {
+	for _, s := range []string{"", "plain", "q\"uote\\", "tab\t<>&\u2028", "bad\xffbyte", "😀"} {
+		want, err := Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("AppendString(%q) = %s, want x%s", s, got, want)
+		}
+	}
+}
