@@ -160,6 +160,7 @@ type capDef struct {
 	audit        AuditLevel
 	input        *schema.Schema // nil for observations
 	output       *schema.Schema // nil when the output is None
+	outputTyped  bool           // output inferred from the Go type: whatever it marshals to validates
 	bad          *DefinitionError
 	meta         map[string]any
 	policies     []Policy
@@ -239,6 +240,7 @@ func Observation[Out any](def ObservationDef[Out]) Capability {
 		d.bad = defErr(InvalidDefinition, "output", "an observation must return a value, not None")
 	default:
 		d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
+		d.outputTyped = def.OutputSchema == nil
 	}
 	if read := def.Read; read != nil {
 		d.read = func(ctx context.Context, call *Call) (any, error) { return read(ctx, call) }
@@ -279,25 +281,32 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 	}
 	if d.bad == nil && (outType != noneType || def.OutputSchema != nil) {
 		d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
+		d.outputTyped = def.OutputSchema == nil
 	}
+	// The untyped input is a *In (a pointer fits an interface without
+	// another allocation); nil means the zero In.
 	d.decode = func(raw []byte) (any, error) {
-		var in In
 		if inType == noneType {
-			return in, nil
+			return nil, nil
 		}
-		err := json.Unmarshal(raw, &in)
-		return in, err
+		in := new(In)
+		return in, json.Unmarshal(raw, in)
+	}
+	typed := func(in any) In {
+		if p, ok := in.(*In); ok {
+			return *p
+		}
+		var zero In
+		return zero
 	}
 	if pre := def.Precondition; pre != nil {
 		d.precondition = func(ctx context.Context, call *Call, in any) error {
-			typed, _ := in.(In) // a nil interface input (In = any) stays the zero In
-			return pre(ctx, call, typed)
+			return pre(ctx, call, typed(in))
 		}
 	}
 	if exec := def.Execute; exec != nil {
 		d.execute = func(ctx context.Context, call *Call, in any) (any, error) {
-			typed, _ := in.(In)
-			out, err := exec(ctx, call, typed)
+			out, err := exec(ctx, call, typed(in))
 			if outType == noneType {
 				return nil, err
 			}

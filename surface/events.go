@@ -309,7 +309,7 @@ func (r *Registry) unlockAndDrain() {
 		r.queue = r.queue[1:]
 		if _, sc := e.(SurfaceChanged); sc {
 			r.scPending = false
-			e = SurfaceChanged{SurfaceVersion: strconv.FormatUint(r.version, 10)}
+			e = SurfaceChanged{SurfaceVersion: strconv.FormatUint(r.version.Load(), 10)}
 		}
 		r.mu.Unlock()
 		r.deliver(e)

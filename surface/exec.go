@@ -63,27 +63,30 @@ func cancelledByClose() *Error {
 }
 
 // admit runs phase 8: the per-instance action queue or the observation
-// pool. The returned release frees the slot.
-func (p *pipeline) admit(d *capDef) (release func(), e *Error) {
+// pool. On success the caller must call p.release once.
+func (p *pipeline) admit(d *capDef) *Error {
 	r := p.r
-	start := r.now()
 	p.queued = true
-	var w *waiter
 	r.mu.Lock()
+	var w *waiter
+	var e *Error
 	if d.kind == kindObservation {
-		release, w, e = r.admitObservationLocked(p.consumerKey)
+		w, e = r.admitObservationLocked(p.consumerKey)
 	} else {
-		release, w, e = r.admitActionLocked(p.reg)
+		w, e = r.admitActionLocked(p.reg)
 	}
 	closing := r.closingCh
 	r.mu.Unlock()
 	if w == nil {
-		return release, e
+		p.admitted = e == nil
+		return e
 	}
+	start := r.now() // only a waiter has queue time to measure
 	select {
 	case <-w.ch:
 		p.queueWait = r.now().Sub(start)
-		return release, nil
+		p.admitted = true
+		return nil
 	case <-p.ctx.Done():
 		e = NewError(Cancelled, "", nil)
 	case <-closing:
@@ -95,15 +98,25 @@ func (p *pipeline) admit(d *capDef) (release func(), e *Error) {
 	admitted := !r.dropWaiterLocked(p.reg, d.kind, w)
 	r.mu.Unlock()
 	if admitted {
-		release()
+		p.admitted = true
+		p.release(d)
 	}
 	p.queueWait = r.now().Sub(start)
-	return nil, e
+	return e
 }
 
-func (r *Registry) admitActionLocked(reg *registration) (func(), *waiter, *Error) {
-	release := func() {
-		r.mu.Lock()
+// release frees the admission slot taken by admit, handing it to the
+// first eligible waiter.
+func (p *pipeline) release(d *capDef) {
+	if !p.admitted {
+		return
+	}
+	p.admitted = false
+	r := p.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d.kind == kindAction {
+		reg := p.reg
 		if len(reg.waiters) > 0 { // hand the slot to the first waiter
 			w := reg.waiters[0]
 			reg.waiters = slices.Delete(reg.waiters, 0, 1)
@@ -111,54 +124,54 @@ func (r *Registry) admitActionLocked(reg *registration) (func(), *waiter, *Error
 		} else {
 			reg.running = false
 		}
-		r.mu.Unlock()
+		return
 	}
+	pool, key := &r.obs, p.consumerKey
+	pool.total--
+	if pool.running[key]--; pool.running[key] == 0 {
+		delete(pool.running, key)
+	}
+	// Admit the first waiter, in arrival order, whose consumer and the total
+	// are under their caps.
+	for i, w := range pool.waiters {
+		if pool.running[w.key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
+			pool.waiters = slices.Delete(pool.waiters, i, i+1)
+			if pool.queued[w.key]--; pool.queued[w.key] == 0 {
+				delete(pool.queued, w.key)
+			}
+			pool.total++
+			pool.running[w.key]++
+			close(w.ch)
+			break
+		}
+	}
+}
+
+func (r *Registry) admitActionLocked(reg *registration) (*waiter, *Error) {
 	if !reg.running {
 		reg.running = true
-		return release, nil, nil
+		return nil, nil
 	}
 	if len(reg.waiters) >= r.limits.ActionQueueDepth {
-		return nil, nil, queueFull()
+		return nil, queueFull()
 	}
 	w := &waiter{ch: make(chan struct{})}
 	reg.waiters = append(reg.waiters, w)
-	return release, w, nil
+	return w, nil
 }
 
-func (r *Registry) admitObservationLocked(key string) (func(), *waiter, *Error) {
+func (r *Registry) admitObservationLocked(key string) (*waiter, *Error) {
 	pool := &r.obs
-	release := func() {
-		r.mu.Lock()
-		pool.total--
-		if pool.running[key]--; pool.running[key] == 0 {
-			delete(pool.running, key)
-		}
-		// Admit the first waiter, in arrival order, whose consumer and the
-		// total are under their caps.
-		for i, w := range pool.waiters {
-			if pool.running[w.key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
-				pool.waiters = slices.Delete(pool.waiters, i, i+1)
-				if pool.queued[w.key]--; pool.queued[w.key] == 0 {
-					delete(pool.queued, w.key)
-				}
-				pool.total++
-				pool.running[w.key]++
-				close(w.ch)
-				break
-			}
-		}
-		r.mu.Unlock()
-	}
 	if pool.running[key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
 		if pool.running == nil {
 			pool.running = make(map[string]int)
 		}
 		pool.total++
 		pool.running[key]++
-		return release, nil, nil
+		return nil, nil
 	}
 	if pool.queued[key] >= r.limits.MaxQueuedObservationsPerConsumer {
-		return nil, nil, queueFull()
+		return nil, queueFull()
 	}
 	if pool.queued == nil {
 		pool.queued = make(map[string]int)
@@ -166,7 +179,7 @@ func (r *Registry) admitObservationLocked(key string) (func(), *waiter, *Error) 
 	pool.queued[key]++
 	w := &waiter{ch: make(chan struct{}), key: key}
 	pool.waiters = append(pool.waiters, w)
-	return release, w, nil
+	return w, nil
 }
 
 // dropWaiterLocked removes a waiter that gave up. It reports false if the

@@ -119,18 +119,17 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	if p.id == "" {
 		p.id = NewInvocationID()
 	}
-	r.mu.Lock()
-	p.startVersion = r.version
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		return p.result(NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo))
+	p.startVersion = r.version.Load()
+	select {
+	case <-r.closingCh:
+		return p.result(cancelledByClose())
+	default:
 	}
 	p.canonInput, p.inputErr = canonicalInput(inv.Input)
 
 	// Phase 1: identity.
 	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
-	entry, hit := r.dedupe.begin(key, fingerprint(inv, p.canonInput, p.inputErr), p.start, &r.limits)
+	entry, hit := r.dedupe.begin(key, fingerprint(p.scratch[:0], inv, p.canonInput, p.inputErr), p.start, &r.limits)
 	switch hit {
 	case dedupeJoin:
 		select {
@@ -156,8 +155,9 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	if p.devDefect {
 		cache = false
 	}
-	r.dedupe.finish(entry, res, cache, r.now(), &r.limits)
-	p.settled(res, p.level != AuditNone || p.phase2Failed)
+	end := r.now()
+	r.dedupe.finish(entry, res, cache, end, &r.limits)
+	p.settledAt(res, end, p.level != AuditNone || p.phase2Failed)
 	return res.clone()
 }
 
@@ -203,6 +203,10 @@ type pipeline struct {
 	effInput     []byte         // canonical effective input, once validated
 	reserved     *confirmRecord // approved evidence held for this call
 	consumed     bool
+	admitted     bool // holds an admission slot
+	call         Call
+	ms           [3]int64 // audit durations
+	scratch      [256]byte
 	queueWait    time.Duration
 	queued       bool
 	execution    time.Duration
@@ -218,24 +222,24 @@ func (p *pipeline) result(e *Error) Result {
 	if e != nil {
 		res.Status, res.Error = StatusError, e
 	}
-	p.r.mu.Lock()
-	v := p.r.version
-	p.r.mu.Unlock()
+	v := p.r.version.Load()
 	res.SurfaceVersion = strconv.FormatUint(v, 10)
 	res.SurfaceChanged = v != p.startVersion
 	return res
 }
 
 // settled emits invocation-settled and, if audit is true, the audit record.
-func (p *pipeline) settled(res Result, audit bool) {
+func (p *pipeline) settled(res Result, audit bool) { p.settledAt(res, p.r.now(), audit) }
+
+func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	r := p.r
-	d := r.now().Sub(p.start)
+	d := end.Sub(p.start)
 	code := codeOf(res)
 	emit(r, InvocationSettled{InvocationID: p.id, CapabilityID: p.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
 	if !audit {
 		return
 	}
-	ms := new([3]int64)
+	ms := &p.ms
 	ms[0] = d.Milliseconds()
 	ev := AuditEvent{
 		Type: AuditInvocationSettled, CapabilityID: p.inv.CapabilityID, InvocationID: p.id,
@@ -313,7 +317,8 @@ func (p *pipeline) run() Result {
 	// re-run first, so a capability hidden from this consumer is
 	// indistinguishable from one that does not exist.
 	host := r.hostContext()
-	call := &Call{CapabilityID: c.id, RegistrationID: p.reg.id, InvocationID: p.id, Consumer: p.consumer, Host: host}
+	p.call = Call{CapabilityID: c.id, RegistrationID: p.reg.id, InvocationID: p.id, Consumer: p.consumer, Host: host}
+	call := &p.call
 	if len(c.chain) == 0 {
 		return p.finish(p.afterAuthorize(p.ctx, call, nil))
 	}
@@ -350,7 +355,7 @@ func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyCon
 	p.ctx = ctx
 
 	// Phase 5: effective input.
-	var in, value any = nil, map[string]any{}
+	var in, value any
 	if d.kind == kindAction {
 		var e *Error
 		if in, value, e = p.effectiveInput(d); e != nil {
@@ -361,6 +366,9 @@ func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyCon
 	// Phase 6: invoke policies, innermost the confirmation gate.
 	if len(c.chain) == 0 {
 		return p.afterInvokePolicies(ctx, call, in, nil)
+	}
+	if value == nil && d.kind == kindObservation {
+		value = map[string]any{} // observations take no input: policies see {}
 	}
 	ic := &InvokeContext{PolicyContext: *pc, InvocationID: p.id, Input: value}
 	return onion(p, ctx, c.chain, func(pol *Policy) func(context.Context, *InvokeContext, Next) Result { return pol.Invoke }, ic,
@@ -385,11 +393,10 @@ func (p *pipeline) afterInvokePolicies(ctx context.Context, call *Call, in any, 
 	}
 
 	// Phase 8: admission.
-	release, e := p.admit(d)
-	if e != nil {
+	if e := p.admit(d); e != nil {
 		return p.result(e)
 	}
-	defer release()
+	defer p.release(d)
 
 	// Phase 9: execution.
 	out, e := p.execute(d, call, in)
@@ -516,9 +523,8 @@ func canonicalInput(raw json.RawMessage) ([]byte, error) {
 // registrationId, instanceId, surfaceVersion, input and confirmationId,
 // absent as null. Input that is not JSON, and ids that are not UTF-8, are
 // hashed as hex behind a NUL byte, which no canonical JSON contains.
-func fingerprint(inv Invocation, canonInput []byte, inputErr error) uint64 {
-	var buf [512]byte
-	b := append(buf[:0], `{"capabilityId":`...)
+func fingerprint(buf []byte, inv Invocation, canonInput []byte, inputErr error) uint64 {
+	b := append(buf, `{"capabilityId":`...)
 	b = appendJSONOrNull(b, inv.CapabilityID)
 	b = append(b, `,"confirmationId":`...)
 	b = appendJSONOrNull(b, inv.ConfirmationID)
@@ -668,6 +674,11 @@ func (p *pipeline) output(d *capDef, out any) (JSONText, *Error) {
 	if len(b) > p.r.limits.MaxOutputBytes {
 		p.r.log.Error("surface: output too large", "capabilityId", p.inv.CapabilityID, "bytes", len(b), "limit", p.r.limits.MaxOutputBytes)
 		return "", NewError(ExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
+	}
+	if d.outputTyped {
+		// The schema was inferred from the handler's Go type to describe
+		// everything that type marshals to: checking again cannot fail.
+		return JSONText(b), nil
 	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {

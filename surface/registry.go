@@ -143,7 +143,7 @@ type Registry struct {
 
 	mu        sync.Mutex
 	closed    bool
-	version   uint64
+	version   atomic.Uint64 // written under mu, read anywhere
 	counter   uint64
 	entries   []entry                    // active registrations in snapshot order
 	byID      map[string]*registration   // active registrations by id
@@ -280,9 +280,7 @@ func (r *Registry) SurfaceID() string { return r.surfaceID }
 // Version is the current surface version, a decimal string starting at
 // "0". Compare versions for equality only.
 func (r *Registry) Version() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strconv.FormatUint(r.version, 10)
+	return strconv.FormatUint(r.version.Load(), 10)
 }
 
 // Environment returns the registry's environment.
@@ -508,7 +506,7 @@ func (r *Registry) stopCtxLocked(reg *registration) {
 
 // bumpLocked increments the version and queues a surface-changed event.
 func (r *Registry) bumpLocked() {
-	r.version++
+	r.version.Add(1)
 	emitLocked(r, SurfaceChanged{})
 }
 

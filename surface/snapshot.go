@@ -248,7 +248,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// Under the lock: the version and the in-scope registrations with their
 	// current state. User code (When, the route provider) runs after.
 	r.mu.Lock()
-	version := r.version
+	version := r.version.Load()
 	comps := make([]ComponentDescriptor, 0, len(r.entries))
 	for _, e := range r.entries {
 		if len(opts.Scope) == 0 || inScope(e.reg.typ, opts.Scope) {
