@@ -797,10 +797,10 @@ func (reg *registration) capIndex(name string) int {
 
 // stateLocked returns the current state of an active registration.
 func (r *Registry) stateLocked(reg *registration) *regState {
-	if i := r.indexLocked(reg); i >= 0 {
-		return r.entries[i].st
+	if reg.st == nil {
+		return enabledState
 	}
-	return enabledState
+	return reg.st
 }
 
 // maxJSONDepth bounds the nesting of handler output (semantics §18).

@@ -145,7 +145,7 @@ type Registry struct {
 	closed    bool
 	version   atomic.Uint64 // written under mu, read anywhere
 	counter   uint64
-	entries   []entry                    // active registrations in snapshot order
+	entries   []*registration            // active registrations in snapshot order
 	byID      map[string]*registration   // active registrations by id
 	byKey     map[compKey]*registration  // active registrations by type and instance
 	byType    map[string][]*registration // active registrations per type, unordered
@@ -159,12 +159,6 @@ type Registry struct {
 	scPending bool           // queue holds a SurfaceChanged placeholder
 	draining  bool           // some goroutine is delivering the queue
 	ctxWG     sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
-}
-
-// entry is one active registration in snapshot order, with its state.
-type entry struct {
-	reg *registration
-	st  *regState
 }
 
 // regState is the mutable part of a registration. It is immutable once
@@ -211,6 +205,7 @@ type registration struct {
 	h Handle // the one handle of this registration
 
 	// Guarded by Registry.mu.
+	st       *regState    // current state; replaced, never mutated
 	inflight []*execution // running handlers
 	running  bool         // an action holds the instance's slot
 	waiters  []*waiter    // actions queued for the slot, FIFO
@@ -355,7 +350,8 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	if c.Disabled {
 		st = disabledState
 	}
-	r.insertLocked(entry{reg: reg, st: st})
+	reg.st = st
+	r.insertLocked(reg)
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
@@ -448,15 +444,14 @@ func entryCmp(a, b *registration) int {
 	return strings.Compare(a.instance, b.instance)
 }
 
-func (r *Registry) insertLocked(e entry) {
-	i, _ := slices.BinarySearchFunc(r.entries, e.reg, func(x entry, t *registration) int { return entryCmp(x.reg, t) })
-	r.entries = slices.Insert(r.entries, i, e)
+func (r *Registry) insertLocked(reg *registration) {
+	i, _ := slices.BinarySearchFunc(r.entries, reg, entryCmp)
+	r.entries = slices.Insert(r.entries, i, reg)
 	if r.byID == nil {
 		r.byID = make(map[string]*registration)
 		r.byKey = make(map[compKey]*registration)
 		r.byType = make(map[string][]*registration)
 	}
-	reg := e.reg
 	r.byID[reg.id] = reg
 	r.byKey[compKey{reg.typ, reg.instance}] = reg
 	reg.typeIdx = len(r.byType[reg.typ])
@@ -465,8 +460,8 @@ func (r *Registry) insertLocked(e entry) {
 
 // indexLocked returns the position of reg in r.entries, or -1.
 func (r *Registry) indexLocked(reg *registration) int {
-	i, found := slices.BinarySearchFunc(r.entries, reg, func(x entry, t *registration) int { return entryCmp(x.reg, t) })
-	if !found || r.entries[i].reg != reg {
+	i, found := slices.BinarySearchFunc(r.entries, reg, entryCmp)
+	if !found || r.entries[i] != reg {
 		return -1
 	}
 	return i
@@ -565,16 +560,12 @@ type Update struct {
 func (h *Handle) Update(u Update) {
 	r := h.r
 	r.mu.Lock()
-	i := -1
-	if h.reg.status == Active && !r.closed {
-		i = r.indexLocked(h.reg)
-	}
-	if i < 0 {
+	if h.reg.status != Active || r.closed {
 		r.mu.Unlock()
 		h.warnDead("Update")
 		return
 	}
-	old := r.entries[i].st
+	old := h.reg.st
 	st := &regState{disabled: old.disabled, overrides: old.overrides}
 	changed, cloned := false, false
 	if u.Disabled != nil && *u.Disabled != old.disabled {
@@ -596,7 +587,7 @@ func (h *Handle) Update(u Update) {
 		emitLocked(r, AvailabilityChanged{RegistrationID: h.reg.id, CapabilityID: h.reg.capabilityID(key), Available: a.Available})
 	}
 	if changed {
-		r.entries[i].st = st
+		h.reg.st = st
 		r.bumpLocked()
 	}
 	r.unlockAndDrain()
@@ -638,16 +629,12 @@ func (h *Handle) Refresh() {
 		now[i], _ = evalWhen(reg.caps[i].def, r.log) // user code: outside the lock
 	}
 	r.mu.Lock()
-	i := -1
-	if reg.status == Active && !r.closed {
-		i = r.indexLocked(reg)
-	}
-	if i < 0 {
+	if reg.status != Active || r.closed {
 		r.mu.Unlock()
 		h.warnDead("Refresh")
 		return
 	}
-	st := r.entries[i].st
+	st := reg.st
 	changed := false
 	for k := range reg.caps {
 		before := reg.lastWhen == nil || reg.lastWhen[k]
@@ -700,10 +687,10 @@ func (r *Registry) Close() error {
 	}
 	r.closed = true
 	close(r.closingCh)
-	for _, e := range r.entries {
-		e.reg.status = Unregistered
-		r.stopCtxLocked(e.reg)
-		r.abortInflightLocked(e.reg, true)
+	for _, reg := range r.entries {
+		reg.status = Unregistered
+		r.stopCtxLocked(reg)
+		r.abortInflightLocked(reg, true)
 	}
 	r.entries, r.byID, r.byKey, r.byType = nil, nil, nil, nil
 	r.tombs = tombstones{}

@@ -250,9 +250,9 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	r.mu.Lock()
 	version := r.version.Load()
 	comps := make([]ComponentDescriptor, 0, len(r.entries))
-	for _, e := range r.entries {
-		if len(opts.Scope) == 0 || inScope(e.reg.typ, opts.Scope) {
-			comps = append(comps, ComponentDescriptor{reg: e.reg, st: e.st})
+	for _, reg := range r.entries {
+		if len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
+			comps = append(comps, ComponentDescriptor{reg: reg, st: reg.st})
 		}
 	}
 	r.mu.Unlock()
