@@ -129,15 +129,21 @@ const (
 )
 
 func (d *capDef) kindName() Kind {
-	if d.kind == kindObservation {
+	switch d.kind {
+	case kindObservation:
 		return KindObservation
+	case kindProcedure:
+		return KindProcedure
 	}
 	return KindAction
 }
 
 func (k capKind) String() string {
-	if k == kindObservation {
+	switch k {
+	case kindObservation:
 		return "observation"
+	case kindProcedure:
+		return "procedure"
 	}
 	return "action"
 }
@@ -162,6 +168,7 @@ type capDef struct {
 	output       *schema.Schema // nil when the output is None
 	outputTyped  bool           // output inferred from the Go type: whatever it marshals to validates
 	bad          *DefinitionError
+	proc         *procDef // procedure references only
 	meta         map[string]any
 	policies     []Policy
 	timeout      time.Duration
@@ -346,6 +353,12 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 	}
 	if e := describeProblem(d.descBlank, d.descLen, lim.MaxCapabilityDescription); e != nil {
 		return at(e)
+	}
+	if d.kind == kindProcedure && !d.effect.IsServer() {
+		if d.effect.IsView() {
+			return at(defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects"))
+		}
+		return at(defErr(InvalidDefinition, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive"))
 	}
 	if d.kind == kindAction {
 		switch {

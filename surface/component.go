@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -51,6 +52,12 @@ type Component struct {
 	// Actions are the component's view actions, by capability name, built
 	// with [Action]. A name may not be both an observation and an action.
 	Actions map[string]Capability
+	// Procedures are references to domain operations, built with
+	// [Procedure], in the order they are listed. They need an executor
+	// ([Registry.SetProcedureExecutor]) whose manifest lists their paths.
+	// A component with only procedures has no entry in snapshots: its
+	// references appear among the snapshot's procedures.
+	Procedures []Capability
 }
 
 // checkDescription reports a missing or over-long description.
@@ -68,9 +75,10 @@ func describeProblem(blank bool, n, max int) *DefinitionError {
 	return nil
 }
 
-// buildRegistration validates c and freezes its structure. It runs no user
-// code.
-func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionError) {
+// buildRegistration validates c and freezes its structure. The only user
+// code it runs is each procedure's Bind, once, to learn the bound keys.
+func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionError) {
+	lim := &r.limits
 	if !ValidComponentType(c.Type) {
 		return nil, defErr(InvalidID, "type", "component type must be dot-separated segments matching ^[a-z][a-z0-9-]*$, at most 128 long")
 	}
@@ -113,7 +121,7 @@ func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionErr
 	var obsBuf, actBuf [8]string
 	obsNames := sortedNames(c.Observations, obsBuf[:0])
 	actNames := sortedNames(c.Actions, actBuf[:0])
-	n := len(obsNames) + len(actNames)
+	n := len(obsNames) + len(actNames) + len(c.Procedures)
 	if n == 0 {
 		return reg, nil
 	}
@@ -179,7 +187,81 @@ func buildRegistration(c *Component, lim *Limits) (*registration, *DefinitionErr
 			return nil, e
 		}
 	}
+	reg.nView = len(reg.caps)
+	if e := r.addProcedures(reg, c.Procedures); e != nil {
+		return nil, e
+	}
+	if e := r.lintSuffixes(reg); e != nil {
+		return nil, e
+	}
 	return reg, nil
+}
+
+// addProcedures validates and binds the component's procedure references.
+func (r *Registry) addProcedures(reg *registration, procs []Capability) *DefinitionError {
+	if len(procs) == 0 {
+		return nil
+	}
+	box := r.executor.Load()
+	for i, pc := range procs {
+		field := "procedures." + strconv.Itoa(i)
+		d := pc.def
+		if e := d.check("procedures", strconv.Itoa(i), kindProcedure, &r.limits); e != nil {
+			return e
+		}
+		path := d.proc.path
+		switch {
+		case box == nil:
+			return defErr(PlaneViolation, field, "procedure references need a procedure executor; call SetProcedureExecutor first")
+		case box.paths != nil && !slices.Contains(box.paths, path):
+			return defErr(PlaneViolation, field, fmt.Sprintf("the executor does not expose %q", path))
+		}
+		for k := reg.nView; k < len(reg.caps); k++ {
+			if reg.caps[k].name == path {
+				return defErr(DuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
+			}
+		}
+		var meta JSONText
+		if len(d.meta) > 0 {
+			var e *DefinitionError
+			if meta, e = freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes); e != nil {
+				return e
+			}
+		}
+		b, e := bindProcedure(d, Parent{Type: reg.typ, InstanceID: reg.instance}, field, &r.limits, r.log)
+		if e != nil {
+			return e
+		}
+		id := "domain:" + path
+		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
+		reg.capIDs = append(reg.capIDs, id)
+	}
+	return nil
+}
+
+// lintSuffixes reports view capabilities "view:T.n" whose suffix "T.n" is
+// a procedure path of the executor (semantics §8.5).
+func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
+	box := r.executor.Load()
+	if r.suffix == SuffixOff || box == nil || len(box.paths) == 0 {
+		return nil
+	}
+	for i := range reg.nView {
+		rc := &reg.caps[i]
+		path := reg.typ + "." + rc.name
+		if !slices.Contains(box.paths, path) {
+			continue
+		}
+		if r.suffix == SuffixError {
+			return defErr(PlaneViolation, "", fmt.Sprintf("%s is confusable with the domain procedure %q", rc.id, path))
+		}
+		if r.env.IsDev() {
+			r.log.Warn("surface: view capability suffix collides with a domain procedure", "capabilityId", rc.id, "procedureId", "domain:"+path)
+		}
+		emit(r, CollisionSuspected{ViewCapabilityID: rc.id, DomainProcedureID: "domain:" + path})
+		r.audit(AuditEvent{Type: AuditCollisionSuspected, CapabilityID: rc.id})
+	}
+	return nil
 }
 
 // sortedNames appends the keys of m to buf, sorted.

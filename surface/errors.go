@@ -245,7 +245,14 @@ func cloneJSON(v any) any {
 	case []Issue:
 		return append([]Issue(nil), v...)
 	case []InstanceRef:
-		return append([]InstanceRef(nil), v...)
+		out := append([]InstanceRef(nil), v...)
+		for i := range out {
+			if out[i].Context != nil {
+				c := *out[i].Context
+				out[i].Context = &c
+			}
+		}
+		return out
 	}
 	return v
 }
@@ -281,5 +288,8 @@ type Issue struct {
 type InstanceRef struct {
 	InstanceID     string `json:"instanceId"`
 	RegistrationID string `json:"registrationId"`
-	Description    string `json:"description,omitempty"`
+	// Description is the component's, for view capabilities.
+	Description string `json:"description,omitempty"`
+	// Context is the component a procedure reference is bound to.
+	Context *Parent `json:"context,omitempty"`
 }

@@ -99,6 +99,24 @@ type ConfirmationResolved struct {
 	Outcome        ConfirmationOutcome `json:"outcome"`
 }
 
+// CollisionSuspected reports a view capability whose id suffix equals a
+// domain procedure path: two confusable tools.
+type CollisionSuspected struct {
+	ViewCapabilityID  string `json:"viewCapabilityId"`
+	DomainProcedureID string `json:"domainProcedureId"`
+}
+
+// EventType implements Event.
+func (CollisionSuspected) EventType() string { return "collision-suspected" }
+
+func (CollisionSuspected) isEvent() {}
+
+// MarshalJSON implements json.Marshaler.
+func (e CollisionSuspected) MarshalJSON() ([]byte, error) {
+	type plain CollisionSuspected
+	return marshalEvent(e.EventType(), plain(e))
+}
+
 // EventType implements Event.
 func (ConfirmationRequested) EventType() string { return "confirmation-requested" }
 

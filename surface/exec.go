@@ -73,7 +73,7 @@ func (p *pipeline) admit(d *capDef) *Error {
 	if d.kind == kindObservation {
 		w, e = r.admitObservationLocked(p.consumerKey)
 	} else {
-		w, e = r.admitActionLocked(p.reg)
+		w, e = r.admitGroupLocked(p.group())
 	}
 	closing := r.closingCh
 	r.mu.Unlock()
@@ -95,7 +95,7 @@ func (p *pipeline) admit(d *capDef) *Error {
 	// Leave the queue; if admission raced with the cancellation, give the
 	// slot back.
 	r.mu.Lock()
-	admitted := !r.dropWaiterLocked(p.reg, d.kind, w)
+	admitted := !r.dropWaiterLocked(p.group(), d.kind, w)
 	r.mu.Unlock()
 	if admitted {
 		p.admitted = true
@@ -115,14 +115,14 @@ func (p *pipeline) release(d *capDef) {
 	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if d.kind == kindAction {
-		reg := p.reg
-		if len(reg.waiters) > 0 { // hand the slot to the first waiter
-			w := reg.waiters[0]
-			reg.waiters = slices.Delete(reg.waiters, 0, 1)
+	if d.kind != kindObservation {
+		g := p.group()
+		if len(g.waiters) > 0 { // hand the slot to the first waiter
+			w := g.waiters[0]
+			g.waiters = slices.Delete(g.waiters, 0, 1)
 			close(w.ch)
 		} else {
-			reg.running = false
+			g.running = false
 		}
 		return
 	}
@@ -147,16 +147,32 @@ func (p *pipeline) release(d *capDef) {
 	}
 }
 
-func (r *Registry) admitActionLocked(reg *registration) (*waiter, *Error) {
-	if !reg.running {
-		reg.running = true
+// group is the serialization group of the call: one per component
+// instance for actions, one per reference for procedures (semantics §7.1).
+func (p *pipeline) group() *queueGroup {
+	if c := p.cap(); c.bound != nil {
+		return &c.group
+	}
+	return &p.reg.actions
+}
+
+// queueGroup is one serialization group: one call in flight and a FIFO
+// of waiters. Guarded by Registry.mu.
+type queueGroup struct {
+	running bool
+	waiters []*waiter
+}
+
+func (r *Registry) admitGroupLocked(g *queueGroup) (*waiter, *Error) {
+	if !g.running {
+		g.running = true
 		return nil, nil
 	}
-	if len(reg.waiters) >= r.limits.ActionQueueDepth {
+	if len(g.waiters) >= r.limits.ActionQueueDepth {
 		return nil, queueFull()
 	}
 	w := &waiter{ch: make(chan struct{})}
-	reg.waiters = append(reg.waiters, w)
+	g.waiters = append(g.waiters, w)
 	return w, nil
 }
 
@@ -184,7 +200,7 @@ func (r *Registry) admitObservationLocked(key string) (*waiter, *Error) {
 
 // dropWaiterLocked removes a waiter that gave up. It reports false if the
 // waiter was already admitted (and so holds a slot).
-func (r *Registry) dropWaiterLocked(reg *registration, kind capKind, w *waiter) bool {
+func (r *Registry) dropWaiterLocked(g *queueGroup, kind capKind, w *waiter) bool {
 	if kind == kindObservation {
 		i := slices.Index(r.obs.waiters, w)
 		if i < 0 {
@@ -196,11 +212,11 @@ func (r *Registry) dropWaiterLocked(reg *registration, kind capKind, w *waiter) 
 		}
 		return true
 	}
-	i := slices.Index(reg.waiters, w)
+	i := slices.Index(g.waiters, w)
 	if i < 0 {
 		return false
 	}
-	reg.waiters = slices.Delete(reg.waiters, i, i+1)
+	g.waiters = slices.Delete(g.waiters, i, i+1)
 	return true
 }
 
@@ -214,6 +230,8 @@ func (p *pipeline) timeout(d *capDef) time.Duration {
 		return d.timeout
 	case d.kind == kindObservation:
 		return p.r.limits.ObservationTimeout
+	case d.kind == kindProcedure:
+		return p.r.limits.ProcedureTimeout
 	}
 	return p.r.limits.ActionTimeout
 }
@@ -282,11 +300,19 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 func (p *pipeline) runHandler(hctx context.Context, x *execution, d *capDef, call *Call, in any) {
 	r := p.r
 	defer r.execWG.Done()
-	out, err := callHandler(hctx, d, call, in)
+	var out any
+	var err error
+	if d.kind == kindProcedure {
+		out, err = p.callExecutor(hctx, call, in)
+	} else {
+		out, err = callHandler(hctx, d, call, in)
+	}
 	var e *Error
 	if err != nil {
 		var ae *Error
-		if hctx.Err() != nil && !errors.As(err, &ae) {
+		if d.kind == kindProcedure && !errors.As(err, &ae) {
+			e = p.transportError(err)
+		} else if hctx.Err() != nil && !errors.As(err, &ae) {
 			// The handler gave up because its context ended (unmount of a
 			// navigation, cancellation): the call was cancelled, not broken.
 			e = NewError(Cancelled, "", nil)
@@ -330,4 +356,43 @@ func (r *Registry) abortInflightLocked(reg *registration, closing bool) {
 			x.cancel(errUnmounted)
 		}
 	}
+}
+
+// callExecutor runs a procedure through the installed executor.
+func (p *pipeline) callExecutor(ctx context.Context, call *Call, in any) (out any, err error) {
+	box := p.r.executor.Load()
+	if box == nil {
+		return nil, errors.New("surface: no procedure executor is installed")
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError{rec}
+		}
+	}()
+	c := p.cap()
+	raw, err := box.e.Execute(ctx, &ProcedureCall{
+		ProcedureID: c.id, Path: c.name, Input: in.([]byte), InvocationID: p.id,
+		Consumer: p.consumer, Host: call.Host, Confirmation: call.Confirmation,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw, nil
+}
+
+// transportError maps an executor failure that is not a *Error:
+// EXECUTION_FAILED transport, retried after a delay when transient. The
+// cause goes to the log only.
+func (p *pipeline) transportError(err error) *Error {
+	p.r.log.Error("surface: procedure call failed", "procedureId", p.inv.CapabilityID, "invocationId", p.id, "error", err)
+	if IsTransient(err) {
+		e := NewError(ExecutionFailed, "The domain service could not be reached; retry after details.retryAfterMs milliseconds.",
+			map[string]any{"reason": "transport", "transient": true, "retryAfterMs": 1000})
+		e.Retry = RetryAfterDelay
+		return e
+	}
+	return NewError(ExecutionFailed, "The domain service failed; the cause was recorded for the operator.", map[string]any{"reason": "transport"})
 }

@@ -356,11 +356,18 @@ func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyCon
 
 	// Phase 5: effective input.
 	var in, value any
-	if d.kind == kindAction {
+	switch d.kind {
+	case kindAction:
 		var e *Error
 		if in, value, e = p.effectiveInput(d); e != nil {
 			return p.result(e)
 		}
+	case kindProcedure:
+		eff, v, e := p.procedureInput(d, c.bound)
+		if e != nil {
+			return p.result(e)
+		}
+		p.effInput, in, value = eff, eff, v
 	}
 
 	// Phase 6: invoke policies, innermost the confirmation gate.
@@ -379,7 +386,7 @@ func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyCon
 func (p *pipeline) afterInvokePolicies(ctx context.Context, call *Call, in any, ic *InvokeContext) Result {
 	d := p.cap().def
 	p.ctx = ctx
-	if d.kind == kindAction {
+	if d.kind != kindObservation {
 		if e := p.confirmationGate(call, ic); e != nil {
 			return p.result(e)
 		}
@@ -703,20 +710,11 @@ func (p *pipeline) outputDefect(err error) {
 	}
 }
 
-// instanceRefs lists the candidates of an ambiguous call.
-func instanceRefs(cands []*registration) []InstanceRef {
-	refs := make([]InstanceRef, len(cands))
-	for i, c := range cands {
-		refs[i] = InstanceRef{InstanceID: c.instance, RegistrationID: c.id, Description: c.description}
-	}
-	return refs
-}
-
 // resolve finds the target registration (semantics §9).
 func (p *pipeline) resolve() *Error {
 	r, inv := p.r, p.inv
 	id, ok := ParseCapabilityID(inv.CapabilityID)
-	if !ok || id.Plane != ViewPlane {
+	if !ok {
 		return NewError(CapabilityNotFound, "", nil)
 	}
 	r.mu.Lock()
@@ -726,13 +724,28 @@ func (p *pipeline) resolve() *Error {
 	cands := buf[:0]
 	var idx [4]int
 	idxs := idx[:0]
-	for _, reg := range r.byType[id.Type] {
-		if inv.InstanceID != "" && reg.instance != inv.InstanceID {
-			continue
+	// instanceOf is what the instance id filters and sorts by: the
+	// component's instance for view capabilities, the reference's context
+	// instance for procedures.
+	instanceOf := func(reg *registration, i int) string {
+		if b := reg.caps[i].bound; b != nil {
+			return b.context.InstanceID
 		}
-		if i := reg.capIndex(id.Name); i >= 0 {
-			cands = append(cands, reg)
-			idxs = append(idxs, i)
+		return reg.instance
+	}
+	if id.Plane == ViewPlane {
+		for _, reg := range r.byType[id.Type] {
+			if i := reg.capIndex(id.Name); i >= 0 && (inv.InstanceID == "" || reg.instance == inv.InstanceID) {
+				cands = append(cands, reg)
+				idxs = append(idxs, i)
+			}
+		}
+	} else {
+		for _, reg := range r.byProc[id.Path] {
+			if i := reg.procIndex(id.Path); i >= 0 && (inv.InstanceID == "" || instanceOf(reg, i) == inv.InstanceID) {
+				cands = append(cands, reg)
+				idxs = append(idxs, i)
+			}
 		}
 	}
 	if len(cands) > 1 {
@@ -740,7 +753,12 @@ func (p *pipeline) resolve() *Error {
 		for i := range order {
 			order[i] = i
 		}
-		slices.SortFunc(order, func(a, b int) int { return strings.Compare(cands[a].instance, cands[b].instance) })
+		slices.SortFunc(order, func(a, b int) int {
+			if c := strings.Compare(instanceOf(cands[a], idxs[a]), instanceOf(cands[b], idxs[b])); c != 0 {
+				return c
+			}
+			return strings.Compare(cands[a].id, cands[b].id)
+		})
 		sc, si := make([]*registration, len(cands)), make([]int, len(cands))
 		for k, i := range order {
 			sc[k], si[k] = cands[i], idxs[i]
@@ -777,17 +795,42 @@ func (p *pipeline) resolve() *Error {
 		case 1:
 			pick = 0
 		default:
-			return NewError(AmbiguousInstance, "", map[string]any{"instances": instanceRefs(cands)})
+			refs := make([]InstanceRef, len(cands))
+			for i, c := range cands {
+				refs[i] = InstanceRef{InstanceID: instanceOf(c, idxs[i]), RegistrationID: c.id}
+				if b := c.caps[idxs[i]].bound; b != nil {
+					ctx := b.context
+					refs[i].Context = &ctx
+				} else {
+					refs[i].Description = c.description
+				}
+			}
+			return NewError(AmbiguousInstance, "", map[string]any{"instances": refs})
 		}
 	}
 	p.reg, p.capIdx = cands[pick], idxs[pick]
 	p.st = r.stateLocked(p.reg)
+	// The version gate: a stale hint only stops dangerous procedures.
+	if e := p.reg.caps[p.capIdx].def.effect; inv.SurfaceVersion != "" && (e == Destructive || e == ExternalSideEffect) &&
+		inv.SurfaceVersion != strconv.FormatUint(r.version.Load(), 10) {
+		return NewError(StaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
+	}
 	return nil
+}
+
+// procIndex returns the index of the procedure reference with path, or -1.
+func (reg *registration) procIndex(path string) int {
+	for i := reg.nView; i < len(reg.caps); i++ {
+		if reg.caps[i].name == path {
+			return i
+		}
+	}
+	return -1
 }
 
 // capIndex returns the index of the named capability, or -1.
 func (reg *registration) capIndex(name string) int {
-	for i := range reg.caps {
+	for i := range reg.nView {
 		if reg.caps[i].name == name {
 			return i
 		}

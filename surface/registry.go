@@ -70,6 +70,10 @@ type Options struct {
 	Context func() map[string]any
 	// Policies govern every capability, outermost in every chain.
 	Policies []Policy
+	// SuffixCollisions decides what happens when a view capability
+	// "view:T.n" is registered while the executor exposes the procedure
+	// path "T.n" (a confusable pair). Default SuffixWarn.
+	SuffixCollisions SuffixPolicy
 	// OnRegister, if set, is the registration guard: it may reject a
 	// candidate (a dead handle and a component-rejected event) or accept
 	// it with restrictions. A panicking guard rejects.
@@ -92,6 +96,20 @@ type Options struct {
 	// duration. Default time.Now.
 	Now func() time.Time
 }
+
+// SuffixPolicy is the response to a view capability whose id suffix equals
+// a domain procedure path: a lint for confusable tools, not a security
+// control.
+type SuffixPolicy int
+
+const (
+	// SuffixWarn (the default) logs, emits collision-suspected and audits.
+	SuffixWarn SuffixPolicy = iota
+	// SuffixOff does nothing.
+	SuffixOff
+	// SuffixError rejects the definition with PLANE_VIOLATION.
+	SuffixError
+)
 
 // Status is the state of a registration handle.
 type Status int
@@ -138,6 +156,10 @@ type Registry struct {
 	console    AuditSink // development only: audit on stderr
 	redact     func(string, AuditPayload) AuditPayload
 
+	// executor performs procedure calls; replaced, never mutated.
+	executor atomic.Pointer[executorBox]
+	suffix   SuffixPolicy
+
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
@@ -149,6 +171,7 @@ type Registry struct {
 	byID      map[string]*registration   // active registrations by id
 	byKey     map[compKey]*registration  // active registrations by type and instance
 	byType    map[string][]*registration // active registrations per type, unordered
+	byProc    map[string][]*registration // active registrations per procedure path
 	tombs     tombstones
 	closingCh chan struct{}  // closed by Close: queued invocations give up
 	obs       obsPool        // observation admission
@@ -196,8 +219,9 @@ type registration struct {
 	internal    map[string]any
 	origin      string
 	priority    int
-	caps        []regCap // observations then actions, each by name
+	caps        []regCap // observations, actions (each by name), then procedure references
 	nObs        int
+	nView       int // observations and actions
 	capIDs      []string
 	capsBuf     [2]regCap // backing of caps and capIDs for small components
 	capIDsBuf   [2]string
@@ -207,8 +231,7 @@ type registration struct {
 	// Guarded by Registry.mu.
 	st       *regState    // current state; replaced, never mutated
 	inflight []*execution // running handlers
-	running  bool         // an action holds the instance's slot
-	waiters  []*waiter    // actions queued for the slot, FIFO
+	actions  queueGroup   // the instance's action slot and queue
 	typeIdx  int          // position in Registry.byType[typ]
 	status   Status
 	stopCtx  func() bool
@@ -226,6 +249,8 @@ type regCap struct {
 	metaMap   map[string]any // decoded meta for policies; nil when none
 	chain     []Policy       // registry ++ component ++ guard ++ capability
 	discovers bool           // some policy in chain has a Discover hook
+	bound     *binding       // procedure references only
+	group     queueGroup     // procedure references: their serialization group (under Registry.mu)
 }
 
 // New returns a registry. A nil opts means all defaults.
@@ -239,6 +264,7 @@ func New(opts *Options) *Registry {
 		hostCtx:    o.Context,
 		onRegister: o.OnRegister,
 		policies:   slices.Clone(o.Policies),
+		suffix:     o.SuffixCollisions,
 		redact:     o.Redact,
 		onDup:      o.OnDuplicate,
 		route:      o.Route,
@@ -316,7 +342,7 @@ func (h *Handle) Status() Status {
 // component-rejected event is emitted. After Close, Register returns
 // ErrClosed.
 func (r *Registry) Register(c Component) (*Handle, error) {
-	reg, derr := buildRegistration(&c, &r.limits)
+	reg, derr := r.buildRegistration(&c)
 	if derr != nil {
 		return nil, derr
 	}
@@ -456,6 +482,13 @@ func (r *Registry) insertLocked(reg *registration) {
 	r.byKey[compKey{reg.typ, reg.instance}] = reg
 	reg.typeIdx = len(r.byType[reg.typ])
 	r.byType[reg.typ] = append(r.byType[reg.typ], reg)
+	for i := reg.nView; i < len(reg.caps); i++ {
+		if r.byProc == nil {
+			r.byProc = make(map[string][]*registration)
+		}
+		path := reg.caps[i].name
+		r.byProc[path] = append(r.byProc[path], reg)
+	}
 }
 
 // indexLocked returns the position of reg in r.entries, or -1.
@@ -476,6 +509,15 @@ func (r *Registry) unregisterLocked(reg *registration) {
 	}
 	delete(r.byID, reg.id)
 	delete(r.byKey, compKey{reg.typ, reg.instance})
+	for i := reg.nView; i < len(reg.caps); i++ {
+		path := reg.caps[i].name
+		refs := slices.DeleteFunc(slices.Clone(r.byProc[path]), func(x *registration) bool { return x == reg })
+		if len(refs) == 0 {
+			delete(r.byProc, path)
+		} else {
+			r.byProc[path] = refs
+		}
+	}
 	same := r.byType[reg.typ] // swap-remove: the order is irrelevant
 	last := same[len(same)-1]
 	same[reg.typeIdx], last.typeIdx = last, reg.typeIdx
@@ -692,7 +734,7 @@ func (r *Registry) Close() error {
 		r.stopCtxLocked(reg)
 		r.abortInflightLocked(reg, true)
 	}
-	r.entries, r.byID, r.byKey, r.byType = nil, nil, nil, nil
+	r.entries, r.byID, r.byKey, r.byType, r.byProc = nil, nil, nil, nil, nil
 	r.tombs = tombstones{}
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })

@@ -2,6 +2,8 @@ package surface
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,8 +126,8 @@ func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 
 // Actions returns the listed actions, by name, as a fresh slice.
 func (c ComponentDescriptor) Actions() []ActionDescriptor {
-	out := make([]ActionDescriptor, 0, len(c.reg.caps)-c.reg.nObs)
-	for i := c.reg.nObs; i < len(c.reg.caps); i++ {
+	out := make([]ActionDescriptor, 0, c.reg.nView-c.reg.nObs)
+	for i := c.reg.nObs; i < c.reg.nView; i++ {
 		st := c.state(i)
 		if st.omitted {
 			continue
@@ -245,13 +247,14 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 // the When predicates of the listed capabilities and the route provider,
 // without holding the registry lock.
 func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
-	// Under the lock: the version and the in-scope registrations with their
-	// current state. User code (When, the route provider) runs after.
+	// Under the lock: the version and the registrations that may show,
+	// with their current state. User code (When, Describe, policies, the
+	// route provider) runs after.
 	r.mu.Lock()
 	version := r.version.Load()
 	comps := make([]ComponentDescriptor, 0, len(r.entries))
 	for _, reg := range r.entries {
-		if len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
+		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
 			comps = append(comps, ComponentDescriptor{reg: reg, st: reg.st})
 		}
 	}
@@ -286,7 +289,9 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			avail, reason := false, ""
 			switch decision.verdict {
 			case hide:
-				hidden++
+				if i < reg.nView {
+					hidden++
+				}
 			case disable:
 				reason = decision.reason
 			default:
@@ -304,11 +309,17 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			caps[i] = capView{available: avail, reason: reason,
 				omitted: decision.verdict == hide || !avail && opts.OmitUnavailable}
 		}
-		if hidden > 0 && hidden == len(reg.caps) {
-			continue // every capability is hidden: the component does not exist for this consumer
-		}
 		comps[k].caps = caps
 		comps[k].st = nil
+		snap.Procedures = r.procedureDescriptors(snap.Procedures, comps[k], opts.Scope)
+		switch {
+		case reg.nView == 0:
+			continue // procedure-only: no component entry
+		case len(opts.Scope) > 0 && !inScope(reg.typ, opts.Scope):
+			continue // listed only for its procedures
+		case hidden > 0 && hidden == reg.nView:
+			continue // every capability is hidden: the component does not exist for this consumer
+		}
 		kept = append(kept, comps[k])
 	}
 	comps = kept
@@ -319,10 +330,70 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	return snap
 }
 
+// procedureDescriptors appends the listed procedure references of one
+// registration.
+func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDescriptor, scope []string) []ProcedureDescriptor {
+	reg := c.reg
+	for i := reg.nView; i < len(reg.caps); i++ {
+		st := c.state(i)
+		rc := &reg.caps[i]
+		b := rc.bound
+		if st.omitted {
+			continue
+		}
+		scopeKey := b.context.Type
+		if scopeKey == "" {
+			scopeKey = rc.name
+		}
+		if len(scope) > 0 && !inScope(scopeKey, scope) {
+			continue
+		}
+		d := rc.def
+		pd := ProcedureDescriptor{
+			ProcedureID: rc.id, Description: d.description,
+			ContextualNote: r.contextualNote(d),
+			InputSchema:    JSONText(b.reduced.JSON()),
+			Effect:         d.effect, Confirmation: d.confirmation,
+			Available: st.available, UnavailableReason: st.reason,
+			BoundFields:    slices.Clone(b.fields),
+			RegistrationID: reg.id, Meta: rc.meta,
+		}
+		if pd.BoundFields == nil {
+			pd.BoundFields = []BoundField{}
+		}
+		if d.output != nil {
+			pd.OutputSchema = JSONText(d.output.JSON())
+		}
+		if b.context.Type != "" {
+			ctx := b.context
+			pd.Context = &ctx
+		}
+		out = append(out, pd)
+	}
+	return out
+}
+
+// contextualNote reads a procedure's live note; a panic or "" gives none.
+func (r *Registry) contextualNote(d *capDef) (note string) {
+	if d.proc.describe == nil {
+		return ""
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.log.Warn("surface: procedure Describe panicked", "panic", fmt.Sprint(rec))
+			note = ""
+		}
+	}()
+	return clip(d.proc.describe(), maxMessage)
+}
+
 // fill points pc at one capability.
 func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.CapabilityID = rc.id
 	pc.Plane = ViewPlane
+	if rc.def.kind == kindProcedure {
+		pc.Plane = DomainPlane
+	}
 	pc.Kind = rc.def.kindName()
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id

@@ -1,0 +1,448 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+	"github.com/agentsurface/agentsurface/internal/schema"
+)
+
+// ProcedureDef defines a procedure reference: an existing domain operation
+// (executed by the registry's [ProcedureExecutor], which re-checks
+// authority on every call) made contextually available by a component,
+// with parts of its input bound to live UI state. Build a [Capability]
+// from it with [Procedure] and list it in Component.Procedures.
+//
+// The agent sees the procedure's input schema minus the locked bound
+// fields; at invocation the bound values are read live, merged with the
+// agent's input and validated against the full schema before any policy or
+// confirmation sees them, so an approval binds exactly the values that
+// execute.
+type ProcedureDef[In, Out any] struct {
+	// ID is the capability id, "domain:" + the procedure path
+	// ("domain:devices.disable"), at most 128 long.
+	ID string
+	// Description is the stable, agent-visible description of the
+	// operation; live text belongs in Describe.
+	Description string
+	// InputSchema and OutputSchema, when set, are raw JSON Schemas; else
+	// they are inferred from In and Out. The input schema must be an
+	// object when fields are bound.
+	InputSchema  json.RawMessage
+	OutputSchema json.RawMessage
+	// Effect is ServerQuery, ServerMutation, ExternalSideEffect or
+	// Destructive; view effects belong to actions (a PLANE_VIOLATION here).
+	Effect Effect
+	// RequiresApproval makes every call need the user's confirmation.
+	RequiresApproval bool
+	// Confirmation overrides the effect's default level (server-query
+	// never, server-mutation optional, external-side-effect and destructive
+	// required); a destructive procedure never goes below optional.
+	Confirmation Confirmation
+	// When, UnavailableReason and UnavailableReasonFunc give live
+	// availability, as for actions.
+	When                  func() bool
+	UnavailableReason     string
+	UnavailableReasonFunc func() string
+	// Bind returns the input fields filled from live UI state (the current
+	// selection, the open record). It runs once at registration to learn
+	// which keys are bound, and again on every invocation for their
+	// values; keys it did not return at registration are ignored. An error
+	// or panic at invocation fails PRECONDITION_FAILED (binding-failed).
+	Bind func(ctx context.Context) (map[string]any, error)
+	// Overridable lists bound fields the agent may set; they default to the
+	// bound value. Other bound fields are locked: hidden from the agent's
+	// schema and rejected if sent.
+	Overridable []string
+	// Describe returns a live contextual note ("3 devices selected"),
+	// shown apart from the stable description.
+	Describe func() string
+	// Context links the reference to a component other than the one
+	// registering it.
+	Context *Parent
+	// Policies apply to this reference, inside the registry's and the
+	// component's.
+	Policies []Policy
+	// Meta is agent-visible metadata, frozen at registration.
+	Meta map[string]any
+	// Timeout bounds the executor call. Zero means Limits.ProcedureTimeout.
+	Timeout time.Duration
+}
+
+const kindProcedure capKind = kindAction + 1
+
+// procDef holds what only procedure references have.
+type procDef struct {
+	path             string
+	requiresApproval bool
+	bind             func(ctx context.Context) (map[string]any, error)
+	overridable      []string
+	describe         func() string
+	context          *Parent
+}
+
+// Procedure builds a capability from a procedure reference definition.
+// Problems are reported by [Registry.Register] as *DefinitionError.
+func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
+	d := &capDef{
+		kind:        kindProcedure,
+		description: def.Description,
+		effect:      def.Effect,
+		idempotent:  def.Effect == ServerQuery,
+		meta:        def.Meta,
+		policies:    slices.Clone(def.Policies),
+		timeout:     def.Timeout,
+		when:        def.When,
+		reason:      def.UnavailableReason,
+		reasonFn:    def.UnavailableReasonFunc,
+		proc: &procDef{
+			requiresApproval: def.RequiresApproval,
+			bind:             def.Bind,
+			overridable:      slices.Clone(def.Overridable),
+			describe:         def.Describe,
+		},
+	}
+	d.measureDescription()
+	if def.Context != nil {
+		c := *def.Context
+		d.proc.context = &c
+	}
+	d.confirmation, d.audit = procedureLevels(def.Effect, def.Confirmation, def.RequiresApproval)
+	path, ok := strings.CutPrefix(def.ID, "domain:")
+	switch {
+	case !ok || path == "" || len(def.ID) > MaxIDLength:
+		d.bad = defErr(InvalidDefinition, "id", `a procedure id is "domain:" + a non-empty path, at most 128 long`)
+	case !def.Confirmation.valid():
+		d.bad = defErr(InvalidDefinition, "confirmation", "confirmation must be never, optional or required")
+	default:
+		d.proc.path = path
+		inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
+		if inType == noneType && def.InputSchema == nil {
+			d.input = emptyObjectSchema()
+		} else {
+			d.input, d.bad = compileSchema(def.InputSchema, inType, "input")
+		}
+		if d.bad == nil && (outType != noneType || def.OutputSchema != nil) {
+			d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
+			d.outputTyped = false // executor output is foreign JSON: always checked
+		}
+	}
+	return Capability{d}
+}
+
+// procedureLevels returns the confirmation and audit levels of a procedure
+// (semantics §2 with DESIGN decision 4): the effect's default unless
+// declared, a destructive procedure never below optional, RequiresApproval
+// forcing required.
+func procedureLevels(effect Effect, declared Confirmation, requiresApproval bool) (Confirmation, AuditLevel) {
+	level, audit := ConfirmNever, AuditMetadata
+	switch effect {
+	case ServerMutation:
+		level = ConfirmOptional
+	case ExternalSideEffect, Destructive:
+		level, audit = ConfirmRequired, AuditFull
+	}
+	if declared != "" {
+		level = declared
+	}
+	if effect == Destructive && level.rank() < ConfirmOptional.rank() {
+		level = ConfirmOptional
+	}
+	if requiresApproval {
+		level = ConfirmRequired
+	}
+	return level, audit
+}
+
+// binding is the frozen binding of one procedure reference in one
+// registration: which keys are bound, which of them are locked, and the
+// schema the agent sees.
+type binding struct {
+	keys        []string // captured at registration, sorted
+	locked      []string // keys minus overridable, sorted
+	overridable []string
+	reduced     *schema.Schema
+	fields      []BoundField
+	context     Parent
+}
+
+// overridableNote is appended to the description of overridable bound
+// fields in the agent's schema.
+const overridableNote = "Defaults to the value selected in the UI when omitted."
+
+// bindProcedure captures the bound keys of a reference (running Bind once)
+// and builds the reduced schema.
+func bindProcedure(d *capDef, owner Parent, field string, lim *Limits, log interface{ Warn(string, ...any) }) (*binding, *DefinitionError) {
+	b := &binding{context: owner, overridable: d.proc.overridable}
+	if d.proc.context != nil {
+		b.context = *d.proc.context
+		if b.context.InstanceID == "" {
+			b.context.InstanceID = DefaultInstanceID
+		}
+	}
+	if d.proc.bind != nil {
+		if vals, err := callBind(context.Background(), d.proc.bind); err != nil {
+			log.Warn("surface: procedure Bind failed at registration; no fields are bound", "procedureId", "domain:"+d.proc.path, "error", err)
+		} else {
+			b.keys = slices.Sorted(maps.Keys(vals))
+		}
+	}
+	for _, o := range d.proc.overridable {
+		if !slices.Contains(b.keys, o) {
+			return nil, defErr(InvalidDefinition, field+".overridable", fmt.Sprintf("%q is not a bound field", o))
+		}
+	}
+	for _, k := range b.keys {
+		locked := !slices.Contains(d.proc.overridable, k)
+		if locked {
+			b.locked = append(b.locked, k)
+		}
+		b.fields = append(b.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
+	}
+	if len(b.keys) == 0 {
+		b.reduced = d.input
+		return b, nil
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(d.input.JSON()), &doc); err != nil || doc["type"] != "object" {
+		return nil, defErr(InvalidDefinition, field+".input", "bound fields need an object input schema")
+	}
+	props, _ := doc["properties"].(map[string]any)
+	for _, k := range b.keys {
+		if _, ok := props[k]; !ok {
+			return nil, defErr(InvalidDefinition, field+".bind", fmt.Sprintf("bound field %q is not a property of the input schema", k))
+		}
+	}
+	for _, k := range b.locked {
+		delete(props, k)
+	}
+	for _, k := range b.overridable {
+		p, _ := props[k].(map[string]any)
+		if desc, _ := p["description"].(string); desc != "" {
+			p["description"] = desc + " " + overridableNote
+		} else {
+			p["description"] = overridableNote
+		}
+	}
+	if req, ok := doc["required"].([]any); ok {
+		kept := req[:0]
+		for _, r := range req {
+			if s, _ := r.(string); !slices.Contains(b.keys, s) {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == 0 {
+			delete(doc, "required")
+		} else {
+			doc["required"] = kept
+		}
+	}
+	if len(props) == 0 {
+		doc = map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}
+	}
+	raw, err := canonical.Marshal(doc)
+	if err == nil {
+		b.reduced, err = schema.ParseLimits(raw, buildLimits)
+	}
+	if err != nil {
+		return nil, &DefinitionError{Code: UnsupportedSchema, Field: field + ".input", Message: "the reduced input schema is invalid: " + err.Error(), Err: err}
+	}
+	if err := b.reduced.CheckLimits(lim.MaxSchemaBytes, lim.MaxSchemaDepth); err != nil {
+		return nil, &DefinitionError{Code: UnsupportedSchema, Field: field + ".input", Message: err.Error(), Err: err}
+	}
+	return b, nil
+}
+
+// callBind runs a Bind function, turning a panic into an error.
+func callBind(ctx context.Context, bind func(context.Context) (map[string]any, error)) (vals map[string]any, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError{rec}
+		}
+	}()
+	return bind(ctx)
+}
+
+// procedureInput builds the effective input of a procedure call
+// (semantics §15): the agent's object, no locked field, valid against the
+// agent's schema; then the live bound values merged in and the whole
+// validated against the full schema. It returns the canonical effective
+// input and its JSON value.
+func (p *pipeline) procedureInput(d *capDef, b *binding) ([]byte, any, *Error) {
+	if p.inputErr != nil {
+		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
+	}
+	raw := p.canonInput
+	if raw == nil {
+		raw = []byte("{}")
+	}
+	var agent any
+	if err := json.Unmarshal(raw, &agent); err != nil {
+		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
+	}
+	obj, isObj := agent.(map[string]any)
+	if !isObj {
+		return nil, nil, invalidInput([]Issue{{Path: "", Message: "expected object"}})
+	}
+	if len(b.locked) > 0 {
+		var sent []string
+		for _, k := range orderedKeys(p.inv.Input) { // agent key order
+			if slices.Contains(b.locked, k) && !slices.Contains(sent, k) {
+				sent = append(sent, k)
+			}
+		}
+		if len(sent) > 0 {
+			return nil, nil, NewError(InvalidInput, "Some fields are bound to the UI and cannot be set; omit them.", map[string]any{"lockedFields": sent})
+		}
+	}
+	if issues := b.reduced.Validate(obj); len(issues) > 0 {
+		out := make([]Issue, len(issues))
+		for i, is := range issues {
+			out[i] = Issue{Path: is.Path, Message: is.Message}
+		}
+		return nil, nil, invalidInput(out)
+	}
+	if len(b.keys) > 0 {
+		bindingFailed := NewError(PreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.", map[string]any{"reason": "binding-failed"})
+		bindingFailed.Retry = RetryAfterRefresh
+		vals, err := callBind(p.ctx, d.proc.bind)
+		if err != nil {
+			p.r.log.Warn("surface: procedure Bind failed", "procedureId", p.inv.CapabilityID, "error", err)
+			return nil, nil, bindingFailed
+		}
+		for _, k := range b.keys {
+			v, present := vals[k]
+			if !present {
+				continue // a bound value that is not there is skipped
+			}
+			if _, sent := obj[k]; sent && slices.Contains(b.overridable, k) {
+				continue // the agent overrode it
+			}
+			jv, err := toJSONValue(v)
+			if err != nil {
+				p.r.log.Warn("surface: procedure Bind returned a value that is not JSON", "procedureId", p.inv.CapabilityID, "field", k, "error", err)
+				return nil, nil, bindingFailed
+			}
+			obj[k] = jv
+		}
+		if issues := d.input.Validate(obj); len(issues) > 0 {
+			p.r.log.Warn("surface: the merged procedure input does not match its schema", "procedureId", p.inv.CapabilityID, "path", issues[0].Path, "issue", issues[0].Message)
+			return nil, nil, bindingFailed
+		}
+	}
+	eff, err := canonical.Marshal(obj)
+	if err != nil {
+		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
+	}
+	return eff, obj, nil
+}
+
+// toJSONValue converts a Go value to its decoded JSON form.
+func toJSONValue(v any) (any, error) {
+	b, err := canonical.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	err = json.Unmarshal(b, &out)
+	return out, err
+}
+
+// orderedKeys returns the top-level keys of a JSON object in text order.
+func orderedKeys(raw json.RawMessage) []string {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		k, _ := t.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+	}
+	return keys
+}
+
+// SetProcedureExecutor installs the executor of domain procedures (nil
+// removes it: calls then fail EXECUTION_FAILED transport). Procedure
+// references can only be registered while an executor is installed, and
+// only for paths in its manifest.
+func (r *Registry) SetProcedureExecutor(e ProcedureExecutor) {
+	if e == nil {
+		r.executor.Store(nil)
+		return
+	}
+	r.executor.Store(&executorBox{e: e, paths: e.Paths()})
+}
+
+// executorBox pins an executor and its manifest.
+type executorBox struct {
+	e     ProcedureExecutor
+	paths []string
+}
+
+// FuncExecutor is an in-process ProcedureExecutor: procedure paths mapped
+// to Go functions, for domain services that live in the same process. Add
+// functions with [AddFunc]. It is safe for concurrent use.
+type FuncExecutor struct {
+	mu    sync.RWMutex
+	funcs map[string]func(ctx context.Context, call *ProcedureCall) (json.RawMessage, error)
+}
+
+// NewFuncExecutor returns an empty in-process executor.
+func NewFuncExecutor() *FuncExecutor {
+	return &FuncExecutor{funcs: map[string]func(context.Context, *ProcedureCall) (json.RawMessage, error){}}
+}
+
+// AddFunc adds the domain function for path to x: the effective input is
+// decoded into In and the output encoded as JSON. The function is the
+// domain side: it must check the caller's authority itself (from
+// call.Host), never trust the agent or the evidence.
+func AddFunc[In, Out any](x *FuncExecutor, path string, fn func(ctx context.Context, call *ProcedureCall, in In) (Out, error)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.funcs[path] = func(ctx context.Context, call *ProcedureCall) (json.RawMessage, error) {
+		var in In
+		if err := json.Unmarshal(call.Input, &in); err != nil {
+			return nil, NewError(InvalidInput, "", map[string]any{"issues": []Issue{{Path: "", Message: msgShape}}})
+		}
+		out, err := fn(ctx, call, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+// Paths implements ProcedureExecutor.
+func (x *FuncExecutor) Paths() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return slices.Sorted(maps.Keys(x.funcs))
+}
+
+// Execute implements ProcedureExecutor.
+func (x *FuncExecutor) Execute(ctx context.Context, call *ProcedureCall) (json.RawMessage, error) {
+	x.mu.RLock()
+	fn := x.funcs[call.Path]
+	x.mu.RUnlock()
+	if fn == nil {
+		return nil, fmt.Errorf("surface: no domain function for %q", call.Path)
+	}
+	return fn(ctx, call)
+}
