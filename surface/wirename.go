@@ -1,0 +1,477 @@
+package surface
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Wire names (semantics §16.2).
+//
+// A tool name is derived from a capability id and, when several tools would
+// otherwise share it, an instance id. The faithful form spells the key out:
+// the first ':' becomes '_', each '.' becomes "__", and a suffix is "_at_"
+// followed by the raw instance id:
+//
+//	view:devices.table.readState @ main → view_devices__table__readState_at_main
+//
+// A key whose faithful form would be longer than [MaxWireNameLength], whose
+// id contains '_' (which would make the form ambiguous), or whose form would
+// leave the safe alphabet [A-Za-z0-9_-] is hashed instead: a readable prefix
+// of the form, then "_0_" and a base-36 hash of the key.
+//
+// Two rules go beyond the letter of §16.2 so that every emitted name is a
+// valid tool name for OpenAI and MCP alike and a hashed name can never be
+// read back as a different key:
+//
+//   - a key whose faithful form would contain a character outside
+//     [A-Za-z0-9_-] (possible only with an opaque domain path or an invalid
+//     instance id) or whose id does not parse is hashed, and the kept prefix
+//     has each such character replaced by '-';
+//   - a key whose faithful form would end like a hashed name ("_0_" then 7,
+//     9, 11 or 13 characters of [0-9a-z], or "_0_" then decimal digits; only
+//     an instance id ending that way can do this) is hashed, so faithful and
+//     hashed names are disjoint.
+
+// MaxWireNameLength is the longest tool name the codec emits. It is the
+// OpenAI limit; MCP allows 128.
+const MaxWireNameLength = 64
+
+// WireKey identifies one tool of a catalog: a capability id plus the
+// instance id that disambiguates it ("" when the name needs no suffix).
+//
+// The toolset chooses InstanceID (semantics §16.1): the component's instance
+// id when several components of one type are listed; for a procedure id
+// listed several times, the context's instance id, else the registration id
+// without the characters outside [A-Za-z0-9_-]. Distinct tools need
+// distinct keys, since [AssignWireNames] gives equal keys one name: two
+// references to one procedure from components sharing an instance id must
+// be told apart by the toolset (for instance by the registration id).
+type WireKey struct {
+	// CapabilityID is the capability id ("view:devices.table.selectRows").
+	CapabilityID string
+	// InstanceID is the suffix, or "" for none.
+	InstanceID string
+}
+
+// Codec constants.
+const (
+	wireHashMarker = "_0_"
+	wireSuffix     = "_at_"
+	// wireMaxLevel is the highest hash level; hashLen = 7 + 2·level.
+	wireMaxLevel = 3
+	// wireRounds is the number of collision rounds of AssignWireNames.
+	wireRounds = 4
+)
+
+// EncodeWireName returns the level-0 wire name of one key (§16.2): the
+// faithful form when the key has one, else the hashed form at level 0. The
+// result has at most [MaxWireNameLength] characters, all in [A-Za-z0-9_-].
+//
+// A catalog must name its tools with [AssignWireNames], which resolves the
+// (rare) collisions between hashed names.
+func EncodeWireName(k WireKey) string {
+	return wireEncode(k, 0)
+}
+
+// wireEncode returns the name of k at hash level L: faithful keys keep
+// their faithful form at every level.
+func wireEncode(k WireKey, level int) string {
+	raw := wireRaw(k)
+	if wireFaithful(k, raw) {
+		return raw
+	}
+	return wirePrefix(raw, wireKeep(level)) + wireHashMarker +
+		wireHash36(k.CapabilityID+"#"+k.InstanceID+"#"+strconv.Itoa(level), wireHashLen(level))
+}
+
+// wireHashLen is the hash length at a level: 7, 9, 11, 13.
+func wireHashLen(level int) int { return 7 + 2*level }
+
+// wireKeep is the length of the kept prefix at a level: 54, 52, 50, 48.
+func wireKeep(level int) int {
+	return MaxWireNameLength - len(wireHashMarker) - wireHashLen(level)
+}
+
+// wireRaw is the unabridged form: the first ':' → '_', each '.' → "__",
+// plus "_at_" + instance id when there is one.
+func wireRaw(k WireKey) string {
+	id := k.CapabilityID
+	var b strings.Builder
+	b.Grow(len(id) + strings.Count(id, ".") + len(wireSuffix) + len(k.InstanceID))
+	if i := strings.IndexByte(id, ':'); i >= 0 {
+		b.WriteString(id[:i])
+		b.WriteByte('_')
+		id = id[i+1:]
+	}
+	for {
+		i := strings.IndexByte(id, '.')
+		if i < 0 {
+			break
+		}
+		b.WriteString(id[:i])
+		b.WriteString("__")
+		id = id[i+1:]
+	}
+	b.WriteString(id)
+	if k.InstanceID != "" {
+		b.WriteString(wireSuffix)
+		b.WriteString(k.InstanceID)
+	}
+	return b.String()
+}
+
+// wireFaithful reports whether raw, the raw form of k, is k's name.
+func wireFaithful(k WireKey, raw string) bool {
+	if len(raw) > MaxWireNameLength || strings.IndexByte(k.CapabilityID, '_') >= 0 ||
+		!wireSafe(raw) || wireLooksHashed(raw) {
+		return false
+	}
+	_, ok := ParseCapabilityID(k.CapabilityID)
+	return ok
+}
+
+// wirePrefix returns the first keep UTF-16 code units of raw (the spec's
+// raw[:keep]) with every unit outside the safe alphabet replaced by '-':
+// a supplementary character becomes "--", an invalid UTF-8 byte '-'.
+func wirePrefix(raw string, keep int) string {
+	if wireSafe(raw) {
+		return raw[:min(keep, len(raw))]
+	}
+	b := make([]byte, 0, keep)
+	for _, r := range raw {
+		switch {
+		case r < utf8.RuneSelf && wireSafeByte(byte(r)):
+			b = append(b, byte(r))
+		case r >= 0x10000:
+			b = append(b, "--"...)
+		default:
+			b = append(b, '-')
+		}
+		if len(b) >= keep {
+			break
+		}
+	}
+	return string(b[:min(keep, len(b))])
+}
+
+// wireHash36 is the §16.2 hash: rounds r = 0, 1, …, each a 32-bit FNV-1a
+// over the UTF-16 code units of s with offset basis 0x811c9dc5 XOR r,
+// formatted in lowercase base 36 zero-padded to 7; the first n characters
+// of the concatenation.
+func wireHash36(s string, n int) string {
+	out := make([]byte, 0, n+7)
+	var digits [16]byte
+	for r := uint32(0); len(out) < n; r++ {
+		h := uint32(0x811c9dc5) ^ r
+		for _, c := range s { // invalid UTF-8 reads as U+FFFD
+			if c >= 0x10000 {
+				hi, lo := utf16.EncodeRune(c)
+				h = (h ^ uint32(hi)) * 0x01000193
+				h = (h ^ uint32(lo)) * 0x01000193
+				continue
+			}
+			h = (h ^ uint32(c)) * 0x01000193
+		}
+		d := strconv.AppendUint(digits[:0], uint64(h), 36)
+		for i := len(d); i < 7; i++ {
+			out = append(out, '0')
+		}
+		out = append(out, d...)
+	}
+	return string(out[:n])
+}
+
+func wireSafeByte(c byte) bool {
+	return isAlnum(c) || c == '_' || c == '-'
+}
+
+// wireSafe reports whether s uses only [A-Za-z0-9_-].
+func wireSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !wireSafeByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// wireLooksHashed reports whether name ends like a hashed name: "_0_" then
+// 7, 9, 11 or 13 characters of [0-9a-z] (levels 0–3), or "_0_" then
+// decimal digits (a rank).
+func wireLooksHashed(name string) bool {
+	i := strings.LastIndex(name, wireHashMarker)
+	if i < 0 {
+		return false
+	}
+	tail := name[i+len(wireHashMarker):]
+	if tail == "" {
+		return false
+	}
+	digits := true
+	for j := 0; j < len(tail); j++ {
+		c := tail[j]
+		switch {
+		case c >= '0' && c <= '9':
+		case c >= 'a' && c <= 'z':
+			digits = false
+		default:
+			return false
+		}
+	}
+	if digits {
+		return true
+	}
+	switch len(tail) {
+	case 7, 9, 11, 13:
+		return true
+	}
+	return false
+}
+
+// AssignWireNames assigns unique names to a catalog's keys by the §16.2
+// catalog algorithm. Every key is encoded at level 0; then, for up to four
+// rounds, keys sharing a name with another key collide: rounds 0–2 raise
+// each colliding key one hash level (longer hash, shorter prefix) and
+// re-encode it; round 3 replaces each colliding name's "_0_<hash>" tail with
+// "_0_<rank>", rank being the key's index among all colliding keys sorted by
+// "id#instanceId". Faithful names never collide, so only hashed names move.
+//
+// Equal keys are one key and get one name. The result is deterministic and
+// independent of the order of keys; every name has at most
+// [MaxWireNameLength] characters in [A-Za-z0-9_-], and distinct keys get
+// distinct names, so the map inverts. A rank that would reuse a name
+// already taken (possible only for crafted keys) moves on to the next rank.
+func AssignWireNames(keys []WireKey) map[WireKey]string {
+	sorted := make([]wireSortKey, len(keys))
+	for i, k := range keys {
+		str := k.CapabilityID + "#" + k.InstanceID
+		sorted[i] = wireSortKey{&keys[i], str, wireASCII(str)}
+	}
+	slices.SortFunc(sorted, wireSortKey.compare)
+	sorted = slices.CompactFunc(sorted, func(a, b wireSortKey) bool { return *a.key == *b.key })
+	uniq := make([]WireKey, len(sorted))
+	for i, s := range sorted {
+		uniq[i] = *s.key
+	}
+
+	names := make([]string, len(uniq))
+	levels := make([]int, len(uniq))
+	for i, k := range uniq {
+		names[i] = wireEncode(k, 0)
+	}
+	count := make(map[string]int, len(uniq))
+	var colliding []int
+	for round := 0; round < wireRounds; round++ {
+		clear(count)
+		for _, n := range names {
+			count[n]++
+		}
+		colliding = colliding[:0]
+		for i, n := range names { // uniq is sorted, so colliding is too
+			if count[n] > 1 {
+				colliding = append(colliding, i)
+			}
+		}
+		if len(colliding) == 0 {
+			break
+		}
+		if round < wireRounds-1 {
+			for _, i := range colliding {
+				levels[i]++
+				names[i] = wireEncode(uniq[i], levels[i])
+			}
+			continue
+		}
+		// Round 3: ranks. Names no collision touched stay; each rank
+		// name is checked against them and against earlier ranks.
+		taken := make(map[string]bool, len(names))
+		for _, n := range names {
+			if count[n] == 1 {
+				taken[n] = true
+			}
+		}
+		rank := 0
+		for _, i := range colliding {
+			// The name without its "_0_<hash>" tail.
+			prefix := wirePrefix(wireRaw(uniq[i]), wireKeep(levels[i]))
+			for {
+				r := strconv.Itoa(rank)
+				n := prefix[:min(len(prefix), MaxWireNameLength-len(wireHashMarker)-len(r))] +
+					wireHashMarker + r
+				rank++
+				if !taken[n] {
+					taken[n] = true
+					names[i] = n
+					break
+				}
+			}
+		}
+	}
+	out := make(map[WireKey]string, len(uniq))
+	for i, k := range uniq {
+		out[k] = names[i]
+	}
+	return out
+}
+
+// wireSortKey is a key with its catalog key "id#instanceId".
+type wireSortKey struct {
+	key   *WireKey
+	str   string
+	ascii bool // str is ASCII, so byte order is UTF-16 order
+}
+
+func wireASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// compare orders keys by catalog key in UTF-16 code-unit order (the
+// reference sorts JavaScript strings), then by id and instance id, so that
+// distinct keys never compare equal.
+func (a wireSortKey) compare(b wireSortKey) int {
+	c := 0
+	if a.ascii && b.ascii {
+		c = strings.Compare(a.str, b.str)
+	} else {
+		c = compareUTF16(a.str, b.str)
+	}
+	if c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.key.CapabilityID, b.key.CapabilityID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.key.InstanceID, b.key.InstanceID)
+}
+
+// compareUTF16 compares a and b by UTF-16 code units: lexicographically
+// over their runes, each rune ordered by its UTF-16 encoding (this differs
+// from byte order only where a supplementary character meets one in
+// U+E000–U+FFFF), an invalid byte reading as U+FFFD and ordered against
+// an equal rune by its bytes, which keeps the order total.
+func compareUTF16(a, b string) int {
+	// Fast path: the first difference is between ASCII bytes, or one
+	// string ends where the other continues with ASCII. An ASCII byte
+	// always starts a rune, so the runes before it are the same.
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i == len(a) && i == len(b):
+		return 0
+	case i == len(a) && b[i] < utf8.RuneSelf:
+		return -1
+	case i == len(b) && a[i] < utf8.RuneSelf:
+		return 1
+	case i < len(a) && i < len(b) && a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf:
+		return int(a[i]) - int(b[i])
+	}
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			ua, ub := ra, rb
+			if ra >= 0x10000 {
+				ua, _ = utf16.EncodeRune(ra)
+			}
+			if rb >= 0x10000 {
+				ub, _ = utf16.EncodeRune(rb)
+			}
+			if ua != ub {
+				if ua < ub {
+					return -1
+				}
+				return 1
+			}
+			// Same high surrogate: the low surrogates order as the runes.
+			if ra < rb {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(a[:na], b[:nb]); c != 0 {
+			return c // two invalid bytes, both U+FFFD
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) - len(b)
+}
+
+// DecodeWireName maps a faithful (unhashed) name back to its capability id
+// and instance id. It reports false rather than guess: for hashed names,
+// which only the catalog that emitted them can resolve (hosts must use the
+// map from [AssignWireNames]), and for anything that is not exactly the
+// name [EncodeWireName] gives some key.
+//
+// The plane is the text before the first '_' ("view" or "domain"). The id
+// part follows, segments separated by exactly "__" (each → '.'); a single
+// '_' must begin the suffix "_at_" + instance id, which runs to the end of
+// the name. Runs of three or more '_' in the id part, empty segments, a
+// leftover '_', names ending like a hash, unparseable ids, invalid instance
+// ids, and keys that do not re-encode byte-identically are refused.
+func DecodeWireName(name string) (WireKey, bool) {
+	if name == "" || len(name) > MaxWireNameLength || !wireSafe(name) || wireLooksHashed(name) {
+		return WireKey{}, false
+	}
+	sep := strings.IndexByte(name, '_')
+	if sep < 0 {
+		return WireKey{}, false
+	}
+	plane, rest := name[:sep], name[sep+1:]
+	if plane != string(ViewPlane) && plane != string(DomainPlane) {
+		return WireKey{}, false
+	}
+	var id strings.Builder
+	id.Grow(len(name))
+	id.WriteString(plane)
+	id.WriteByte(':')
+	instance := ""
+	segStart := true // at the start of a segment
+	for i := 0; i < len(rest); {
+		c := rest[i]
+		if c != '_' {
+			id.WriteByte(c)
+			segStart = false
+			i++
+			continue
+		}
+		n := 1
+		for i+n < len(rest) && rest[i+n] == '_' {
+			n++
+		}
+		if segStart { // empty segment (or a suffix after nothing)
+			return WireKey{}, false
+		}
+		if n == 2 {
+			id.WriteByte('.')
+			segStart = true
+			i += 2
+			continue
+		}
+		if n != 1 || !strings.HasPrefix(rest[i:], wireSuffix) {
+			return WireKey{}, false // a run of ≥ 3, or a leftover '_'
+		}
+		instance = rest[i+len(wireSuffix):]
+		if !ValidInstanceID(instance) {
+			return WireKey{}, false
+		}
+		break
+	}
+	if segStart { // empty id, or a trailing separator
+		return WireKey{}, false
+	}
+	k := WireKey{CapabilityID: id.String(), InstanceID: instance}
+	if _, ok := ParseCapabilityID(k.CapabilityID); !ok || EncodeWireName(k) != name {
+		return WireKey{}, false
+	}
+	return k, true
+}
