@@ -1,0 +1,273 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// Meta tool names and their capability ids in results.
+const (
+	MetaDiscover = "surface_discover"
+	MetaRead     = "surface_read"
+	MetaAct      = "surface_act"
+)
+
+// The meta tools' schemas are constant (semantics §16.3).
+const (
+	metaDiscoverSchema = `{"type":"object","properties":{"scope":{"type":"array","items":{"type":"string"},"description":"Component-type prefixes to narrow discovery to, e.g. [\"devices\"]. Omit for everything you may see."}},"additionalProperties":false}`
+	metaReadSchema     = `{"type":"object","properties":{"capabilityId":{"type":"string","description":"The observation to read, e.g. \"view:devices.table.readState\"."},"instanceId":{"type":"string","description":"Which instance, when several are live."}},"required":["capabilityId"],"additionalProperties":false}`
+	metaActSchema      = `{"type":"object","properties":{"capabilityId":{"type":"string","description":"The action or procedure to call, e.g. \"view:devices.table.selectRows\"."},"instanceId":{"type":"string","description":"Which instance, when several are live."},"input":{"type":"object","description":"The capability's input, matching its inputSchema from surface_discover."},"invocationId":{"type":"string","description":"Reuse to retry the same call safely."},"confirmationId":{"type":"string","description":"From CONFIRMATION_REQUIRED, once the user approved."},"surfaceVersion":{"type":"string","description":"The surfaceVersion you discovered."}},"required":["capabilityId"],"additionalProperties":false}`
+)
+
+func metaTools() []Tool {
+	avail := ToolState{Available: true}
+	return []Tool{
+		{Name: MetaDiscover, Description: "[meta] List the capabilities you can use now: components with their observations and actions, and domain procedures, with schemas and availability.", InputSchema: metaDiscoverSchema, State: avail, Kind: KindObservation, Effect: Read, Idempotent: true},
+		{Name: MetaRead, Description: "[meta] Read an observation by capabilityId.", InputSchema: metaReadSchema, State: avail, Kind: KindObservation, Effect: Read, Idempotent: true},
+		{Name: MetaAct, Description: "[meta] Call an action or a domain procedure by capabilityId with its input.", InputSchema: metaActSchema, State: avail, Kind: KindAction},
+	}
+}
+
+// metaFields are the arguments each verb accepts.
+var metaFields = map[string][]string{
+	MetaDiscover: {"scope"},
+	MetaRead:     {"capabilityId", "instanceId"},
+	MetaAct:      {"capabilityId", "instanceId", "input", "invocationId", "confirmationId", "surfaceVersion"},
+}
+
+// callMeta runs one meta tool call.
+func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessage, toolCallID string) Result {
+	verb := strings.TrimPrefix(name, "surface_")
+	fields, known := metaFields[name]
+	if !known {
+		return ts.r.unknownTool(firstNonEmpty(toolCallID, NewInvocationID()), name)
+	}
+	args, issues := metaEnvelope(name, raw, fields)
+	capID, _ := args["capabilityId"].(string)
+	if len(issues) > 0 {
+		if capID == "" {
+			capID = "meta:surface." + verb
+		}
+		return Result{Status: StatusError, InvocationID: firstNonEmpty(toolCallID, NewInvocationID()), CapabilityID: capID,
+			Error: invalidInput(issues), SurfaceVersion: ts.r.Version()}
+	}
+	switch name {
+	case MetaDiscover:
+		return ts.discover(args)
+	case MetaRead:
+		snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
+		inv := Invocation{InvocationID: firstNonEmpty(toolCallID, NewInvocationID()), CapabilityID: capID, SurfaceVersion: snap.SurfaceVersion}
+		inv.InstanceID, _ = args["instanceId"].(string)
+		inv.RegistrationID, _ = uniqueMatch(snap, capID, inv.InstanceID)
+		return ts.invoke(ctx, inv)
+	}
+	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
+	inv := Invocation{CapabilityID: capID}
+	inv.InstanceID, _ = args["instanceId"].(string)
+	sentID, _ := args["invocationId"].(string)
+	inv.InvocationID = firstNonEmpty(sentID, toolCallID, NewInvocationID())
+	inv.ConfirmationID, _ = args["confirmationId"].(string)
+	sentVersion, _ := args["surfaceVersion"].(string)
+	inv.SurfaceVersion = firstNonEmpty(sentVersion, snap.SurfaceVersion)
+	regID, inputSchema := uniqueMatch(snap, capID, inv.InstanceID)
+	inv.RegistrationID = regID
+	if in, ok := args["input"]; ok {
+		if s, isString := in.(string); isString && isObjectSchema(inputSchema) {
+			// A model that sent the input as a JSON string: repaired only for
+			// object targets, and only when the string is a JSON object.
+			var obj map[string]any
+			if json.Unmarshal([]byte(s), &obj) == nil && obj != nil {
+				ts.r.log.Warn("surface: surface_act input was a JSON string; parsed it", "capabilityId", capID)
+				in = obj
+			}
+		}
+		b, _ := json.Marshal(in)
+		inv.Input = b
+	}
+	return ts.invoke(ctx, inv)
+}
+
+// isObjectSchema reports whether a schema's root type is "object".
+func isObjectSchema(s JSONText) bool {
+	var doc struct {
+		Type any `json:"type"`
+	}
+	return json.Unmarshal([]byte(s), &doc) == nil && doc.Type == "object"
+}
+
+// metaEnvelope checks a meta call's arguments before anything reaches the
+// registry: absent, null or an object; required fields present; no
+// unknown fields; strings non-empty; scope an array of strings. The act
+// verb's input is not checked here (the registry validates it).
+func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string]any, []Issue) {
+	args := map[string]any{}
+	if t := strings.TrimSpace(string(raw)); t != "" && t != "null" {
+		if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+			return map[string]any{}, []Issue{{Path: "", Message: "arguments must be a JSON object"}}
+		}
+	}
+	var issues []Issue
+	for _, k := range sortedKeys(args) {
+		if !slices.Contains(fields, k) {
+			msg := "unexpected property"
+			if name == MetaAct {
+				msg = "unexpected property; put the capability's own input under \"input\""
+			}
+			issues = append(issues, Issue{Path: "/" + escapePointer(k), Message: msg})
+		}
+	}
+	if name != MetaDiscover {
+		if _, ok := args["capabilityId"]; !ok {
+			issues = append(issues, Issue{Path: "", Message: `missing required property "capabilityId"`})
+		}
+	}
+	for _, k := range fields {
+		v, ok := args[k]
+		switch {
+		case !ok || k == "input":
+		case k == "scope":
+			list, isList := v.([]any)
+			if !isList {
+				issues = append(issues, Issue{Path: "/scope", Message: "expected an array of strings"})
+				break
+			}
+			for i, x := range list {
+				if s, isStr := x.(string); !isStr || s == "" {
+					issues = append(issues, Issue{Path: "/scope/" + itoa(i), Message: "expected a non-empty string"})
+				}
+			}
+		default:
+			if s, isStr := v.(string); !isStr || s == "" {
+				issues = append(issues, Issue{Path: "/" + k, Message: "expected a non-empty string"})
+			}
+		}
+	}
+	if name == MetaAct {
+		if in, ok := args["input"]; ok {
+			switch in.(type) {
+			case map[string]any, string:
+			default:
+				issues = append(issues, Issue{Path: "/input", Message: "expected object"})
+			}
+		}
+	}
+	return args, issues
+}
+
+// discover answers surface_discover: a snapshot under the scope floor,
+// narrowed by the model's scope, never widened (semantics §16.3).
+func (ts *Toolset) discover(args map[string]any) Result {
+	var requested []string
+	if list, ok := args["scope"].([]any); ok {
+		for _, x := range list {
+			requested = append(requested, x.(string))
+		}
+	}
+	scope, rejected, empty := intersectScope(ts.opts.Scope, requested)
+	var snap Snapshot
+	if empty {
+		snap = ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: []string{"\x00none"}})
+	} else {
+		snap = ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: scope, Budget: ts.opts.Budget})
+	}
+	body, _ := json.Marshal(snap)
+	if len(rejected) > 0 {
+		extra, _ := json.Marshal(map[string]any{"prefixes": rejected})
+		body = append(append(append(body[:len(body)-1], `,"scopeRejected":`...), extra...), '}')
+	}
+	return Result{Status: StatusOK, InvocationID: NewInvocationID(), CapabilityID: "meta:surface.discover",
+		Output: JSONText(body), SurfaceVersion: snap.SurfaceVersion}
+}
+
+// intersectScope narrows the floor by the request. It returns the
+// effective prefixes, the requested prefixes that admit nothing (request
+// order, deduplicated), and whether the intersection is empty.
+func intersectScope(floor, requested []string) (scope, rejected []string, empty bool) {
+	switch {
+	case len(requested) == 0:
+		return floor, nil, false
+	case len(floor) == 0:
+		return slices.Compact(slices.Clone(requested)), nil, false
+	}
+	add := func(list []string, s string) []string {
+		if !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+		return list
+	}
+	for _, r := range requested {
+		admitted := false
+		for _, f := range floor {
+			switch {
+			case r == f || strings.HasPrefix(r, f+"."):
+				scope, admitted = add(scope, r), true
+			case strings.HasPrefix(f, r+"."):
+				scope, admitted = add(scope, f), true
+			}
+		}
+		if !admitted {
+			rejected = add(rejected, r)
+		}
+	}
+	return scope, rejected, len(scope) == 0
+}
+
+// uniqueMatch returns the registration id and input schema of the only
+// descriptor (of any kind) matching the id and instance, or "" when there
+// is none or several: the registry then decides.
+func uniqueMatch(snap Snapshot, capID, instance string) (string, JSONText) {
+	regID, schema, n := "", JSONText(""), 0
+	for _, c := range snap.Components {
+		if instance != "" && c.InstanceID() != instance {
+			continue
+		}
+		for _, o := range c.Observations() {
+			if o.CapabilityID == capID {
+				regID, schema, n = c.RegistrationID(), emptyObject, n+1
+			}
+		}
+		for _, a := range c.Actions() {
+			if a.CapabilityID == capID {
+				regID, schema, n = c.RegistrationID(), a.InputSchema, n+1
+			}
+		}
+	}
+	for _, p := range snap.Procedures {
+		if p.ProcedureID == capID && (instance == "" || p.Context != nil && p.Context.InstanceID == instance) {
+			regID, schema, n = p.RegistrationID, p.InputSchema, n+1
+		}
+	}
+	if n != 1 {
+		return "", ""
+	}
+	return regID, schema
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}

@@ -1,0 +1,440 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ToolsetMode chooses how a toolset presents the surface to a model.
+type ToolsetMode string
+
+// Toolset modes.
+const (
+	// Direct (the default) gives one tool per visible capability.
+	Direct ToolsetMode = "direct"
+	// Meta gives three generic tools — surface_discover, surface_read,
+	// surface_act — whose definitions never change (experimental).
+	Meta ToolsetMode = "meta"
+)
+
+// Topology says where the model loop runs; it decides how confirmations
+// reach the user by default.
+type Topology string
+
+// Topologies.
+const (
+	// EmbeddedLoop: the loop runs in the app, next to the user: a call that
+	// needs confirmation waits for the user's decision (ConfirmWait).
+	EmbeddedLoop Topology = "embedded"
+	// RemoteLoop: the loop is elsewhere (an MCP client): the model gets
+	// CONFIRMATION_REQUIRED and retries (ConfirmTwoPhase).
+	RemoteLoop Topology = "remote"
+)
+
+// ConfirmationMode is how a toolset handles CONFIRMATION_REQUIRED.
+type ConfirmationMode string
+
+// Confirmation modes.
+const (
+	// ConfirmWait waits for the user's decision and retries once with the
+	// evidence, so the model sees one call and one final result. A denial
+	// is returned, never retried.
+	ConfirmWait ConfirmationMode = "wait"
+	// ConfirmTwoPhase returns CONFIRMATION_REQUIRED to the model, which
+	// retries with the confirmationId after the user approved.
+	ConfirmTwoPhase ConfirmationMode = "two-phase"
+)
+
+// ToolsetOptions configure a toolset. One of Topology or Confirmations is
+// required: there is no ambiguous default.
+type ToolsetOptions struct {
+	// Consumer is who the model acts as; policies filter per consumer.
+	Consumer Consumer
+	// Mode is Direct (default) or Meta.
+	Mode ToolsetMode
+	// Topology picks the confirmation mode: EmbeddedLoop waits, RemoteLoop is
+	// two-phase.
+	Topology Topology
+	// Confirmations, when set, overrides the topology's choice.
+	Confirmations ConfirmationMode
+	// Scope restricts discovery to these component-type prefixes. In meta
+	// mode it is a floor: a model-supplied scope can only narrow it.
+	Scope []string
+	// Budget caps surface_discover results (meta mode only).
+	Budget *Budget
+}
+
+// ErrToolsetOptions reports toolset options that are missing or
+// contradictory (a programming error).
+var ErrToolsetOptions = errors.New("surface: invalid toolset options")
+
+// ToolState is the live state of a tool, kept apart from its definition so
+// that definitions stay byte-identical while availability changes.
+type ToolState struct {
+	Available         bool   `json:"available"`
+	UnavailableReason string `json:"unavailableReason,omitempty"`
+	// Note is a procedure reference's live contextual note.
+	Note string `json:"note,omitempty"`
+}
+
+// Tool is one tool of a toolset: a provider-neutral definition (name,
+// description, input schema) plus its live state and what it targets.
+type Tool struct {
+	// Name is wire-safe ([A-Za-z0-9_-], at most 64 characters) and unique
+	// in its catalog.
+	Name string `json:"name"`
+	// Description is stable: "[view · <effect>] " or "[domain · <effect>]
+	// " (with " · requires confirmation") + the authored text. Live text is
+	// in State.
+	Description string `json:"description"`
+	// InputSchema is the JSON Schema of the tool's arguments (an object).
+	InputSchema JSONText  `json:"inputSchema"`
+	State       ToolState `json:"state"`
+
+	// CapabilityID, InstanceID and RegistrationID are what a call targets
+	// (empty for meta tools); SurfaceVersion is the catalog's.
+	CapabilityID   string `json:"-"`
+	InstanceID     string `json:"-"`
+	RegistrationID string `json:"-"`
+	SurfaceVersion string `json:"-"`
+	// Kind and Effect describe the capability (adapters derive hints from
+	// them); Idempotent is the capability's declared idempotency.
+	Kind       Kind   `json:"-"`
+	Effect     Effect `json:"-"`
+	Idempotent bool   `json:"-"`
+}
+
+// Toolset projects a registry into tools for a model loop, for one
+// consumer. It is safe for concurrent use. Close it when the loop ends.
+type Toolset struct {
+	r       *Registry
+	opts    ToolsetOptions
+	confirm ConfirmationMode
+	ctx     context.Context // ends on Close: pending waits give up
+	stop    context.CancelFunc
+	unsub   func()
+
+	mu      sync.Mutex
+	version string // of the cached catalog
+	tools   []Tool
+	byName  map[string]int
+	sig     string // JSON of the last catalog, for change detection
+	subs    []*func([]Tool)
+	closed  bool
+}
+
+const emptyObject = `{"additionalProperties":false,"properties":{},"type":"object"}`
+
+// NewToolset returns a toolset over reg. It fails with ErrToolsetOptions
+// when neither Topology nor Confirmations is set, or when a Budget is set
+// outside meta mode.
+func NewToolset(reg *Registry, opts ToolsetOptions) (*Toolset, error) {
+	if opts.Mode == "" {
+		opts.Mode = Direct
+	}
+	mode := opts.Confirmations
+	switch {
+	case opts.Mode != Direct && opts.Mode != Meta:
+		return nil, errors.Join(ErrToolsetOptions, errors.New("mode must be direct or meta"))
+	case mode != "" && mode != ConfirmWait && mode != ConfirmTwoPhase:
+		return nil, errors.Join(ErrToolsetOptions, errors.New("confirmations must be wait or two-phase"))
+	case mode == "" && opts.Topology == EmbeddedLoop:
+		mode = ConfirmWait
+	case mode == "" && opts.Topology == RemoteLoop:
+		mode = ConfirmTwoPhase
+	case mode == "":
+		return nil, errors.Join(ErrToolsetOptions, errors.New("set Topology or Confirmations: there is no default confirmation mode"))
+	}
+	if opts.Budget != nil && opts.Mode != Meta {
+		return nil, errors.Join(ErrToolsetOptions, errors.New("a budget applies to meta mode only"))
+	}
+	opts.Consumer = opts.Consumer.normalized()
+	opts.Scope = slices.Clone(opts.Scope)
+	ts := &Toolset{r: reg, opts: opts, confirm: mode}
+	ts.ctx, ts.stop = context.WithCancel(context.Background())
+	if opts.Mode == Direct {
+		ts.unsub = reg.Subscribe(func(e Event) {
+			if _, ok := e.(SurfaceChanged); ok {
+				ts.refresh()
+			}
+		})
+	}
+	return ts, nil
+}
+
+// ConfirmationMode returns the toolset's effective confirmation mode.
+func (ts *Toolset) ConfirmationMode() ConfirmationMode { return ts.confirm }
+
+// Close unsubscribes from the registry and ends pending confirmation
+// waits: a waiting Call returns the CONFIRMATION_REQUIRED it got. It is
+// idempotent.
+func (ts *Toolset) Close() error {
+	ts.mu.Lock()
+	if ts.closed {
+		ts.mu.Unlock()
+		return nil
+	}
+	ts.closed = true
+	ts.subs = nil
+	ts.mu.Unlock()
+	if ts.unsub != nil {
+		ts.unsub()
+	}
+	ts.stop()
+	return nil
+}
+
+// Tools returns the current catalog. Definitions are rebuilt only when the
+// surface version moved; the live state is fresh on every call.
+func (ts *Toolset) Tools() []Tool {
+	if ts.opts.Mode == Meta {
+		return metaTools()
+	}
+	tools, _ := ts.build()
+	return tools
+}
+
+// WireNames maps the tool names of the last catalog to capability ids.
+func (ts *Toolset) WireNames() map[string]string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	m := make(map[string]string, len(ts.tools))
+	for _, t := range ts.tools {
+		m[t.Name] = t.CapabilityID
+	}
+	return m
+}
+
+// Subscribe calls fn with the new catalog whenever a surface change alters
+// a tool's name, description, schema or state. It returns a function that
+// unsubscribes. Meta toolsets never change.
+func (ts *Toolset) Subscribe(fn func([]Tool)) (unsubscribe func()) {
+	p := &fn
+	ts.mu.Lock()
+	if ts.opts.Mode == Direct && !ts.closed {
+		ts.subs = append(slices.Clone(ts.subs), p)
+	}
+	ts.mu.Unlock()
+	return func() {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		if i := slices.Index(ts.subs, p); i >= 0 {
+			ts.subs = slices.Delete(slices.Clone(ts.subs), i, i+1)
+		}
+	}
+}
+
+// refresh rebuilds the catalog after a surface change and notifies
+// subscribers if it changed.
+func (ts *Toolset) refresh() {
+	tools, changed := ts.build()
+	if !changed {
+		return
+	}
+	ts.mu.Lock()
+	subs := ts.subs
+	ts.mu.Unlock()
+	for _, s := range subs {
+		func() {
+			defer func() {
+				if rec := recover(); rec != nil {
+					ts.r.log.Error("surface: toolset subscriber panicked")
+				}
+			}()
+			(*s)(slices.Clone(tools))
+		}()
+	}
+}
+
+// build computes the catalog from a fresh snapshot. It reports whether the
+// catalog differs from the previous build.
+func (ts *Toolset) build() ([]Tool, bool) {
+	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
+	tools := catalog(snap)
+	sig := catalogSignature(tools)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	changed := sig != ts.sig
+	ts.tools, ts.version, ts.sig = tools, snap.SurfaceVersion, sig
+	ts.byName = make(map[string]int, len(tools))
+	for i, t := range tools {
+		ts.byName[t.Name] = i
+	}
+	return slices.Clone(tools), changed
+}
+
+// catalogSignature is the JSON of what subscribers care about.
+func catalogSignature(tools []Tool) string {
+	b, _ := json.Marshal(tools) // Tool's JSON is exactly name, description, schema, state
+	return string(b)
+}
+
+// description builds a stable tool description.
+func toolDescription(plane string, effect Effect, required bool, text string) string {
+	var b strings.Builder
+	b.WriteString("[")
+	b.WriteString(plane)
+	b.WriteString(" · ")
+	b.WriteString(string(effect))
+	if required {
+		b.WriteString(" · requires confirmation")
+	}
+	b.WriteString("] ")
+	b.WriteString(text)
+	return b.String()
+}
+
+// catalog turns a snapshot into direct-mode tools (semantics §16.1):
+// each component's observations then actions, then procedures.
+func catalog(snap Snapshot) []Tool {
+	perType := map[string]int{}
+	for _, c := range snap.Components {
+		perType[c.Type()]++
+	}
+	procCount := map[string]int{}
+	for _, p := range snap.Procedures {
+		procCount[p.ProcedureID]++
+	}
+	var tools []Tool
+	for _, c := range snap.Components {
+		suffix := ""
+		if perType[c.Type()] > 1 {
+			suffix = c.InstanceID()
+		}
+		for _, o := range c.Observations() {
+			tools = append(tools, Tool{
+				Description: toolDescription("view", Read, false, o.Description), InputSchema: emptyObject,
+				State:        ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason},
+				CapabilityID: o.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID(),
+				Kind: KindObservation, Effect: Read, Idempotent: true,
+			})
+		}
+		for _, a := range c.Actions() {
+			tools = append(tools, Tool{
+				Description: toolDescription("view", a.Effect, a.Confirmation == ConfirmRequired, a.Description), InputSchema: a.InputSchema,
+				State:        ToolState{Available: a.Available, UnavailableReason: a.UnavailableReason},
+				CapabilityID: a.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID(),
+				Kind: KindAction, Effect: a.Effect, Idempotent: a.Idempotent,
+			})
+		}
+	}
+	type procKey struct{ id, suffix string }
+	seen := map[procKey]int{}
+	for _, p := range snap.Procedures {
+		suffix := ""
+		if procCount[p.ProcedureID] > 1 {
+			if p.Context != nil {
+				suffix = p.Context.InstanceID
+			}
+			seen[procKey{p.ProcedureID, suffix}]++
+		}
+		tools = append(tools, Tool{
+			Description: toolDescription("domain", p.Effect, p.Confirmation == ConfirmRequired, p.Description), InputSchema: p.InputSchema,
+			State:        ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote},
+			CapabilityID: p.ProcedureID, InstanceID: suffix, RegistrationID: p.RegistrationID,
+			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == ServerQuery,
+		})
+	}
+	// Two references to one procedure from components sharing an instance
+	// id would share a key: name them by registration instead (DESIGN
+	// decision 9).
+	for i := range tools {
+		t := &tools[i]
+		if t.Kind == KindProcedure && seen[procKey{t.CapabilityID, t.InstanceID}] > 1 {
+			t.InstanceID = safeSuffix(t.RegistrationID)
+		}
+	}
+	keys := make([]WireKey, len(tools))
+	for i, t := range tools {
+		keys[i] = WireKey{CapabilityID: t.CapabilityID, InstanceID: t.InstanceID}
+	}
+	names := AssignWireNames(keys)
+	for i := range tools {
+		tools[i].Name = names[keys[i]]
+		tools[i].SurfaceVersion = snap.SurfaceVersion
+	}
+	return tools
+}
+
+// safeSuffix keeps the characters of s that wire names allow.
+func safeSuffix(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x80 && (isAlnum(byte(r)) || r == '_' || r == '-') {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+// Call invokes the tool called name with the model's arguments. The
+// tool-call id becomes the invocation id (so a transport retry is
+// idempotent); the call carries the registration id and surface version of
+// the catalog the tool came from. Call never panics and returns the
+// registry's result unchanged; in wait mode a CONFIRMATION_REQUIRED is
+// answered by waiting for the user and retrying once with the evidence.
+func (ts *Toolset) Call(ctx context.Context, name string, input json.RawMessage, toolCallID string) Result {
+	if ts.opts.Mode == Meta {
+		return ts.callMeta(ctx, name, input, toolCallID)
+	}
+	ts.mu.Lock()
+	i, ok := ts.byName[name]
+	var t Tool
+	if ok {
+		t = ts.tools[i]
+	}
+	ts.mu.Unlock()
+	if !ok { // not in the last catalog: look again once
+		ts.build()
+		ts.mu.Lock()
+		if i, ok = ts.byName[name]; ok {
+			t = ts.tools[i]
+		}
+		ts.mu.Unlock()
+	}
+	id := toolCallID
+	if id == "" {
+		id = NewInvocationID()
+	}
+	if !ok {
+		return ts.r.unknownTool(id, name)
+	}
+	inv := Invocation{InvocationID: id, CapabilityID: t.CapabilityID, RegistrationID: t.RegistrationID, SurfaceVersion: t.SurfaceVersion}
+	if t.Kind != KindObservation {
+		inv.Input = input
+	}
+	return ts.invoke(ctx, inv)
+}
+
+// unknownTool is the result of calling a tool the catalog does not have:
+// it does not exist for this consumer.
+func (r *Registry) unknownTool(invocationID, name string) Result {
+	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name,
+		Error: NewError(CapabilityNotFound, "", nil), SurfaceVersion: r.Version()}
+}
+
+// invoke runs one invocation with the toolset's confirmation mode.
+func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
+	opts := InvokeOptions{Consumer: ts.opts.Consumer}
+	res := ts.r.Invoke(ctx, inv, opts)
+	if ts.confirm != ConfirmWait || res.Error == nil || res.Error.Code != ConfirmationRequired {
+		return res
+	}
+	cid, _ := res.Error.Details["confirmationId"].(string)
+	if cid == "" {
+		return res
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ts.ctx, cancel) // Close ends the wait
+	defer stop()
+	ts.r.Confirmations().Wait(waitCtx, cid)
+	if ts.ctx.Err() != nil {
+		return res // closed meanwhile: the original result
+	}
+	inv.InvocationID, inv.ConfirmationID = res.InvocationID, cid
+	return ts.r.Invoke(ctx, inv, opts) // a denial comes back as CONFIRMATION_INVALID, never retried
+}
