@@ -1,0 +1,243 @@
+package domain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// Procedure paths served by [Procedures], and the capability ids of the
+// references to them.
+const (
+	ListPath    = "devices.list"
+	DisablePath = "devices.disable"
+	ListID      = "domain:" + ListPath
+	DisableID   = "domain:" + DisablePath
+)
+
+// ListInput is the input of "devices.list". Zero fields select everything.
+type ListInput struct {
+	Status string `json:"status,omitempty" jsonschema:"Only devices with this status: online, offline or disabled."`
+	Site   string `json:"site,omitempty" jsonschema:"Only devices at this site, such as Amsterdam (case-insensitive)."`
+	Query  string `json:"query,omitempty" jsonschema:"Only devices whose name or id contains this text (case-insensitive)."`
+}
+
+// ListOutput is the output of "devices.list".
+type ListOutput struct {
+	Devices []Device `json:"devices"`
+}
+
+// DisableInput is the input of "devices.disable".
+type DisableInput struct {
+	IDs    []string `json:"ids" jsonschema:"Ids of the devices to disable."`
+	Reason string   `json:"reason" jsonschema:"Why the devices are disabled; recorded in the audit log."`
+}
+
+// DisableOutput is the output of "devices.disable".
+type DisableOutput struct {
+	// Disabled counts the devices the call disabled.
+	Disabled int `json:"disabled"`
+}
+
+// Messages shown to agents. They are fixed: domain and database error
+// texts never reach the agent.
+const (
+	msgRejected  = "The device service rejected the input; see details.issues."
+	msgUnknownID = "unknown device id"
+)
+
+// Procedures returns the in-process executor of the devices domain
+// service, exposing "devices.list" (a server query) and "devices.disable"
+// (destructive) on store. Install it with [surface.Registry.SetProcedureExecutor].
+//
+// Each call reads the acting user from call.Host ([UserFromHost]) and lets
+// the store check that user's permission: the client-side policies and
+// the confirmation evidence are never taken as authority. Outcomes map to
+// agent errors with fixed texts: no user is NOT_AUTHENTICATED; a refusal
+// is NOT_AUTHORIZED with details.origin "server"; unknown ids and invalid
+// arguments are INVALID_INPUT with details.issues (one per unknown id at
+// "/ids/<index>"); any other failure is returned as a plain error, which
+// the registry reports as a sanitised EXECUTION_FAILED.
+func Procedures(store *Store) *surface.FuncExecutor {
+	x := surface.NewFuncExecutor()
+	surface.AddFunc(x, ListPath, func(ctx context.Context, call *surface.ProcedureCall, in ListInput) (ListOutput, error) {
+		u, ok := UserFromHost(call.Host)
+		if !ok {
+			return ListOutput{}, surface.NewError(surface.NotAuthenticated, "", nil)
+		}
+		devices, err := store.List(ctx, u, Filter{Status: Status(in.Status), Site: in.Site, Query: in.Query})
+		if err != nil {
+			return ListOutput{}, agentError(err, nil)
+		}
+		return ListOutput{Devices: devices}, nil
+	})
+	surface.AddFunc(x, DisablePath, func(ctx context.Context, call *surface.ProcedureCall, in DisableInput) (DisableOutput, error) {
+		u, ok := UserFromHost(call.Host)
+		if !ok {
+			return DisableOutput{}, surface.NewError(surface.NotAuthenticated, "", nil)
+		}
+		res, err := store.Disable(ctx, u, in.IDs, in.Reason)
+		if err != nil {
+			return DisableOutput{}, agentError(err, in.IDs)
+		}
+		return DisableOutput{Disabled: res.Disabled}, nil
+	})
+	return x
+}
+
+// agentError maps a store error to what the agent may see; ids are the
+// ids of the call, to locate unknown ones. Errors it does not recognise
+// are returned unchanged, for the operator's log.
+func agentError(err error, ids []string) error {
+	var nf *NotFoundError
+	var bad *InvalidError
+	switch {
+	case errors.Is(err, ErrForbidden):
+		return surface.NewError(surface.NotAuthorized, "", map[string]any{"origin": "server"})
+	case errors.As(err, &nf):
+		var issues []surface.Issue
+		for i, id := range ids {
+			if slices.Contains(nf.IDs, id) {
+				issues = append(issues, surface.Issue{Path: fmt.Sprintf("/ids/%d", i), Message: msgUnknownID})
+			}
+		}
+		if len(issues) == 0 {
+			issues = []surface.Issue{{Path: "/ids", Message: msgUnknownID}}
+		}
+		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": issues})
+	case errors.As(err, &bad):
+		// Field and Problem are fixed texts of this package.
+		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: "/" + bad.Field, Message: bad.Problem}}})
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
+		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: "", Message: "the input was rejected"}}})
+	}
+	return err
+}
+
+// Agent-visible texts of the references. They are stable: live context
+// belongs in Describe.
+const (
+	disableDescription = "Disable devices. A disabled device stops serving and is skipped by rollouts until an operator enables it again. " +
+		"Needs a reason, which is recorded in the audit log with the acting user."
+	listDescription = "List devices, optionally filtered by status, site or a text query on name and id."
+	// NothingSelected is why the disable reference is unavailable while
+	// its binding selects no device.
+	NothingSelected = "No devices are selected; select devices in the table first."
+)
+
+// disableSchema returns the input schema of "devices.disable": the shape of
+// DisableInput with the domain's limits, so that a bad input fails before
+// anyone is asked to approve it. TestSchemasMatchTypes keeps the two
+// aligned.
+func disableSchema() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{
+	"type": "object",
+	"properties": {
+		"ids": {
+			"type": "array",
+			"description": "Ids of the devices to disable.",
+			"items": {"type": "string", "minLength": 1, "maxLength": %d},
+			"minItems": 1,
+			"maxItems": %d
+		},
+		"reason": {
+			"type": "string",
+			"description": "Why the devices are disabled; recorded in the audit log.",
+			"pattern": "\\S",
+			"maxLength": %d
+		}
+	},
+	"required": ["ids", "reason"],
+	"additionalProperties": false
+}`, MaxIDLength, MaxIDs, MaxReasonLength))
+}
+
+// listSchema returns the input schema of "devices.list", the shape of
+// ListInput with the domain's limits.
+func listSchema() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{
+	"type": "object",
+	"properties": {
+		"status": {
+			"type": "string",
+			"description": "Only devices with this status: online, offline or disabled.",
+			"enum": ["online", "offline", "disabled"]
+		},
+		"site": {
+			"type": "string",
+			"description": "Only devices at this site, such as Amsterdam (case-insensitive).",
+			"maxLength": %d
+		},
+		"query": {
+			"type": "string",
+			"description": "Only devices whose name or id contains this text (case-insensitive).",
+			"maxLength": %d
+		}
+	},
+	"additionalProperties": false
+}`, MaxQueryLength, MaxQueryLength))
+}
+
+// DisableRef returns the procedure reference "domain:devices.disable"
+// (destructive: every call needs the user's confirmation) for a UI
+// component to list in Component.Procedures.
+//
+// bind returns the live UI state the call is bound to, as
+// map[string]any{"ids": the selected device ids ([]string)}; the ids are
+// locked: hidden from the agent's schema, rejected if the agent sends
+// them, read again at every call and part of what the user approves. The
+// agent supplies only the reason. While bind selects no id the reference
+// is unavailable ([NothingSelected]). describe, if set, returns a live
+// note such as "3 devices selected".
+//
+// A nil bind leaves ids to the agent.
+func DisableRef(bind func(ctx context.Context) (map[string]any, error), describe func() string) surface.Capability {
+	def := surface.ProcedureDef[DisableInput, DisableOutput]{
+		ID:          DisableID,
+		Description: disableDescription,
+		InputSchema: disableSchema(),
+		Effect:      surface.Destructive,
+		Bind:        bind,
+		Describe:    describe,
+	}
+	if bind != nil {
+		def.When = func() bool { return selected(bind) != 0 }
+		def.UnavailableReason = NothingSelected
+	}
+	return surface.Procedure(def)
+}
+
+// selected returns how many ids bind selects now, or -1 when it cannot
+// tell (bind failed or returned something else); the invocation then
+// reports the binding failure itself.
+func selected(bind func(ctx context.Context) (map[string]any, error)) int {
+	vals, err := bind(context.Background())
+	if err != nil {
+		return -1
+	}
+	switch ids := vals["ids"].(type) {
+	case nil:
+		return 0
+	case []string:
+		return len(ids)
+	case []any:
+		return len(ids)
+	}
+	return -1
+}
+
+// ListRef returns the procedure reference "domain:devices.list" (a
+// server query, no confirmation) for a UI component to list in
+// Component.Procedures.
+func ListRef() surface.Capability {
+	return surface.Procedure(surface.ProcedureDef[ListInput, ListOutput]{
+		ID:          ListID,
+		Description: listDescription,
+		InputSchema: listSchema(),
+		Effect:      surface.ServerQuery,
+	})
+}

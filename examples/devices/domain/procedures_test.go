@@ -1,0 +1,224 @@
+package domain_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/surfacetest"
+)
+
+func TestProceduresManifest(t *testing.T) {
+	store, _ := openSeeded(t)
+	if got := domain.Procedures(store).Paths(); !slices.Equal(got, []string{"devices.disable", "devices.list"}) {
+		t.Fatal(got)
+	}
+}
+
+// execute calls the executor directly, as the registry would.
+func execute(t *testing.T, x surface.ProcedureExecutor, path string, host map[string]any, input string) (json.RawMessage, error) {
+	t.Helper()
+	return x.Execute(context.Background(), &surface.ProcedureCall{
+		ProcedureID: "domain:" + path, Path: path, Input: json.RawMessage(input), InvocationID: "inv_test",
+		Consumer: surfacetest.Consumer(), Host: host,
+		// Evidence is information, never authority.
+		Confirmation: &surface.Evidence{},
+	})
+}
+
+func requireAgentError(t *testing.T, err error, code surface.Code) *surface.Error {
+	t.Helper()
+	var e *surface.Error
+	if !errors.As(err, &e) || e.Code != code {
+		t.Fatalf("got %v, want %s", err, code)
+	}
+	return e
+}
+
+func TestProceduresErrorMapping(t *testing.T) {
+	store, path := openSeeded(t)
+	db := rawDB(t, path)
+	before := stateOf(t, db)
+	x := domain.Procedures(store)
+	as := func(u domain.User) map[string]any { return map[string]any{"user": u} }
+
+	for _, host := range []map[string]any{nil, {}, {"user": "olivia"}, {"user": domain.User{Roles: []string{"admin"}}}} {
+		_, err := execute(t, x, domain.DisablePath, host, `{"ids":["d1"],"reason":"r"}`)
+		requireAgentError(t, err, surface.NotAuthenticated)
+		_, err = execute(t, x, domain.ListPath, host, `{}`)
+		requireAgentError(t, err, surface.NotAuthenticated)
+	}
+	_, err := execute(t, x, domain.DisablePath, as(viewer), `{"ids":["d1"],"reason":"r"}`)
+	if e := requireAgentError(t, err, surface.NotAuthorized); !reflect.DeepEqual(e.Details, map[string]any{"origin": "server"}) {
+		t.Fatalf("%+v", e)
+	}
+	_, err = execute(t, x, domain.DisablePath, as(operator), `{"ids":["d404","d1","d405"],"reason":"r"}`)
+	e := requireAgentError(t, err, surface.InvalidInput)
+	want := []surface.Issue{{Path: "/ids/0", Message: "unknown device id"}, {Path: "/ids/2", Message: "unknown device id"}}
+	if issues, _ := e.Details["issues"].([]surface.Issue); !slices.Equal(issues, want) || strings.Contains(e.Message, "d40") {
+		t.Fatalf("%+v", e)
+	}
+	_, err = execute(t, x, domain.DisablePath, as(operator), `{"ids":["d1"],"reason":" "}`)
+	e = requireAgentError(t, err, surface.InvalidInput)
+	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "/reason" {
+		t.Fatalf("%+v", e)
+	}
+	_, err = execute(t, x, domain.ListPath, as(viewer), `{"status":"broken"}`)
+	e = requireAgentError(t, err, surface.InvalidInput)
+	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "/status" {
+		t.Fatalf("%+v", e)
+	}
+	requireUnchanged(t, before, stateOf(t, db))
+
+	out, err := execute(t, x, domain.DisablePath, as(admin), `{"ids":["d1","d2"],"reason":"r"}`)
+	if err != nil || string(out) != `{"disabled":2}` {
+		t.Fatalf("%s %v", out, err)
+	}
+	if log := auditLog(t, db); len(log) != 2 || log[0].User != admin.ID {
+		t.Fatalf("%+v", log)
+	}
+
+	// Other failures stay plain errors, for the operator's log.
+	_ = store.Close()
+	_, err = execute(t, x, domain.ListPath, as(viewer), `{}`)
+	var agentErr *surface.Error
+	if err == nil || errors.As(err, &agentErr) {
+		t.Fatalf("a closed database gave %v", err)
+	}
+}
+
+// Through the registry, an internal failure is a sanitised transport
+// error: its text never reaches the agent.
+func TestInternalFailureIsSanitised(t *testing.T) {
+	e := newEnv(t, viewer)
+	_ = e.store.Close()
+	res := e.invoke("", domain.ListID, `{}`, "")
+	cerr := surfacetest.RequireCode(t, res, surface.ExecutionFailed)
+	b, _ := json.Marshal(res.Error)
+	if cerr.Details["reason"] != "transport" || strings.Contains(string(b), "sql") || strings.Contains(string(b), "closed") {
+		t.Fatalf("%s", b)
+	}
+}
+
+// inputSchema returns the agent-visible input schema of the only
+// procedure reference of a devices toolbar listing ref.
+func inputSchema(t *testing.T, ref surface.Capability) map[string]any {
+	t.Helper()
+	store, _ := openSeeded(t)
+	reg := surfacetest.NewRegistry(t, nil)
+	reg.SetProcedureExecutor(domain.Procedures(store))
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.toolbar", Description: "Toolbar", Procedures: []surface.Capability{ref}})
+	procs := reg.Snapshot(surface.SnapshotOptions{}).Procedures
+	if len(procs) != 1 {
+		t.Fatalf("%+v", procs)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(procs[0].InputSchema), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// shape keeps what the Go type determines: property names, types, item
+// types, descriptions and required names.
+func shape(doc map[string]any) map[string]any {
+	props := map[string]any{}
+	for name, p := range doc["properties"].(map[string]any) {
+		p := p.(map[string]any)
+		keep := map[string]any{"type": p["type"], "description": p["description"]}
+		if items, ok := p["items"].(map[string]any); ok {
+			keep["items"] = items["type"]
+		}
+		props[name] = keep
+	}
+	return map[string]any{"properties": props, "required": doc["required"], "additionalProperties": doc["additionalProperties"]}
+}
+
+// The hand-written schemas (which add the domain's limits) describe the Go
+// input types exactly: same fields, types, descriptions and required set.
+func TestSchemasMatchTypes(t *testing.T) {
+	inferredDisable := surface.Procedure(surface.ProcedureDef[domain.DisableInput, domain.DisableOutput]{
+		ID: domain.DisableID, Description: "Disable devices", Effect: surface.Destructive})
+	inferredList := surface.Procedure(surface.ProcedureDef[domain.ListInput, domain.ListOutput]{
+		ID: domain.ListID, Description: "List devices", Effect: surface.ServerQuery})
+	for _, c := range []struct {
+		name           string
+		ours, inferred surface.Capability
+	}{
+		{"disable", domain.DisableRef(nil, nil), inferredDisable},
+		{"list", domain.ListRef(), inferredList},
+	} {
+		ours, inferred := shape(inputSchema(t, c.ours)), shape(inputSchema(t, c.inferred))
+		if !reflect.DeepEqual(ours, inferred) {
+			t.Errorf("%s:\nours     %v\ninferred %v", c.name, ours, inferred)
+		}
+		if len(ours["properties"].(map[string]any)) == 0 {
+			t.Fatalf("%s: empty shape %v", c.name, ours)
+		}
+	}
+}
+
+// The disable reference is unavailable while its binding selects nothing,
+// in whatever JSON-ish form the binding returns its ids; a failing binding
+// leaves the verdict to the invocation (binding-failed).
+func TestDisableRefAvailability(t *testing.T) {
+	cases := []struct {
+		name      string
+		bind      func(context.Context) (map[string]any, error)
+		available bool
+	}{
+		{"[]string", func(context.Context) (map[string]any, error) { return map[string]any{"ids": []string{"d1"}}, nil }, true},
+		{"empty []any", func(context.Context) (map[string]any, error) { return map[string]any{"ids": []any{}}, nil }, false},
+		{"[]any", func(context.Context) (map[string]any, error) { return map[string]any{"ids": []any{"d1"}}, nil }, true},
+		{"nil", func(context.Context) (map[string]any, error) { return map[string]any{"ids": nil}, nil }, false},
+		{"failing", func(context.Context) (map[string]any, error) { return nil, errors.New("selection store down") }, true},
+		{"not a list", func(context.Context) (map[string]any, error) { return map[string]any{"ids": "d1"}, nil }, true},
+	}
+	for _, c := range cases {
+		store, _ := openSeeded(t)
+		reg := surfacetest.NewRegistry(t, &surface.Options{Context: func() map[string]any { return map[string]any{"user": operator} }})
+		reg.SetProcedureExecutor(domain.Procedures(store))
+		// Bind runs once at registration to learn the bound keys.
+		var registered atomic.Bool
+		bind := func(ctx context.Context) (map[string]any, error) {
+			if registered.CompareAndSwap(false, true) {
+				return map[string]any{"ids": []string{}}, nil
+			}
+			return c.bind(ctx)
+		}
+		surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Table",
+			Procedures: []surface.Capability{domain.DisableRef(bind, nil)}})
+		p := reg.Snapshot(surface.SnapshotOptions{}).Procedures[0]
+		if p.Available != c.available {
+			t.Errorf("%s: available %v", c.name, p.Available)
+		}
+		res := reg.Invoke(context.Background(), surface.Invocation{CapabilityID: domain.DisableID, Input: json.RawMessage(`{"reason":"r"}`)},
+			surface.InvokeOptions{Consumer: surfacetest.Consumer()})
+		switch {
+		case !c.available:
+			surfacetest.RequireCode(t, res, surface.CapabilityNotAvailable)
+		case c.name == "failing" || c.name == "not a list":
+			surfacetest.RequireCode(t, res, surface.PreconditionFailed)
+		default:
+			surfacetest.RequireCode(t, res, surface.ConfirmationRequired)
+		}
+	}
+}
+
+func TestErrorTexts(t *testing.T) {
+	nf := &domain.NotFoundError{IDs: []string{"d8", "d9"}}
+	bad := &domain.InvalidError{Field: "reason", Problem: "give a reason"}
+	if nf.Error() != "domain: unknown device id(s) d8, d9" || bad.Error() != "domain: invalid reason: give a reason" {
+		t.Fatalf("%q %q", nf, bad)
+	}
+	if errors.Is(nf, domain.ErrInvalid) || errors.Is(bad, domain.ErrNotFound) {
+		t.Fatal("errors match the wrong sentinel")
+	}
+}

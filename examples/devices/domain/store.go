@@ -1,0 +1,182 @@
+package domain
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Store is the devices domain service on a SQLite database. It is safe
+// for concurrent use.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// schemaVersion is the schema version this package migrates to, kept in
+// PRAGMA user_version.
+const schemaVersion = 1
+
+// migrations[i] takes the schema from version i to i+1.
+func migrations() [][]string {
+	return [][]string{{
+		`CREATE TABLE IF NOT EXISTS devices (
+			id         TEXT PRIMARY KEY,
+			name       TEXT NOT NULL,
+			status     TEXT NOT NULL CHECK (status IN ('online', 'offline', 'disabled')),
+			site       TEXT NOT NULL,
+			updated_at TEXT NOT NULL
+		)`,
+		`CREATE INDEX IF NOT EXISTS devices_status ON devices (status)`,
+		`CREATE INDEX IF NOT EXISTS devices_site ON devices (site)`,
+		`CREATE TABLE IF NOT EXISTS audit_log (
+			id          INTEGER PRIMARY KEY AUTOINCREMENT,
+			at          TEXT NOT NULL,
+			user_id     TEXT NOT NULL,
+			action      TEXT NOT NULL CHECK (action IN ('disable', 'enable')),
+			device_id   TEXT NOT NULL REFERENCES devices (id),
+			from_status TEXT NOT NULL,
+			to_status   TEXT NOT NULL,
+			reason      TEXT NOT NULL
+		)`,
+		`CREATE INDEX IF NOT EXISTS audit_log_device ON audit_log (device_id, id)`,
+	}}
+}
+
+// dsnParams configure every connection: a busy timeout (so concurrent
+// writers wait instead of failing), write-ahead logging, foreign keys, and
+// BEGIN IMMEDIATE for transactions, so that a transaction that reads then
+// writes takes the write lock up front and cannot fail to upgrade.
+const dsnParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+// Open opens the devices database at path, creating it if needed, and
+// migrates its schema; it is safe to open an existing database again.
+// path is a file name (it may not contain '?'), or ":memory:" for a
+// private in-memory database held by a single connection. The database is
+// empty: call [Store.Seed] for the example's devices.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || strings.Contains(path, "?") {
+		return nil, fmt.Errorf("%w: the database path must be non-empty and must not contain '?'", ErrInvalid)
+	}
+	db, err := sql.Open("sqlite", path+"?"+dsnParams)
+	if err != nil {
+		return nil, fmt.Errorf("domain: open %s: %w", path, err)
+	}
+	if path == ":memory:" {
+		// Each connection would get its own empty database.
+		db.SetMaxOpenConns(1)
+	}
+	s := &Store{db: db, now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("domain: migrate %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// migrate brings the schema to schemaVersion in one transaction.
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var version int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return err
+	}
+	if version > schemaVersion {
+		return fmt.Errorf("the database schema version %d is newer than this program's (%d)", version, schemaVersion)
+	}
+	steps := migrations()
+	for v := version; v < schemaVersion; v++ {
+		for _, stmt := range steps[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+	}
+	if version != schemaVersion {
+		// PRAGMA takes no parameters; the value is a constant.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Close closes the database. It is idempotent and returns the first
+// call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	return s.closeErr
+}
+
+// seedDevices are the example's devices.
+func seedDevices() []Device {
+	return []Device{
+		{ID: "d1", Name: "edge-gw-ams-01", Status: StatusOnline, Site: "Amsterdam"},
+		{ID: "d2", Name: "edge-gw-ams-02", Status: StatusOnline, Site: "Amsterdam"},
+		{ID: "d3", Name: "sensor-hub-ams-03", Status: StatusOnline, Site: "Amsterdam"},
+		{ID: "d4", Name: "camera-lobby-ams-04", Status: StatusOffline, Site: "Amsterdam"},
+		{ID: "d5", Name: "edge-gw-fra-01", Status: StatusOnline, Site: "Frankfurt"},
+		{ID: "d6", Name: "edge-gw-fra-02", Status: StatusOffline, Site: "Frankfurt"},
+		{ID: "d7", Name: "pos-terminal-fra-03", Status: StatusOnline, Site: "Frankfurt"},
+		{ID: "d8", Name: "edge-gw-lon-01", Status: StatusOnline, Site: "London"},
+		{ID: "d9", Name: "badge-reader-lon-02", Status: StatusOnline, Site: "London"},
+		{ID: "d10", Name: "hvac-ctrl-lon-03", Status: StatusOffline, Site: "London"},
+		{ID: "d11", Name: "printer-lon-04", Status: StatusDisabled, Site: "London"},
+		{ID: "d12", Name: "kiosk-ber-01", Status: StatusOnline, Site: "Berlin"},
+	}
+}
+
+// Seed inserts the example's twelve devices (d1 … d12 at four sites) when
+// the devices table is empty, and does nothing otherwise.
+func (s *Store) Seed(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("domain: seed: %w", err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM devices`).Scan(&n); err != nil {
+		return fmt.Errorf("domain: seed: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	now := s.now()
+	for i, d := range seedDevices() {
+		at := now.Add(-time.Duration(i) * 7 * time.Minute) // staggered last reports
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id, name, status, site, updated_at) VALUES (?, ?, ?, ?, ?)`,
+			d.ID, d.Name, string(d.Status), d.Site, formatTime(at)); err != nil {
+			return fmt.Errorf("domain: seed: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("domain: seed: %w", err)
+	}
+	return nil
+}
+
+// timeLayout stores times as fixed-width UTC text, so they sort as text.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("domain: a stored time is malformed")
+	}
+	return t, nil
+}
