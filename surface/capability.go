@@ -224,21 +224,8 @@ func compileSchema(raw json.RawMessage, t reflect.Type, field string) (*schema.S
 // Observation builds a capability from an observation definition. Schema
 // problems are reported by [Registry.Register] as *DefinitionError.
 func Observation[Out any](def ObservationDef[Out]) Capability {
-	d := &capDef{
-		kind:         kindObservation,
-		description:  def.Description,
-		effect:       Read,
-		idempotent:   true,
-		confirmation: ConfirmNever,
-		audit:        AuditNone,
-		meta:         def.Meta,
-		policies:     slices.Clone(def.Policies),
-		timeout:      def.Timeout,
-		when:         def.When,
-		reason:       def.UnavailableReason,
-		reasonFn:     def.UnavailableReasonFunc,
-	}
-	d.measureDescription()
+	d := newCapDef(kindObservation, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d.effect, d.idempotent, d.confirmation, d.audit = Read, true, ConfirmNever, AuditNone
 	outType := reflect.TypeFor[Out]()
 	switch {
 	case def.Read == nil:
@@ -258,25 +245,12 @@ func Observation[Out any](def ObservationDef[Out]) Capability {
 // Action builds a capability from an action definition. Schema and field
 // problems are reported by [Registry.Register] as *DefinitionError.
 func Action[In, Out any](def ActionDef[In, Out]) Capability {
-	d := &capDef{
-		kind:         kindAction,
-		description:  def.Description,
-		effect:       def.Effect,
-		idempotent:   def.Idempotent,
-		reversible:   !def.Irreversible,
-		confirmation: def.Confirmation.orDefault(),
-		audit:        def.Audit,
-		meta:         def.Meta,
-		policies:     slices.Clone(def.Policies),
-		timeout:      def.Timeout,
-		when:         def.When,
-		reason:       def.UnavailableReason,
-		reasonFn:     def.UnavailableReasonFunc,
-	}
+	d := newCapDef(kindAction, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d.effect, d.idempotent, d.reversible = def.Effect, def.Idempotent, !def.Irreversible
+	d.confirmation, d.audit = def.Confirmation.orDefault(), def.Audit
 	if d.audit == "" {
 		d.audit = AuditMetadata
 	}
-	d.measureDescription()
 	inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
 	switch {
 	case def.Execute == nil:
@@ -321,6 +295,17 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 		}
 	}
 	return Capability{d}
+}
+
+// newCapDef holds what every kind of capability definition has in common.
+func newCapDef(kind capKind, description string, meta map[string]any, policies []Policy, timeout time.Duration,
+	when func() bool, reason string, reasonFn func() string) *capDef {
+	d := &capDef{
+		kind: kind, description: description, meta: meta, policies: slices.Clone(policies),
+		timeout: timeout, when: when, reason: reason, reasonFn: reasonFn,
+	}
+	d.measureDescription()
+	return d
 }
 
 // measureDescription records what check needs to know about the

@@ -3,6 +3,8 @@ package surface
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -187,14 +189,20 @@ func (c *Confirmations) Subscribe(fn func([]PendingConfirmation)) (unsubscribe f
 
 // notify tells subscribers about the pending list.
 func (c *Confirmations) notify(subs []*func([]PendingConfirmation), list []PendingConfirmation) {
+	notifyAll(c.r.log, "confirmation", subs, list)
+}
+
+// notifyAll calls each subscriber with its own copy of v, outside any
+// lock; a panicking subscriber is recovered and logged.
+func notifyAll[T any](log *slog.Logger, what string, subs []*func([]T), v []T) {
 	for _, s := range subs {
 		func() {
 			defer func() {
 				if rec := recover(); rec != nil {
-					c.r.log.Error("surface: confirmation subscriber panicked")
+					log.Error("surface: "+what+" subscriber panicked", "panic", fmt.Sprint(rec))
 				}
 			}()
-			(*s)(slices.Clone(list))
+			(*s)(slices.Clone(v))
 		}()
 	}
 }

@@ -92,25 +92,14 @@ type procDef struct {
 // Procedure builds a capability from a procedure reference definition.
 // Problems are reported by [Registry.Register] as *DefinitionError.
 func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
-	d := &capDef{
-		kind:        kindProcedure,
-		description: def.Description,
-		effect:      def.Effect,
-		idempotent:  def.Effect == ServerQuery,
-		meta:        def.Meta,
-		policies:    slices.Clone(def.Policies),
-		timeout:     def.Timeout,
-		when:        def.When,
-		reason:      def.UnavailableReason,
-		reasonFn:    def.UnavailableReasonFunc,
-		proc: &procDef{
-			requiresApproval: def.RequiresApproval,
-			bind:             def.Bind,
-			overridable:      slices.Clone(def.Overridable),
-			describe:         def.Describe,
-		},
+	d := newCapDef(kindProcedure, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d.effect, d.idempotent = def.Effect, def.Effect == ServerQuery
+	d.proc = &procDef{
+		requiresApproval: def.RequiresApproval,
+		bind:             def.Bind,
+		overridable:      slices.Clone(def.Overridable),
+		describe:         def.Describe,
 	}
-	d.measureDescription()
 	if def.Context != nil {
 		c := *def.Context
 		d.proc.context = &c

@@ -238,16 +238,7 @@ func (ts *Toolset) refresh() {
 	ts.mu.Lock()
 	subs := ts.subs
 	ts.mu.Unlock()
-	for _, s := range subs {
-		func() {
-			defer func() {
-				if rec := recover(); rec != nil {
-					ts.r.log.Error("surface: toolset subscriber panicked")
-				}
-			}()
-			(*s)(slices.Clone(tools))
-		}()
-	}
+	notifyAll(ts.r.log, "toolset", subs, tools)
 }
 
 // build computes the catalog from a fresh snapshot. It reports whether the
