@@ -148,11 +148,11 @@ func RateLimit(limit int, window time.Duration) Policy {
 	if window <= 0 {
 		window = time.Second
 	}
-	rl := &rateLimiter{limit: float64(limit), perNs: float64(limit) / float64(window), buckets: map[string]*bucket{}}
+	rl := &rateLimiter{limit: float64(limit), perNs: float64(limit) / float64(window), buckets: map[bucketKey]*bucket{}}
 	return Policy{
 		Name: "rate-limit",
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
-			if wait, ok := rl.take(pc.Consumer.Key()+" "+pc.CapabilityID, pc.Now()); !ok {
+			if wait, ok := rl.take(bucketKey{pc.Consumer.Kind, pc.Consumer.ID, pc.CapabilityID}, pc.Now()); !ok {
 				ms := int64(math.Ceil(float64(wait) / float64(time.Millisecond)))
 				return Fail(NewError(RateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": ms}))
 			}
@@ -166,11 +166,18 @@ type bucket struct {
 	last   time.Time
 }
 
+// bucketKey is a consumer (kind and id) and a capability.
+type bucketKey struct {
+	kind       ConsumerKind
+	consumer   string
+	capability string
+}
+
 type rateLimiter struct {
 	mu      sync.Mutex
 	limit   float64
 	perNs   float64 // tokens per nanosecond
-	buckets map[string]*bucket
+	buckets map[bucketKey]*bucket
 }
 
 // maxBuckets triggers a sweep of full buckets, so idle keys do not
@@ -178,7 +185,7 @@ type rateLimiter struct {
 const maxBuckets = 4096
 
 // take takes a token for key, or reports how long until one is available.
-func (rl *rateLimiter) take(key string, now time.Time) (time.Duration, bool) {
+func (rl *rateLimiter) take(key bucketKey, now time.Time) (time.Duration, bool) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	b := rl.buckets[key]
