@@ -96,6 +96,9 @@ type AuditSink interface {
 	Record(AuditEvent)
 }
 
+// defaultMemoryCapacity is the default MemorySink capacity.
+const defaultMemoryCapacity = 1000
+
 // MemorySink keeps the most recent audit records in memory. It is safe for
 // concurrent use.
 type MemorySink struct {
@@ -109,7 +112,7 @@ type MemorySink struct {
 // (default 1000 when capacity ≤ 0).
 func NewMemorySink(capacity int) *MemorySink {
 	if capacity <= 0 {
-		capacity = 1000
+		capacity = defaultMemoryCapacity
 	}
 	return &MemorySink{capacity: capacity}
 }

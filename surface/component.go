@@ -97,11 +97,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 		instance:    instance,
 		description: c.Description,
 		internal:    maps.Clone(c.Internal),
-		origin:      c.Origin,
 		priority:    c.Priority,
-	}
-	if reg.origin == "" {
-		reg.origin = "first-party"
 	}
 	if p := c.Parent; p != nil {
 		reg.parent = *p
@@ -126,10 +122,9 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 		return reg, nil
 	}
 	if n <= len(reg.capsBuf) { // small components: no separate allocations
-		reg.caps, reg.capIDs = reg.capsBuf[:0:n], reg.capIDsBuf[:0:n]
+		reg.caps = reg.capsBuf[:0:n]
 	} else {
 		reg.caps = make([]regCap, 0, n)
-		reg.capIDs = make([]string, 0, n)
 	}
 	reg.nObs = len(obsNames)
 	// All capability ids share one allocation: "view:T.aview:T.b…".
@@ -171,7 +166,6 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 			}
 		}
 		reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, meta: meta, metaMap: thawMeta(meta)})
-		reg.capIDs = append(reg.capIDs, id)
 		return nil
 	}
 	for _, name := range obsNames {
@@ -234,7 +228,6 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		}
 		id := "domain:" + path
 		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
-		reg.capIDs = append(reg.capIDs, id)
 	}
 	return nil
 }

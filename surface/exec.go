@@ -75,7 +75,7 @@ func (p *pipeline) admit(d *capDef) *Error {
 	} else {
 		w, e = r.admitGroupLocked(p.group())
 	}
-	closing := r.closingCh
+	closing := r.closingLocked()
 	r.mu.Unlock()
 	if w == nil {
 		p.admitted = e == nil
@@ -151,7 +151,7 @@ func (p *pipeline) release(d *capDef) {
 // instance for actions, one per reference for procedures (semantics §7.1).
 func (p *pipeline) group() *queueGroup {
 	if c := p.cap(); c.bound != nil {
-		return &c.group
+		return &c.bound.group
 	}
 	return &p.reg.actions
 }

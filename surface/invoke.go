@@ -120,10 +120,8 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 		p.id = NewInvocationID()
 	}
 	p.startVersion = r.version.Load()
-	select {
-	case <-r.closingCh:
+	if r.closedFlag.Load() {
 		return p.result(cancelledByClose())
-	default:
 	}
 	p.canonInput, p.inputErr = canonicalInput(inv.Input)
 

@@ -161,6 +161,7 @@ type binding struct {
 	reduced     *schema.Schema
 	fields      []BoundField
 	context     Parent
+	group       queueGroup // the reference's serialization group (under Registry.mu)
 }
 
 // overridableNote is appended to the description of overridable bound

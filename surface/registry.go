@@ -153,7 +153,8 @@ type Registry struct {
 	now        func() time.Time
 	surfaceID  string
 	sink       AuditSink
-	console    AuditSink // development only: audit on stderr
+	mem        MemorySink // the default sink
+	console    AuditSink  // development only: audit on stderr
 	redact     func(string, AuditPayload) AuditPayload
 
 	// executor performs procedure calls; replaced, never mutated.
@@ -163,25 +164,26 @@ type Registry struct {
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
-	mu        sync.Mutex
-	closed    bool
-	version   atomic.Uint64 // written under mu, read anywhere
-	counter   uint64
-	entries   []*registration            // active registrations in snapshot order
-	byID      map[string]*registration   // active registrations by id
-	byKey     map[compKey]*registration  // active registrations by type and instance
-	byType    map[string][]*registration // active registrations per type, unordered
-	byProc    map[string][]*registration // active registrations per procedure path
-	tombs     tombstones
-	closingCh chan struct{}  // closed by Close: queued invocations give up
-	obs       obsPool        // observation admission
-	execWG    sync.WaitGroup // running handler goroutines
-	dedupe    dedupeCache    // idempotency keys (own lock)
-	confirm   Confirmations  // confirmation store (own lock)
-	queue     []Event        // undelivered events, in mutation order
-	scPending bool           // queue holds a SurfaceChanged placeholder
-	draining  bool           // some goroutine is delivering the queue
-	ctxWG     sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
+	mu         sync.Mutex
+	closed     bool
+	version    atomic.Uint64 // written under mu, read anywhere
+	counter    uint64
+	entries    []*registration            // active registrations in snapshot order
+	byID       map[string]*registration   // active registrations by id
+	byKey      map[compKey]*registration  // active registrations by type and instance
+	byType     map[string][]*registration // active registrations per type, unordered
+	byProc     map[string][]*registration // active registrations per procedure path
+	tombs      tombstones
+	closingCh  chan struct{}  // closed by Close: queued invocations give up; made on first use
+	closedFlag atomic.Bool    // Close has begun (a lock-free check)
+	obs        obsPool        // observation admission
+	execWG     sync.WaitGroup // running handler goroutines
+	dedupe     dedupeCache    // idempotency keys (own lock)
+	confirm    Confirmations  // confirmation store (own lock)
+	queue      []Event        // undelivered events, in mutation order
+	scPending  bool           // queue holds a SurfaceChanged placeholder
+	draining   bool           // some goroutine is delivering the queue
+	ctxWG      sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
 }
 
 // regState is the mutable part of a registration. It is immutable once
@@ -217,14 +219,11 @@ type registration struct {
 	meta        JSONText
 	metaMap     map[string]any // decoded meta for policies; nil when none
 	internal    map[string]any
-	origin      string
 	priority    int
 	caps        []regCap // observations, actions (each by name), then procedure references
 	nObs        int
-	nView       int // observations and actions
-	capIDs      []string
-	capsBuf     [2]regCap // backing of caps and capIDs for small components
-	capIDsBuf   [2]string
+	nView       int       // observations and actions
+	capsBuf     [2]regCap // backing of caps for small components
 
 	h Handle // the one handle of this registration
 
@@ -250,7 +249,6 @@ type regCap struct {
 	chain     []Policy       // registry ++ component ++ guard ++ capability
 	discovers bool           // some policy in chain has a Discover hook
 	bound     *binding       // procedure references only
-	group     queueGroup     // procedure references: their serialization group (under Registry.mu)
 }
 
 // New returns a registry. A nil opts means all defaults.
@@ -273,10 +271,10 @@ func New(opts *Options) *Registry {
 		now:        o.Now,
 		surfaceID:  newSurfaceID(),
 		sink:       o.Audit,
-		closingCh:  make(chan struct{}),
 	}
 	if r.sink == nil {
-		r.sink = NewMemorySink(0)
+		r.mem.capacity = defaultMemoryCapacity
+		r.sink = &r.mem
 	}
 	r.confirm.r = r
 	if r.env == Development {
@@ -348,8 +346,12 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	}
 	var verdict Verdict
 	if r.onRegister != nil {
-		if verdict = r.guard(c, reg.origin); verdict.Reject {
-			r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance, "origin", reg.origin)
+		origin := c.Origin
+		if origin == "" {
+			origin = "first-party"
+		}
+		if verdict = r.guard(c, origin); verdict.Reject {
+			r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance, "origin", origin)
 			r.mu.Lock()
 			return r.rejectLocked(reg, RejectedByGuard)
 		}
@@ -527,7 +529,11 @@ func (r *Registry) unregisterLocked(reg *registration) {
 	} else {
 		r.byType[reg.typ] = same
 	}
-	r.tombs.add(tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, capIDs: reg.capIDs}, r.now(), &r.limits)
+	capIDs := make([]string, len(reg.caps)) // ids only: nothing executable outlives the registration
+	for i := range reg.caps {
+		capIDs[i] = reg.caps[i].id
+	}
+	r.tombs.add(tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, capIDs: capIDs}, r.now(), &r.limits)
 	emitLocked(r, ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 }
@@ -728,6 +734,10 @@ func (r *Registry) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.closedFlag.Store(true)
+	if r.closingCh == nil {
+		r.closingCh = make(chan struct{})
+	}
 	close(r.closingCh)
 	for _, reg := range r.entries {
 		reg.status = Unregistered
@@ -749,7 +759,18 @@ func (r *Registry) Close() error {
 }
 
 // closing returns a channel closed by Close.
-func (r *Registry) closing() <-chan struct{} { return r.closingCh }
+func (r *Registry) closing() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closingLocked()
+}
+
+func (r *Registry) closingLocked() <-chan struct{} {
+	if r.closingCh == nil {
+		r.closingCh = make(chan struct{})
+	}
+	return r.closingCh
+}
 
 // tombstone remembers an unregistered registration: ids and a deadline,
 // never anything executable.
