@@ -66,10 +66,63 @@
 // names of the agent-surface specification, so Go and TypeScript
 // implementations read each other's payloads.
 //
-// # Events
+// # Invocations
+//
+// [Registry.Invoke] runs every call through one fixed pipeline: identity
+// (an invocation id, scoped by consumer, joins or replays an identical
+// request and conflicts with a different one), resolution (stale
+// registration ids, tombstones of unmounted components, ambiguous
+// instances), availability, authorization, the effective input (validated
+// against the schema), invoke policies and confirmation, precondition,
+// admission (actions queue per instance; reads share a bounded pool),
+// execution (on its own goroutine, bounded by a timeout, cancelled on
+// unmount or Close) and settlement. The first failing phase decides; the
+// [Result] is the spec's envelope, and a failure is an agent-safe [*Error]
+// with a retry category. Causes stay in the operator's log.
+//
+// # Policies
+//
+// A [Policy] can hide a capability from a consumer (it then does not
+// exist for them, at discovery and at invocation alike), disable it with a
+// reason, authorize calls before any input is read, and inspect the
+// validated input afterwards. Attach policies to the registry, a component
+// or a capability. Built-ins: [Authenticated], [HasPermission],
+// [TenantBoundary], [OnlyIn], [RateLimit], [RequireConfirmation], [Audit].
+//
+// # Confirmation
+//
+// A capability whose confirmation level is required (declared, or
+// escalated by [RequireConfirmation]) answers its first call with
+// CONFIRMATION_REQUIRED and a pending record in
+// [Registry.Confirmations]; the host shows it to the user and resolves it.
+// The retry carries the confirmationId: evidence is single use, expires,
+// and is bound to the surface, registration, capability, consumer, effect
+// and the exact effective input, so an approval cannot be replayed or
+// switched to other inputs.
+//
+// # Procedures
+//
+// [Procedure] references an existing domain operation, executed by the
+// [ProcedureExecutor] installed with [Registry.SetProcedureExecutor]
+// (in process with [FuncExecutor], or over HTTP with package httpexec).
+// Part of its input can be bound to live UI state: bound fields are read
+// at every call, locked fields are hidden from the agent, and the merged
+// input is validated before confirmation, so the user approves exactly
+// what executes. The domain side re-checks authority on every call.
+//
+// # Toolsets
+//
+// [NewToolset] projects the surface into tools for a model loop: one tool
+// per capability (wire-safe names, stable descriptions, live state) or
+// three generic meta tools. Embedded loops wait for confirmations; remote
+// loops get CONFIRMATION_REQUIRED and retry.
+//
+// # Events and audit
 //
 // [Registry.Subscribe] delivers [Event] values in mutation order, after
 // the mutation, one at a time; see Subscribe for the exact guarantees.
+// Audit records go to [Options.Audit] ([MemorySink] by default; see also
+// [SlogSink] and [AsyncSink]).
 //
 // # Concurrency
 //

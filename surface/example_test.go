@@ -2,6 +2,7 @@ package surface_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/agentsurface/agentsurface/surface"
@@ -62,4 +63,116 @@ func ExampleRegistry_Register() {
 	// version 1
 	// view:devices.table.readRows {"items":{"additionalProperties":false,"properties":{"id":{"type":"string"},"status":{"type":"string"}},"required":["id","status"],"type":"object"},"type":["array","null"]}
 	// view:devices.table.selectRows local-state {"additionalProperties":false,"properties":{"ids":{"description":"Device ids to select","items":{"type":"string"},"type":"array"}},"required":["ids"],"type":"object"}
+}
+
+func ExampleRegistry_Invoke() {
+	type Selection struct {
+		IDs []string `json:"ids"`
+	}
+	reg := surface.New(nil)
+	defer reg.Close()
+	_, err := reg.Register(surface.Component{
+		Type: "devices.table", Description: "Devices table",
+		Actions: map[string]surface.Capability{
+			"selectRows": surface.Action(surface.ActionDef[Selection, Selection]{
+				Description: "Replace the selection",
+				Effect:      surface.LocalState,
+				Execute: func(_ context.Context, _ *surface.Call, in Selection) (Selection, error) {
+					return in, nil
+				},
+			}),
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ok := reg.Invoke(context.Background(), surface.Invocation{
+		InvocationID: "call-1",
+		CapabilityID: "view:devices.table.selectRows",
+		Input:        json.RawMessage(`{"ids":["d1"]}`),
+	}, surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent-1", Kind: surface.Embedded}})
+	fmt.Println(ok.Status, ok.Output)
+
+	bad := reg.Invoke(context.Background(), surface.Invocation{
+		CapabilityID: "view:devices.table.selectRows",
+		Input:        json.RawMessage(`{"ids":"d1"}`),
+	}, surface.InvokeOptions{})
+	fmt.Println(bad.Error.Code, bad.Error.Retry, bad.Error.Details["issues"])
+	// Output:
+	// ok {"ids":["d1"]}
+	// INVALID_INPUT with-changes [{/ids expected array}]
+}
+
+func ExampleNewToolset() {
+	reg := surface.New(nil)
+	defer reg.Close()
+	_, err := reg.Register(surface.Component{
+		Type: "devices.table", InstanceID: "main", Description: "Devices table",
+		Observations: map[string]surface.Capability{
+			"readState": surface.Observation(surface.ObservationDef[[]string]{
+				Description: "Visible device ids",
+				Read:        func(context.Context, *surface.Call) ([]string, error) { return []string{"d1", "d2"}, nil },
+			}),
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.EmbeddedLoop})
+	if err != nil {
+		panic(err)
+	}
+	defer ts.Close()
+	for _, t := range ts.Tools() {
+		fmt.Println(t.Name, "—", t.Description)
+	}
+	res := ts.Call(context.Background(), "view_devices__table__readState", nil, "toolu_01")
+	fmt.Println(res.InvocationID, res.Output)
+	// Output:
+	// view_devices__table__readState — [view · read] Visible device ids
+	// toolu_01 ["d1","d2"]
+}
+
+func ExampleProcedure() {
+	type DisableIn struct {
+		IDs    []string `json:"ids"`
+		Reason string   `json:"reason"`
+	}
+	type DisableOut struct {
+		Disabled int `json:"disabled"`
+	}
+	// The domain side: an in-process executor. It must check authority
+	// itself; here it trusts everyone for brevity.
+	domain := surface.NewFuncExecutor()
+	surface.AddFunc(domain, "devices.disable", func(_ context.Context, _ *surface.ProcedureCall, in DisableIn) (DisableOut, error) {
+		return DisableOut{Disabled: len(in.IDs)}, nil
+	})
+	reg := surface.New(nil)
+	defer reg.Close()
+	reg.SetProcedureExecutor(domain)
+	selection := []string{"d1", "d2"} // live UI state
+	_, err := reg.Register(surface.Component{
+		Type: "devices.table", Description: "Devices table",
+		Procedures: []surface.Capability{
+			surface.Procedure(surface.ProcedureDef[DisableIn, DisableOut]{
+				ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.Destructive,
+				Bind: func(context.Context) (map[string]any, error) { return map[string]any{"ids": selection}, nil },
+			}),
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	call := surface.Invocation{InvocationID: "c1", CapabilityID: "domain:devices.disable", Input: json.RawMessage(`{"reason":"maintenance"}`)}
+	first := reg.Invoke(ctx, call, surface.InvokeOptions{})
+	fmt.Println(first.Error.Code, reg.Confirmations().Pending()[0].Input)
+
+	id := first.Error.Details["confirmationId"].(string)
+	reg.Confirmations().Resolve(id, surface.Approve) // the user approved in the app
+	call.ConfirmationID = id
+	fmt.Println(reg.Invoke(ctx, call, surface.InvokeOptions{}).Output)
+	// Output:
+	// CONFIRMATION_REQUIRED {"ids":["d1","d2"],"reason":"maintenance"}
+	// {"disabled":2}
 }
