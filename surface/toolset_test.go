@@ -71,8 +71,9 @@ func TestToolsetTopology_AS_TOPO_001_002(t *testing.T) {
 }
 
 // AS-ADAPTER-001: tools carry tokens, map to ids, refresh, unique names.
-// AS-CACHE-001..003: definitions hold no live state and stay byte-stable;
-// the note lives in state.
+// AS-CACHE-001: no live state in tool descriptions.
+// AS-CACHE-002: definitions byte-stable across availability/note changes.
+// AS-CACHE-003: state.note carries the binding note.
 func TestDirectToolset_AS_ADAPTER_001_AS_CACHE_001_003(t *testing.T) {
 	reg, _ := newDomainRegistry(t, nil)
 	sel := &selection{ids: []string{"d1"}}
