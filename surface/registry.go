@@ -92,8 +92,11 @@ type Options struct {
 	Redact func(capabilityID string, p AuditPayload) AuditPayload
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
-	// Now is the registry's clock, used for every timestamp, TTL and
-	// duration. Default time.Now.
+	// Now is the registry's clock, used for every timestamp, TTL check and
+	// duration, and by policies (PolicyContext.Now). Default time.Now.
+	// Timers (invocation timeouts, confirmation expiry) run on the runtime
+	// clock; run tests of them under testing/synctest, which virtualizes
+	// both.
 	Now func() time.Time
 }
 
