@@ -1,0 +1,297 @@
+package mcpsurface
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// callTool is the raw handler of every tool. Capability failures are
+// results with IsError; it never returns a Go error.
+func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p := req.Params
+	if len(p.InputResponses) > 0 || p.RequestState != "" {
+		return toolResult(s.resume(ctx, req)), nil
+	}
+	res := s.call(ctx, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	if code(res) == surface.ConfirmationRequired {
+		rec := s.remember(p.Name, p.Arguments, res)
+		if s.elicit && elicitable(req) {
+			return s.elicitation(p.Name, p.Arguments, res, rec), nil
+		}
+	}
+	return toolResult(res), nil
+}
+
+// call runs one tool call. sentID is the client's invocation id, if it
+// sent one; cid a confirmation id sent in _meta.
+func (s *Server) call(ctx context.Context, name string, args json.RawMessage, sentID, cid string) surface.Result {
+	fresh := func() string { return firstNonEmpty(sentID, s.newInvocationID()) }
+	if s.meta {
+		if cid != "" && name == surface.MetaAct {
+			args = withFields(args, map[string]string{"confirmationId": cid})
+		}
+		return s.ts.Call(ctx, name, args, fresh())
+	}
+	if cid != "" { // explicit evidence
+		if rec := s.issued.byID(cid); rec != nil && rec.tool == name {
+			if rec.key == callKey(name, args) { // the same call: its retry is idempotent
+				return s.withEvidence(ctx, rec, args, firstNonEmpty(sentID, rec.invocationID))
+			}
+			return s.withEvidence(ctx, rec, args, fresh()) // another call: the registry judges the evidence
+		}
+		t, ok := s.tool(name)
+		if !ok { // not (or no longer) a tool: the toolset answers
+			return s.ts.Call(ctx, name, args, fresh())
+		}
+		rec := &issued{confirmationID: cid, tool: name, capabilityID: t.CapabilityID, registrationID: t.RegistrationID, kind: t.Kind}
+		return s.withEvidence(ctx, rec, args, fresh())
+	}
+	if rec := s.issued.byCall(name, args); rec != nil && sentID == "" {
+		// The same call again after CONFIRMATION_REQUIRED: present the
+		// confirmation this server issued for it. (A client that sends
+		// _meta sends the confirmation id too.)
+		res := s.withEvidence(ctx, rec, args, rec.invocationID)
+		reason := ""
+		if code(res) == surface.ConfirmationInvalid {
+			reason, _ = res.Error.Details["reason"].(string)
+		}
+		if reason == "" || reason == "denied" {
+			return res // executed, failed, still pending, or refused: the agent must learn it
+		}
+		// mismatch, consumed, expired: this is a new request.
+	}
+	return s.ts.Call(ctx, name, args, fresh())
+}
+
+// withEvidence invokes the registration a confirmation was issued for,
+// with the confirmation as evidence.
+func (s *Server) withEvidence(ctx context.Context, rec *issued, args json.RawMessage, invID string) surface.Result {
+	inv := surface.Invocation{
+		InvocationID: invID, CapabilityID: rec.capabilityID, RegistrationID: rec.registrationID,
+		SurfaceVersion: s.reg.Version(), ConfirmationID: rec.confirmationID,
+	}
+	same := invID == rec.invocationID // a retry of the call that got the confirmation
+	if same {
+		inv.SurfaceVersion = s.issued.version(rec, inv.SurfaceVersion)
+	}
+	if rec.kind != surface.KindObservation {
+		inv.Input = args
+	}
+	res := s.reg.Invoke(ctx, inv, surface.InvokeOptions{Consumer: s.consumer})
+	if same && code(res) != surface.ConfirmationRequired {
+		// Settled: a duplicate retry by id replays this result, and an
+		// identical call later is a new request.
+		s.issued.settled(rec, inv.SurfaceVersion)
+	}
+	return res
+}
+
+// remember records a CONFIRMATION_REQUIRED this server returned (direct
+// mode), so that a retry can present it. It returns the record, or nil.
+func (s *Server) remember(name string, args json.RawMessage, res surface.Result) *issued {
+	if s.meta {
+		return nil
+	}
+	cid, _ := res.Error.Details["confirmationId"].(string)
+	if cid == "" {
+		return nil
+	}
+	if rec := s.issued.byID(cid); rec != nil {
+		return rec
+	}
+	rec := &issued{confirmationID: cid, tool: name, key: callKey(name, args), invocationID: res.InvocationID}
+	for _, pc := range s.reg.Confirmations().Pending() {
+		if pc.ConfirmationID == cid {
+			rec.capabilityID, rec.registrationID = pc.CapabilityID, pc.RegistrationID
+		}
+	}
+	t, ok := s.tool(name)
+	if rec.registrationID == "" { // resolved already: fall back to the catalog
+		if !ok {
+			return nil
+		}
+		rec.capabilityID, rec.registrationID = t.CapabilityID, t.RegistrationID
+	}
+	rec.kind = surface.KindAction
+	if ok {
+		rec.kind = t.Kind
+	}
+	s.issued.add(rec)
+	return rec
+}
+
+// toolResult relays a registry result losslessly: the envelope as JSON
+// text and as structured content, isError for error results.
+func toolResult(res surface.Result) *mcp.CallToolResult {
+	b, err := json.Marshal(res)
+	if err != nil { // only invalid output JSON could do this; the registry validates it
+		res = surface.Result{Status: surface.StatusError, InvocationID: res.InvocationID, CapabilityID: res.CapabilityID,
+			Error: surface.NewError(surface.ExecutionFailed, "", map[string]any{"reason": "output-invalid"}), SurfaceVersion: res.SurfaceVersion}
+		b, _ = json.Marshal(res)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+		StructuredContent: json.RawMessage(b),
+		IsError:           res.Status != surface.StatusOK,
+	}
+}
+
+func code(res surface.Result) surface.Code {
+	if res.Error == nil {
+		return ""
+	}
+	return res.Error.Code
+}
+
+// metaString returns the string value of key in a request's _meta.
+func metaString(m mcp.Meta, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// withFields returns the JSON object args with the given string fields
+// set where absent. Arguments that are not an object are returned as they
+// are (the toolset rejects them).
+func withFields(args json.RawMessage, fields map[string]string) json.RawMessage {
+	obj := map[string]json.RawMessage{}
+	if t := bytes.TrimSpace(args); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if json.Unmarshal(t, &obj) != nil || obj == nil {
+			return args
+		}
+	}
+	for k, v := range fields {
+		if _, ok := obj[k]; !ok {
+			b, _ := json.Marshal(v)
+			obj[k] = b
+		}
+	}
+	b, _ := json.Marshal(obj)
+	return b
+}
+
+// canonicalArgs is the canonical JSON of a call's arguments; absent and
+// null are the empty object, as the registry treats them for object
+// schemas. Arguments that are not JSON are kept as they are.
+func canonicalArgs(args json.RawMessage) string {
+	t := bytes.TrimSpace(args)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return "{}"
+	}
+	c, err := canonical.Canonicalize(t)
+	if err != nil {
+		return "\x00" + string(t)
+	}
+	return string(c)
+}
+
+func callKey(name string, args json.RawMessage) string { return name + "\x00" + canonicalArgs(args) }
+
+// issued is a confirmation this server returned to the agent.
+type issued struct {
+	confirmationID string
+	tool           string
+	key            string // callKey of the call that got it
+	invocationID   string // of the call that got it: retries reuse it
+	capabilityID   string
+	registrationID string // retries target this registration
+	kind           surface.Kind
+	// evidenceVersion is the surface version of the first evidence
+	// attempt that settled, so that a duplicate retry replays its result.
+	evidenceVersion string
+}
+
+// maxIssued bounds the confirmations a server remembers.
+const maxIssued = 256
+
+// evidence remembers issued confirmations by id and by call. It is safe for
+// concurrent use.
+type evidence struct {
+	mu    sync.Mutex
+	ids   map[string]*issued
+	calls map[string]*issued
+	order []*issued // oldest first
+}
+
+func (e *evidence) add(rec *issued) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ids == nil {
+		e.ids, e.calls = map[string]*issued{}, map[string]*issued{}
+	}
+	if len(e.order) >= maxIssued { // the registry expires them long before
+		n := len(e.order) - maxIssued + 1
+		for _, r := range e.order[:n] {
+			e.dropLocked(r)
+		}
+		e.order = slices.Delete(e.order, 0, n)
+	}
+	e.order = append(e.order, rec)
+	e.ids[rec.confirmationID] = rec
+	if rec.key != "" {
+		e.calls[rec.key] = rec
+	}
+}
+
+func (e *evidence) dropLocked(r *issued) {
+	delete(e.ids, r.confirmationID)
+	if r.key != "" && e.calls[r.key] == r {
+		delete(e.calls, r.key)
+	}
+}
+
+func (e *evidence) byID(cid string) *issued {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ids[cid]
+}
+
+// byCall returns the confirmation issued for this call, if any. The key
+// is computed only when some call has one.
+func (e *evidence) byCall(name string, args json.RawMessage) *issued {
+	e.mu.Lock()
+	n := len(e.calls)
+	e.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	key := callKey(name, args)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls[key]
+}
+
+// version returns the surface version an evidence attempt sends: the one
+// of the first settled attempt, else current.
+func (e *evidence) version(rec *issued, current string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return firstNonEmpty(rec.evidenceVersion, current)
+}
+
+// settled records that an evidence attempt of rec's own call settled.
+func (e *evidence) settled(rec *issued, version string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rec.evidenceVersion == "" {
+		rec.evidenceVersion = version
+	}
+	if rec.key != "" && e.calls[rec.key] == rec {
+		delete(e.calls, rec.key)
+	}
+}

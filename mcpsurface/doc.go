@@ -1,0 +1,181 @@
+// Package mcpsurface serves an agentsurface registry over the Model Context
+// Protocol, with the official Go SDK (github.com/modelcontextprotocol/go-sdk).
+//
+// A [Server] is one MCP server bound to one registry and one consumer. Its
+// tool list is the toolset of that pair ([surface.NewToolset], remote
+// topology): one tool per visible capability in direct mode, or the three
+// constant meta tools in meta mode. The list follows the registry live:
+// mounting, unmounting and availability changes add, replace or remove
+// tools, and the SDK sends notifications/tools/list_changed to every
+// connected session.
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"log"
+//		"log/slog"
+//		"os"
+//		"sync"
+//
+//		"github.com/agentsurface/agentsurface/mcpsurface"
+//		"github.com/agentsurface/agentsurface/surface"
+//		"github.com/modelcontextprotocol/go-sdk/mcp"
+//	)
+//
+//	type Selection struct {
+//		IDs []string `json:"ids" jsonschema:"Device ids to select"`
+//	}
+//
+//	func main() {
+//		var mu sync.Mutex // handlers run concurrently
+//		var selected []string
+//		reg := surface.New(nil)
+//		defer reg.Close()
+//		_, err := reg.Register(surface.Component{
+//			Type: "devices.table", InstanceID: "main", Description: "Devices table",
+//			Observations: map[string]surface.Capability{
+//				"readSelection": surface.Observation(surface.ObservationDef[[]string]{
+//					Description: "The selected device ids",
+//					Read: func(context.Context, *surface.Call) ([]string, error) {
+//						mu.Lock()
+//						defer mu.Unlock()
+//						return selected, nil
+//					},
+//				}),
+//			},
+//			Actions: map[string]surface.Capability{
+//				"selectRows": surface.Action(surface.ActionDef[Selection, surface.None]{
+//					Description: "Replace the selection", Effect: surface.LocalState,
+//					Execute: func(_ context.Context, _ *surface.Call, in Selection) (surface.None, error) {
+//						mu.Lock()
+//						defer mu.Unlock()
+//						selected = in.IDs
+//						return surface.None{}, nil
+//					},
+//				}),
+//			},
+//		})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "claude", Kind: surface.MCPBridge},
+//			&mcpsurface.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}) // stdout is the transport
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer srv.Close()
+//		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+//			log.Print(err)
+//		}
+//	}
+//
+// The client then sees the tools view_devices__table__readSelection and
+// view_devices__table__selectRows; a call returns the registry's result
+// envelope, e.g. {"status":"ok","invocationId":"mcp_…_1",
+// "capabilityId":"view:devices.table.selectRows","surfaceVersion":"1"}.
+//
+// # Tools
+//
+// Each tool has the toolset's name, description and input schema. Its
+// annotations come from the capability: readOnlyHint for observations and
+// server-query procedures; destructiveHint true only for destructive
+// capabilities (false for the other effects); idempotentHint from the
+// declared idempotency; openWorldHint true only for external side effects.
+// The tool's _meta carries "agentsurface/capabilityId", "agentsurface/kind",
+// "agentsurface/effect", "agentsurface/available" and, when set,
+// "agentsurface/unavailableReason" and "agentsurface/note". The live state
+// is part of the definition, so an availability flip pushed by the app
+// ([surface.Handle.Update], [surface.Handle.Refresh]) reaches clients as a
+// list change. Hints are hints: the registry enforces policy on every call.
+//
+// The SDK does not validate arguments; the registry does, for every
+// adapter alike. Tools whose input schema is not a JSON object (which MCP
+// cannot express) are left out and logged.
+//
+// # Results
+//
+// A call returns the registry's result envelope unchanged, as the text
+// content (JSON) and as structuredContent: status, invocationId,
+// capabilityId, output or error {code, message, retry, details},
+// surfaceVersion, surfaceChanged. A failed capability call is a normal
+// result with isError set, never a protocol error, so the model can read
+// the code and recover. Protocol errors are left to the SDK (malformed
+// requests, unknown tools).
+//
+// Invocation ids are minted per call ("mcp_<server>_<n>"), unique across
+// servers and sessions. A client that wants idempotent retries sends its
+// own id in the request's _meta field "agentsurface/invocationId"; the
+// registry scopes idempotency keys by consumer.
+//
+// # Confirmations
+//
+// Capabilities that require the user's approval answer
+// CONFIRMATION_REQUIRED (isError, with details.confirmationId and
+// details.summary). The user approves or denies in the application
+// ([surface.Confirmations.Resolve]), and the agent calls again:
+//
+//   - in meta mode, surface_act with "confirmationId" (and the same
+//     "invocationId", if it sent one), as the toolset defines;
+//   - in direct mode, where tool schemas stay exactly the capability's,
+//     the confirmation id travels in the request's _meta field
+//     "agentsurface/confirmationId" ([MetaConfirmationID]); or the agent
+//     simply calls the same tool again with the same arguments (and no
+//     _meta invocation id): the server remembers the confirmations it
+//     issued, per tool and canonical arguments, and presents the pending
+//     or approved one itself. Either way the retry targets the
+//     registration the confirmation was issued for and reuses the first
+//     call's invocation id, so it executes at most once; once settled, an
+//     identical call is a new request.
+//
+// Presenting a remembered confirmation grants nothing by itself: the
+// registry executes only if that exact request (registration, capability,
+// consumer, effect, effective input) was approved, as for any evidence.
+//
+// With [Options.Elicit], clients that advertise form elicitation are asked
+// directly: the first call returns an input request ("confirm", a form
+// with one boolean "approve") and an HMAC-signed request state holding the
+// confirmation id, invocation id, tool, registration and a digest of the
+// arguments. The SDK answers it — natively on 2026-07-28 sessions, through
+// elicitation/create on older ones — and calls the tool again with the
+// answer. The server verifies the state, resolves the registry's record
+// (approve, or deny on decline and cancel) and retries with the evidence;
+// a denial comes back as CONFIRMATION_INVALID, reason "denied". A decline
+// never executes, even when the record was approved elsewhere meanwhile.
+// The client application answers elicitations, so this is
+// client-mediated approval; keep two-phase (the default) when approval
+// must come from the host application's own UI. Clients without
+// elicitation, and stateless HTTP sessions on protocols older than
+// 2026-07-28, get two-phase.
+//
+// # HTTP
+//
+// [NewHTTPHandler] serves Streamable HTTP for many user sessions at once.
+// A [Resolver] maps each request to its registry and consumer (a pairing
+// or bearer token, a cookie); a resolver error is answered 401 before the
+// SDK sees the request. One Server per (registry, consumer) is created on
+// first use and cached. Stateful MCP session ids are bound to that pair, so
+// a request can never reach a session, and therefore a registry, that its
+// credentials do not resolve to.
+//
+//	h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+//		s, ok := sessions.ByPairingToken(bearer(r))
+//		if !ok {
+//			return nil, surface.Consumer{}, errors.New("unknown token")
+//		}
+//		return s.Registry, surface.Consumer{ID: s.UserID, Kind: surface.MCPBridge}, nil
+//	}, nil)
+//	defer h.Close()
+//	mux.Handle("/mcp", h)
+//
+// When a session's registry closes, call [HTTPHandler.Forget] (the
+// registry offers no close notification); servers idle for
+// [HTTPOptions.IdleTimeout] without sessions are dropped as well.
+//
+// # Concurrency
+//
+// Servers and handlers are safe for concurrent use. The tool list is
+// updated on the goroutine that changed the registry (the registry's event
+// delivery); no goroutine is started, and Close ends the connected
+// sessions.
+package mcpsurface

@@ -1,0 +1,170 @@
+package mcpsurface
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// confirmKey is the id of the confirmation input request.
+const confirmKey = "confirm"
+
+// approveSchema is the form of the confirmation elicitation.
+var approveSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"type":"boolean","title":"Approve","description":"Allow the agent to make this call."}},"required":["approve"]}`)
+
+// requestState is what a confirmation elicitation carries from the first
+// call to the re-call, signed.
+type requestState struct {
+	V    int    `json:"v"`
+	Srf  string `json:"srf"`  // surface id: state is bound to its registry
+	Con  string `json:"con"`  // consumer key: and to its consumer
+	Tool string `json:"tool"` // the tool called
+	Args string `json:"args"` // digest of the canonical arguments
+	CID  string `json:"cid"`  // confirmation id
+	Inv  string `json:"inv"`  // invocation id of the first call
+	Cap  string `json:"cap"`  // capability id (direct) or the result's (meta)
+	// Direct mode: the registration the confirmation was issued for and
+	// the capability kind.
+	Reg  string       `json:"reg,omitempty"`
+	Kind surface.Kind `json:"kind,omitempty"`
+}
+
+const stateVersion = 1
+
+var stateDomain = []byte("agentsurface/mcpsurface/request-state\x00")
+
+// sign encodes st as base64url(JSON) "." base64url(HMAC-SHA256).
+func (s *Server) sign(st requestState) string {
+	payload, _ := json.Marshal(st)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(s.mac(payload))
+}
+
+func (s *Server) mac(payload []byte) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write(stateDomain)
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+var errBadState = errors.New("mcpsurface: request state is invalid")
+
+// verify checks a request state's signature and that it was issued by a
+// server of this registry and consumer.
+func (s *Server) verify(token string) (requestState, error) {
+	var st requestState
+	body, sig, ok := strings.Cut(token, ".")
+	if !ok {
+		return st, errBadState
+	}
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(body)
+	mac, err2 := enc.DecodeString(sig)
+	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.mac(payload)) {
+		return st, errBadState
+	}
+	if json.Unmarshal(payload, &st) != nil || st.V != stateVersion || st.Srf != s.reg.SurfaceID() || st.Con != s.consumerID || st.CID == "" {
+		return requestState{}, errBadState
+	}
+	return st, nil
+}
+
+// argsDigest is the digest of a call's canonical arguments.
+func argsDigest(args json.RawMessage) string {
+	sum := sha256.Sum256([]byte(canonicalArgs(args)))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// elicitable reports whether the calling client can answer a form
+// elicitation. Older-protocol clients answer through elicitation/create,
+// which stateless HTTP sessions cannot send: their synthesized
+// initialization carries no capabilities, so they get two-phase.
+func elicitable(req *mcp.CallToolRequest) bool {
+	if req.Session == nil {
+		return false
+	}
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	e := caps.Elicitation
+	return e.Form != nil || e.URL == nil // neither means form, for compatibility
+}
+
+// elicitation turns a CONFIRMATION_REQUIRED into an input request for the
+// client, with the signed state the re-call needs.
+func (s *Server) elicitation(name string, args json.RawMessage, res surface.Result, rec *issued) *mcp.CallToolResult {
+	cid, _ := res.Error.Details["confirmationId"].(string)
+	summary, _ := res.Error.Details["summary"].(string)
+	st := requestState{
+		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID,
+		Tool: name, Args: argsDigest(args), CID: cid, Inv: res.InvocationID, Cap: res.CapabilityID,
+	}
+	if rec != nil {
+		st.Reg, st.Kind, st.Cap = rec.registrationID, rec.kind, rec.capabilityID
+	}
+	msg := "The agent asks to: " + summary
+	if effect, _ := res.Error.Details["effect"].(string); effect != "" {
+		msg += " (" + effect + ")"
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{Mode: "form", Message: msg, RequestedSchema: approveSchema}},
+		RequestState:  s.sign(st),
+	}
+}
+
+// resume handles the re-call that carries the client's answer: it checks
+// the state, resolves the registry's record and retries with the evidence.
+// It never asks again.
+func (s *Server) resume(ctx context.Context, req *mcp.CallToolRequest) surface.Result {
+	p := req.Params
+	st, err := s.verify(p.RequestState)
+	if err != nil || st.Tool != p.Name || st.Args != argsDigest(p.Arguments) {
+		s.log.Warn("mcpsurface: rejected a tool call with an invalid request state", "tool", p.Name)
+		return surface.Result{Status: surface.StatusError, InvocationID: s.newInvocationID(), CapabilityID: firstNonEmpty(st.Cap, p.Name),
+			Error: surface.NewError(surface.ConfirmationInvalid, "The confirmation state could not be verified; call the tool again.",
+				map[string]any{"reason": "mismatch"}), SurfaceVersion: s.reg.Version()}
+	}
+	approve, action := answer(p.InputResponses[confirmKey])
+	actor := "mcp-elicitation"
+	if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
+		actor += ":" + ci.Name
+	}
+	resolution := surface.Resolution{Approved: approve, Actor: actor}
+	if !approve {
+		resolution.Reason = "elicitation " + action
+	}
+	resolved := s.reg.Confirmations().Resolve(st.CID, resolution)
+	if !approve && !resolved {
+		// Refused here, but resolved elsewhere meanwhile: a refusal never
+		// executes.
+		return surface.Result{Status: surface.StatusError, InvocationID: st.Inv, CapabilityID: st.Cap,
+			Error: surface.NewError(surface.ConfirmationInvalid, "", map[string]any{"reason": "denied"}), SurfaceVersion: s.reg.Version()}
+	}
+	if s.meta {
+		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})
+		return s.ts.Call(ctx, p.Name, args, st.Inv)
+	}
+	rec := s.issued.byID(st.CID)
+	if rec == nil || rec.tool != p.Name || rec.registrationID != st.Reg {
+		rec = &issued{confirmationID: st.CID, tool: p.Name, capabilityID: st.Cap, registrationID: st.Reg, kind: st.Kind}
+	}
+	return s.withEvidence(ctx, rec, p.Arguments, st.Inv)
+}
+
+// answer reads the client's answer to the confirmation form.
+func answer(r mcp.InputResponse) (approve bool, action string) {
+	er, ok := r.(*mcp.ElicitResult)
+	if !ok || er == nil {
+		return false, "missing"
+	}
+	v, _ := er.Content["approve"].(bool)
+	return er.Action == "accept" && v, er.Action
+}

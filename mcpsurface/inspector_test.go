@@ -1,0 +1,105 @@
+package mcpsurface_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// The HTTP endpoint works with the reference client: the MCP Inspector
+// CLI (TypeScript SDK) lists the tools and calls one, with the session's
+// token in the URL (the CLI cannot send headers). It needs npx; the first
+// run downloads the Inspector, hence the generous bound.
+func TestInspectorCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the MCP Inspector CLI")
+	}
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Skip("npx is not on PATH: skipping the MCP Inspector CLI test")
+	}
+	users := twoUsers(t)
+	f := newHTTP(t, nil, users)
+	url := f.srv.URL + "/mcp?token=tok-alice"
+	ctx, cancel := context.WithTimeout(bg, 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	inspect := func(args ...string) []byte {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, npx, append([]string{"-y", "@modelcontextprotocol/inspector", "--cli", url, "--transport", "http"}, args...)...)
+		cmd.Dir = dir
+		cmd.WaitDelay = 5 * time.Second
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("inspector %v: %v\nstdout: %s\nstderr: %s", args, err, stdout.Bytes(), stderr.Bytes())
+		}
+		return stdout.Bytes()
+	}
+
+	var list struct {
+		Tools []struct {
+			Name        string         `json:"name"`
+			Description string         `json:"description"`
+			InputSchema map[string]any `json:"inputSchema"`
+			Annotations map[string]any `json:"annotations"`
+			Meta        map[string]any `json:"_meta"`
+		} `json:"tools"`
+	}
+	out := inspect("--method", "tools/list")
+	if err := json.Unmarshal(out, &list); err != nil {
+		t.Fatalf("tools/list output is not JSON: %v\n%s", err, out)
+	}
+	byName := map[string]int{}
+	for i, tool := range list.Tools {
+		byName[tool.Name] = i
+	}
+	if len(list.Tools) != 5 {
+		t.Fatalf("tools: %s", out)
+	}
+	read, ok := byName["view_devices__table__readState"]
+	if !ok {
+		t.Fatalf("no readState tool: %s", out)
+	}
+	if ann := list.Tools[read].Annotations; ann["readOnlyHint"] != true || ann["destructiveHint"] != false || ann["openWorldHint"] != false {
+		t.Fatalf("annotations %v", ann)
+	}
+	if m := list.Tools[read].Meta; m["agentsurface/capabilityId"] != "view:devices.table.readState" {
+		t.Fatalf("_meta %v", m)
+	}
+
+	var call struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent envelope `json:"structuredContent"`
+		IsError           bool     `json:"isError"`
+	}
+	out = inspect("--method", "tools/call", "--tool-name", "view_devices__table__label", "--tool-arg", "label=hello")
+	if err := json.Unmarshal(out, &call); err != nil {
+		t.Fatalf("tools/call output is not JSON: %v\n%s", err, out)
+	}
+	env := call.StructuredContent
+	var output bytes.Buffer
+	_ = json.Compact(&output, env.Output)
+	if call.IsError || env.Status != "ok" || output.String() != `{"label":"hello"}` || len(call.Content) != 1 || call.Content[0].Type != "text" {
+		t.Fatalf("tools/call: %s", out)
+	}
+	if users["tok-alice"].app.labels.Load() != 1 {
+		t.Fatal("not executed")
+	}
+
+	// A typed error reaches the Inspector as an isError result.
+	out = inspect("--method", "tools/call", "--tool-name", "view_devices__table__wipe", "--tool-arg", `ids=["d1"]`)
+	call.IsError, call.StructuredContent = false, envelope{}
+	if err := json.Unmarshal(out, &call); err != nil {
+		t.Fatalf("tools/call output is not JSON: %v\n%s", err, out)
+	}
+	if !call.IsError || call.StructuredContent.Error == nil || call.StructuredContent.Error.Code != "CONFIRMATION_REQUIRED" {
+		t.Fatalf("tools/call wipe: %s", out)
+	}
+}

@@ -1,0 +1,355 @@
+package mcpsurface
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Keys of the _meta fields this package reads from tool calls.
+const (
+	// MetaConfirmationID carries, in a tools/call request's _meta, the
+	// confirmationId of an approved CONFIRMATION_REQUIRED (direct mode; in
+	// meta mode surface_act has a confirmationId argument).
+	MetaConfirmationID = "agentsurface/confirmationId"
+	// MetaInvocationID carries, in a tools/call request's _meta, the
+	// client's invocation id (idempotency key) for the call.
+	MetaInvocationID = "agentsurface/invocationId"
+)
+
+// Keys of the _meta fields this package writes on tools.
+const (
+	MetaCapabilityID      = "agentsurface/capabilityId"
+	MetaKind              = "agentsurface/kind"
+	MetaEffect            = "agentsurface/effect"
+	MetaAvailable         = "agentsurface/available"
+	MetaUnavailableReason = "agentsurface/unavailableReason"
+	MetaNote              = "agentsurface/note"
+)
+
+// defaultInstructions are the server instructions sent to clients when
+// Options.Instructions is empty.
+func defaultInstructions(mode surface.ToolsetMode) string {
+	retry := "then call the same tool again with the same arguments."
+	if mode == surface.Meta {
+		retry = "then call surface_act again with the same input and the confirmationId."
+	}
+	return "Tools act on the user's live application. " +
+		"Tool results are JSON envelopes {status, invocationId, capabilityId, output | error, surfaceVersion}. " +
+		"On error, read error.code and error.retry: after-refresh means list the tools again. " +
+		"CONFIRMATION_REQUIRED means the user must approve in the application (tell them error.details.summary), " + retry
+}
+
+// Options configure a Server. The zero value (or nil) is valid.
+type Options struct {
+	// Implementation names the server to clients. Default
+	// {Name: "agentsurface", Version: "0.1.0"}.
+	Implementation *mcp.Implementation
+	// Mode is surface.Direct (the default) or surface.Meta.
+	Mode surface.ToolsetMode
+	// Scope restricts the tools to these component-type prefixes (a floor
+	// in meta mode).
+	Scope []string
+	// Elicit enables confirmations through MCP elicitation for clients
+	// that support it (the portable input-request route); others, and the
+	// default, use two-phase confirmation.
+	Elicit bool
+	// SigningKey signs the elicitation request state (HMAC-SHA256).
+	// Default: a random key per Server, so state does not survive a
+	// restart. Servers sharing a key still reject each other's state
+	// (it names its registry and consumer).
+	SigningKey []byte
+	// Instructions are sent to clients at initialization. Empty means a
+	// short default that explains the result envelope and confirmations.
+	Instructions string
+	// Logger receives diagnostics of this package and of the SDK. Nil
+	// discards them. Never log to stdout when serving stdio.
+	Logger *slog.Logger
+}
+
+// Server is one MCP server bound to one (registry, consumer): its tool list
+// follows the toolset's catalog live. It is safe for concurrent use.
+type Server struct {
+	reg        *surface.Registry
+	consumer   surface.Consumer
+	ts         *surface.Toolset
+	mcp        *mcp.Server
+	meta       bool
+	elicit     bool
+	key        []byte
+	log        *slog.Logger
+	idPrefix   string
+	seq        atomic.Uint64
+	unsub      func()
+	handler    mcp.ToolHandler
+	issued     evidence
+	consumerID string // the consumer's Key, bound into request state
+
+	mu      sync.Mutex
+	closed  bool
+	dirty   bool // the catalog may have changed since the last sync
+	syncing bool // some goroutine runs the sync loop
+	catalog map[string]surface.Tool
+	// defs is the signature of every tool this Server put on the MCP
+	// server, by name. Only the goroutine running the sync loop uses it.
+	defs map[string]string
+}
+
+// NewServer returns an MCP server for reg as seen by consumer. A consumer
+// without a Kind gets surface.MCPBridge. It fails when the toolset options
+// are invalid (an unknown Mode).
+func NewServer(reg *surface.Registry, consumer surface.Consumer, opts *Options) (*Server, error) {
+	return newServer(reg, consumer, opts, "")
+}
+
+// newServer is NewServer; a non-empty sessionPrefix makes every session id
+// start with sessionPrefix + ".", which binds HTTP sessions to this Server.
+func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, sessionPrefix string) (*Server, error) {
+	if reg == nil {
+		return nil, errors.New("mcpsurface: nil registry")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if consumer.Kind == "" {
+		consumer.Kind = surface.MCPBridge
+	}
+	consumer.Grants = slices.Clone(consumer.Grants)
+	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{
+		Consumer: consumer, Mode: o.Mode, Topology: surface.RemoteLoop, Scope: o.Scope,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		reg: reg, consumer: consumer, ts: ts,
+		meta: o.Mode == surface.Meta, elicit: o.Elicit,
+		key: slices.Clone(o.SigningKey), log: o.Logger,
+		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
+		catalog: map[string]surface.Tool{}, defs: map[string]string{},
+	}
+	if len(s.key) == 0 {
+		s.key = make([]byte, 32)
+		_, _ = rand.Read(s.key)
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	impl := &mcp.Implementation{Name: "agentsurface", Version: "0.1.0"}
+	if o.Implementation != nil {
+		c := *o.Implementation
+		impl = &c
+	}
+	instructions := o.Instructions
+	if instructions == "" {
+		instructions = defaultInstructions(o.Mode)
+	}
+	sopts := &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       s.log,
+		// Advertise tools.listChanged even while the catalog is empty:
+		// 2026-07-28 clients only listen for changes a server announced.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	}
+	if sessionPrefix != "" {
+		sopts.GetSessionID = func() string { return sessionPrefix + "." + randomID(22) }
+	}
+	s.mcp = mcp.NewServer(impl, sopts)
+	s.handler = s.callTool
+	if !s.meta {
+		// Follow the registry's surface-changed events and read the
+		// catalog with Tools(), which is always current, rather than rely
+		// on Toolset.Subscribe: its notification is lost when any Tools()
+		// call runs between a change and the toolset's own refresh.
+		s.unsub = reg.Subscribe(func(e surface.Event) {
+			if _, ok := e.(surface.SurfaceChanged); ok {
+				s.sync()
+			}
+		})
+	}
+	s.sync()
+	return s, nil
+}
+
+// MCP returns the underlying go-sdk server, e.g. to add prompts or
+// resources, or to connect transports directly. Tools this package did
+// not add are left alone.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Run serves one session over t until ctx ends or the client disconnects,
+// e.g. s.Run(ctx, &mcp.StdioTransport{}).
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
+
+// Close stops following the registry, ends pending toolset waits and
+// closes the connected sessions. The tool list stays as it was. Close is
+// idempotent; the Server starts no goroutine that outlives it.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.unsub != nil {
+		s.unsub()
+	}
+	_ = s.ts.Close()
+	for ss := range s.mcp.Sessions() {
+		_ = ss.Close()
+	}
+	return nil
+}
+
+// sync brings the MCP tool list up to date with the toolset. Calls
+// coalesce: while one goroutine runs the loop, others only mark the
+// catalog dirty, so a registry change made from inside user code called by
+// Tools() cannot deadlock, and no change is lost.
+func (s *Server) sync() {
+	s.mu.Lock()
+	s.dirty = true
+	if s.syncing {
+		s.mu.Unlock()
+		return
+	}
+	s.syncing = true
+	for s.dirty && !s.closed {
+		s.dirty = false
+		s.mu.Unlock()
+		s.apply()
+		s.mu.Lock()
+	}
+	s.syncing = false
+	s.mu.Unlock()
+}
+
+// apply reads the catalog, adds the tools that are new or whose
+// definition changed and removes the ones that are gone.
+func (s *Server) apply() {
+	defer func() {
+		if rec := recover(); rec != nil { // never take the app's goroutine down
+			s.log.Error("mcpsurface: updating the tool list panicked", "panic", fmt.Sprint(rec))
+		}
+	}()
+	tools := s.ts.Tools()
+	catalog := make(map[string]surface.Tool, len(tools))
+	for _, t := range tools {
+		catalog[t.Name] = t
+	}
+	s.mu.Lock()
+	s.catalog = catalog
+	s.mu.Unlock()
+	for _, t := range tools {
+		sig := signature(t)
+		if s.defs[t.Name] == sig {
+			continue
+		}
+		s.defs[t.Name] = sig
+		def, ok := toolDef(t)
+		if !ok {
+			s.log.Error("mcpsurface: tool left out: MCP requires an object input schema", "tool", t.Name, "capabilityId", t.CapabilityID)
+			continue
+		}
+		s.mcp.AddTool(def, s.handler)
+	}
+	var gone []string
+	for name := range s.defs {
+		if _, ok := catalog[name]; !ok {
+			gone = append(gone, name)
+			delete(s.defs, name)
+		}
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		s.mcp.RemoveTools(gone...)
+	}
+}
+
+// signature identifies everything of a tool that its MCP definition shows.
+func signature(t surface.Tool) string {
+	var b strings.Builder
+	b.Grow(len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.CapabilityID) + 64)
+	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, string(t.Kind), string(t.Effect),
+		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note} {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// toolDef is the MCP definition of a tool; ok is false when its input
+// schema is not an object schema (the SDK would panic).
+func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
+	var root struct {
+		Type any `json:"type"`
+	}
+	if json.Unmarshal([]byte(t.InputSchema), &root) != nil || root.Type != "object" {
+		return nil, false
+	}
+	readOnly := t.Kind == surface.KindObservation || t.Effect == surface.Read || t.Effect == surface.ServerQuery
+	ann := &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: t.Idempotent}
+	if t.Effect == "" {
+		// surface_act (meta mode) can reach any capability: say so.
+		ann.DestructiveHint, ann.OpenWorldHint = ptr(true), ptr(true)
+	} else {
+		ann.DestructiveHint = ptr(t.Effect == surface.Destructive)
+		ann.OpenWorldHint = ptr(t.Effect == surface.ExternalSideEffect)
+	}
+	meta := mcp.Meta{MetaAvailable: t.State.Available, MetaKind: string(t.Kind)}
+	if t.CapabilityID != "" {
+		meta[MetaCapabilityID] = t.CapabilityID
+	}
+	if t.Effect != "" {
+		meta[MetaEffect] = string(t.Effect)
+	}
+	if t.State.UnavailableReason != "" {
+		meta[MetaUnavailableReason] = t.State.UnavailableReason
+	}
+	if t.State.Note != "" {
+		meta[MetaNote] = t.State.Note
+	}
+	return &mcp.Tool{
+		Name: t.Name, Description: t.Description,
+		InputSchema: json.RawMessage(t.InputSchema),
+		Annotations: ann, Meta: meta,
+	}, true
+}
+
+// tool returns the catalog entry called name.
+func (s *Server) tool(name string) (surface.Tool, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.catalog[name]
+	return t, ok
+}
+
+// newInvocationID mints an invocation id unique to this Server.
+func (s *Server) newInvocationID() string {
+	return s.idPrefix + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+const alphabet62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// randomID returns n random base62 characters.
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet62[int(b[i])%len(alphabet62)]
+	}
+	return string(b)
+}
