@@ -761,6 +761,10 @@ func (r *Registry) Close() error {
 	return nil
 }
 
+// Done returns a channel that is closed when Close begins, for adapters
+// that hold per-registry resources.
+func (r *Registry) Done() <-chan struct{} { return r.closing() }
+
 // closing returns a channel closed by Close.
 func (r *Registry) closing() <-chan struct{} {
 	r.mu.Lock()

@@ -122,7 +122,7 @@ type Toolset struct {
 	version string // of the cached catalog
 	tools   []Tool
 	byName  map[string]int
-	sig     string // JSON of the last catalog, for change detection
+	sig     string // JSON of the catalog subscribers last heard about
 	subs    []*func([]Tool)
 	closed  bool
 }
@@ -194,8 +194,7 @@ func (ts *Toolset) Tools() []Tool {
 	if ts.opts.Mode == Meta {
 		return metaTools()
 	}
-	tools, _ := ts.build()
-	return tools
+	return ts.build()
 }
 
 // WireNames maps the tool names of the last catalog to capability ids.
@@ -229,33 +228,68 @@ func (ts *Toolset) Subscribe(fn func([]Tool)) (unsubscribe func()) {
 }
 
 // refresh rebuilds the catalog after a surface change and notifies
-// subscribers if it changed.
+// subscribers if it differs from what they last heard (not from the last
+// build: a Tools call in between must not swallow the notification).
 func (ts *Toolset) refresh() {
-	tools, changed := ts.build()
-	if !changed {
+	tools := ts.build()
+	sig := catalogSignature(tools)
+	ts.mu.Lock()
+	if sig == ts.sig {
+		ts.mu.Unlock()
 		return
 	}
-	ts.mu.Lock()
+	ts.sig = sig
 	subs := ts.subs
 	ts.mu.Unlock()
 	notifyAll(ts.r.log, "toolset", subs, tools)
 }
 
-// build computes the catalog from a fresh snapshot. It reports whether the
-// catalog differs from the previous build.
-func (ts *Toolset) build() ([]Tool, bool) {
+// build computes the catalog from a fresh snapshot. Definitions (names,
+// descriptions, schemas) are reused while the surface version and the set
+// of listed capabilities stay the same; the live state is always fresh.
+func (ts *Toolset) build() []Tool {
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
-	tools := catalog(snap)
-	sig := catalogSignature(tools)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	changed := sig != ts.sig
-	ts.tools, ts.version, ts.sig = tools, snap.SurfaceVersion, sig
-	ts.byName = make(map[string]int, len(tools))
-	for i, t := range tools {
-		ts.byName[t.Name] = i
+	// ts.tools is never handed out, so its states can be updated in place.
+	if snap.SurfaceVersion != ts.version || !refreshStates(ts.tools, snap) {
+		ts.tools, ts.version = catalog(snap), snap.SurfaceVersion
+		ts.byName = make(map[string]int, len(ts.tools))
+		for i, t := range ts.tools {
+			ts.byName[t.Name] = i
+		}
 	}
-	return slices.Clone(tools), changed
+	return slices.Clone(ts.tools)
+}
+
+// refreshStates updates the states of a catalog built from an earlier
+// snapshot of the same version. It reports false when the snapshot lists
+// other capabilities (a policy decision changed), which needs a rebuild;
+// the catalog is then rebuilt whole, so partial updates do not matter.
+func refreshStates(tools []Tool, snap Snapshot) bool {
+	k := 0
+	for _, c := range snap.Components {
+		reg := c.reg
+		for i := range reg.nView {
+			st := c.state(i)
+			if st.omitted {
+				continue
+			}
+			if k == len(tools) || tools[k].CapabilityID != reg.caps[i].id || tools[k].RegistrationID != reg.id {
+				return false
+			}
+			tools[k].State = ToolState{Available: st.available, UnavailableReason: st.reason}
+			k++
+		}
+	}
+	for _, p := range snap.Procedures {
+		if k == len(tools) || tools[k].CapabilityID != p.ProcedureID || tools[k].RegistrationID != p.RegistrationID {
+			return false
+		}
+		tools[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
+		k++
+	}
+	return k == len(tools)
 }
 
 // catalogSignature is the JSON of what subscribers care about.
@@ -379,7 +413,7 @@ func (ts *Toolset) Call(ctx context.Context, name string, input json.RawMessage,
 	}
 	ts.mu.Unlock()
 	if !ok { // not in the last catalog: look again once
-		ts.build()
+		_ = ts.build()
 		ts.mu.Lock()
 		if i, ok = ts.byName[name]; ok {
 			t = ts.tools[i]
@@ -426,6 +460,9 @@ func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
 	if ts.ctx.Err() != nil {
 		return res // closed meanwhile: the original result
 	}
-	inv.InvocationID, inv.ConfirmationID = res.InvocationID, cid
+	// The retry keeps the registration id (staleness beats approval) but
+	// drops the version hint: an unrelated change while the user decided
+	// (an approval dialog mounting) must not turn the approval stale.
+	inv.InvocationID, inv.ConfirmationID, inv.SurfaceVersion = res.InvocationID, cid, ""
 	return ts.r.Invoke(ctx, inv, opts) // a denial comes back as CONFIRMATION_INVALID, never retried
 }

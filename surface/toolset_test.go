@@ -342,3 +342,63 @@ func TestMetaEnvelope_AS_META_007_008(t *testing.T) {
 	surfacetest.RequireCode(t, metaCall(ts, surface.MetaRead, `null`), surface.InvalidInput)
 	surfacetest.RequireOK(t, metaCall(ts, surface.MetaDiscover, `null`))
 }
+
+// A Tools call between a surface change and the toolset's own refresh
+// must not swallow the notification; a policy decision that changes
+// without a version bump still shows in Tools.
+func TestToolsetNotificationsAndPolicyDrift(t *testing.T) {
+	var user atomic.Value
+	user.Store("")
+	reg := surfacetest.NewRegistry(t, &surface.Options{
+		Context:  func() map[string]any { return map[string]any{"user": user.Load()} },
+		Policies: []surface.Policy{surface.Authenticated("")},
+	})
+	var ts *surface.Toolset
+	reg.Subscribe(func(e surface.Event) { // runs before the toolset's own listener
+		if _, ok := e.(surface.SurfaceChanged); ok && ts != nil {
+			ts.Tools()
+		}
+	})
+	ts = newToolset(t, reg, surface.ToolsetOptions{})
+	var notified atomic.Int64
+	ts.Subscribe(func([]surface.Tool) { notified.Add(1) })
+	user.Store("u1")
+	surfacetest.MustRegister(t, reg, newProbe().component("main"))
+	if notified.Load() != 1 {
+		t.Fatalf("%d notifications", notified.Load())
+	}
+	if n := len(ts.Tools()); n != 3 {
+		t.Fatalf("%d tools", n)
+	}
+	user.Store("") // signed out: no version bump, but the tools are gone
+	if n := len(ts.Tools()); n != 0 {
+		t.Fatalf("%d tools after sign-out", n)
+	}
+}
+
+// A wait-mode retry is not made stale by an unrelated change while the
+// user decides.
+func TestToolsetWaitSurvivesUnrelatedChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := surface.New(nil)
+		defer reg.Close()
+		d := newDomain()
+		reg.SetProcedureExecutor(d)
+		sel := &selection{ids: []string{"d1"}}
+		surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.Destructive)))
+		ts, _ := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.EmbeddedLoop})
+		defer ts.Close()
+		ts.Tools()
+		done := make(chan surface.Result)
+		go func() {
+			done <- ts.Call(bg, "domain_devices__disable", json.RawMessage(`{"reason":"r"}`), "c1")
+		}()
+		synctest.Wait()
+		surfacetest.MustRegister(t, reg, simple("approval.dialog", "")) // the approval UI mounts
+		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Approve)
+		surfacetest.RequireOK(t, <-done)
+		if len(d.recorded()) != 1 {
+			t.Fatal("not executed")
+		}
+	})
+}
