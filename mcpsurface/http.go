@@ -137,6 +137,11 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 	}
 	idle := h.sweepLocked(now)
 	c := h.servers[key]
+	if c != nil && closed(reg) { // the registry closed: its server goes too
+		delete(h.servers, key)
+		idle = append(idle, c.srv)
+		c = nil
+	}
 	if c != nil {
 		c.lastUsed = now
 		h.mu.Unlock()
@@ -182,6 +187,11 @@ func (h *HTTPHandler) sweepLocked(now time.Time) []*Server {
 	h.lastSweep = now
 	var out []*Server
 	for k, c := range h.servers {
+		if closed(k.reg) {
+			delete(h.servers, k)
+			out = append(out, c.srv)
+			continue
+		}
 		if now.Sub(c.lastUsed) < idle {
 			continue
 		}
@@ -198,9 +208,9 @@ func (h *HTTPHandler) sweepLocked(now time.Time) []*Server {
 	return out
 }
 
-// Forget closes and drops the servers of reg, ending their sessions. Call
-// it when the registry closes (e.g. next to reg.Close()): a registry does
-// not announce its closing.
+// Forget closes and drops the servers of reg, ending their sessions.
+// Servers of closed registries are also dropped on their next request and
+// by the periodic sweep; Forget does it at once.
 func (h *HTTPHandler) Forget(reg *surface.Registry) {
 	h.mu.Lock()
 	var out []*Server
@@ -227,6 +237,16 @@ func (h *HTTPHandler) Close() error {
 	h.mu.Unlock()
 	closeAll(out)
 	return nil
+}
+
+// closed reports whether reg has been closed.
+func closed(reg *surface.Registry) bool {
+	select {
+	case <-reg.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 func closeAll(servers []*Server) {

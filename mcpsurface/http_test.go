@@ -299,3 +299,18 @@ func TestHTTPIdleServersDropped(t *testing.T) {
 		t.Fatal("the idle server was kept")
 	}
 }
+
+// A closed registry's server is dropped on the next request for it: its
+// sessions end without an explicit Forget.
+func TestHTTPClosedRegistryDropped(t *testing.T) {
+	users := twoUsers(t)
+	f := newHTTP(t, nil, users)
+	a1 := f.mustClient(t, "tok-alice", v2025, nil)
+	listTools(t, a1)
+	_ = users["tok-alice"].reg.Close()
+	if resp := f.post(t, "tok-alice", a1.ID(), `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("session of a closed registry: %d", resp.StatusCode)
+	}
+	bob := f.mustClient(t, "tok-bob", v2025, nil)
+	listTools(t, bob) // other sessions are unaffected
+}
