@@ -293,16 +293,6 @@ func (c *changes) handler(context.Context, *mcp.ToolListChangedRequest) {
 	}
 }
 
-// wait waits for one notification.
-func (c *changes) wait(t testing.TB) {
-	t.Helper()
-	select {
-	case <-c.ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no tools/list_changed notification")
-	}
-}
-
 // waitFor waits for notifications until cond holds on the tool list.
 func (c *changes) waitFor(t testing.TB, cs *mcp.ClientSession, cond func(map[string]*mcp.Tool) bool) map[string]*mcp.Tool {
 	t.Helper()

@@ -83,11 +83,6 @@ func (e AuditEvent) MarshalJSON() ([]byte, error) {
 	}{e.At.UTC().Format(timeLayout), plain(e)})
 }
 
-func millis(d time.Duration) *int64 {
-	ms := d.Milliseconds()
-	return &ms
-}
-
 // AuditSink receives audit records. Record is called synchronously from
 // the registry's goroutines, possibly concurrently, and never while the
 // registry holds a lock; it must be fast and must not block. A panic in

@@ -306,13 +306,6 @@ func emitLocked[E Event](r *Registry, ev E) {
 	r.queue = append(r.queue, e)
 }
 
-// drain delivers queued events unless another goroutine is already doing
-// so (that one will deliver ours too).
-func (r *Registry) drain() {
-	r.mu.Lock()
-	r.unlockAndDrain()
-}
-
 // unlockAndDrain releases r.mu, which the caller holds, and delivers the
 // queued events unless another goroutine is already delivering them.
 func (r *Registry) unlockAndDrain() {

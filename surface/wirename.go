@@ -60,8 +60,6 @@ type WireKey struct {
 const (
 	wireHashMarker = "_0_"
 	wireSuffix     = "_at_"
-	// wireMaxLevel is the highest hash level; hashLen = 7 + 2·level.
-	wireMaxLevel = 3
 	// wireRounds is the number of collision rounds of AssignWireNames.
 	wireRounds = 4
 )

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -281,7 +282,7 @@ func TestValidateUniqueItemsLarge(t *testing.T) {
 	for i := range b {
 		b[i] = float64(i)
 	}
-	b[99] = -0.0
+	b[99] = math.Copysign(0, -1) // a real negative zero
 	b[0] = 0.0
 	if got := s.Validate(b); len(got) != 1 {
 		t.Fatalf("-0 and 0 are equal: %v", got)
