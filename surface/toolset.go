@@ -247,26 +247,30 @@ func (ts *Toolset) refresh() {
 // build computes the catalog from a fresh snapshot. Definitions (names,
 // descriptions, schemas) are reused while the surface version and the set
 // of listed capabilities stay the same; the live state is always fresh.
+// The cached catalog's states are never read: only its definitions.
 func (ts *Toolset) build() []Tool {
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	// ts.tools is never handed out, so its states can be updated in place.
-	if snap.SurfaceVersion != ts.version || !refreshStates(ts.tools, snap) {
-		ts.tools, ts.version = catalog(snap), snap.SurfaceVersion
-		ts.byName = make(map[string]int, len(ts.tools))
-		for i, t := range ts.tools {
-			ts.byName[t.Name] = i
+	if snap.SurfaceVersion == ts.version {
+		out := make([]Tool, len(ts.tools))
+		if withStates(out, ts.tools, snap) {
+			return out
 		}
+	}
+	ts.tools, ts.version = catalog(snap), snap.SurfaceVersion
+	ts.byName = make(map[string]int, len(ts.tools))
+	for i, t := range ts.tools {
+		ts.byName[t.Name] = i
 	}
 	return slices.Clone(ts.tools)
 }
 
-// refreshStates updates the states of a catalog built from an earlier
-// snapshot of the same version. It reports false when the snapshot lists
-// other capabilities (a policy decision changed), which needs a rebuild;
-// the catalog is then rebuilt whole, so partial updates do not matter.
-func refreshStates(tools []Tool, snap Snapshot) bool {
+// withStates copies a catalog built from an earlier snapshot of the same
+// version into dst with the states of snap, in one pass. It reports false
+// when the snapshot lists other capabilities (a policy decision changed):
+// the catalog must then be rebuilt.
+func withStates(dst, cached []Tool, snap Snapshot) bool {
 	k := 0
 	for _, c := range snap.Components {
 		reg := c.reg
@@ -275,21 +279,23 @@ func refreshStates(tools []Tool, snap Snapshot) bool {
 			if st.omitted {
 				continue
 			}
-			if k == len(tools) || tools[k].CapabilityID != reg.caps[i].id || tools[k].RegistrationID != reg.id {
+			if k == len(cached) || cached[k].CapabilityID != reg.caps[i].id || cached[k].RegistrationID != reg.id {
 				return false
 			}
-			tools[k].State = ToolState{Available: st.available, UnavailableReason: st.reason}
+			dst[k] = cached[k]
+			dst[k].State = ToolState{Available: st.available, UnavailableReason: st.reason}
 			k++
 		}
 	}
 	for _, p := range snap.Procedures {
-		if k == len(tools) || tools[k].CapabilityID != p.ProcedureID || tools[k].RegistrationID != p.RegistrationID {
+		if k == len(cached) || cached[k].CapabilityID != p.ProcedureID || cached[k].RegistrationID != p.RegistrationID {
 			return false
 		}
-		tools[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
+		dst[k] = cached[k]
+		dst[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
 		k++
 	}
-	return k == len(tools)
+	return k == len(cached)
 }
 
 // catalogSignature is the JSON of what subscribers care about.
