@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// inspectorPackage pins the Inspector version this test was written
+// against (its CLI flags and output shape); newer majors may need Node 22.
+const inspectorPackage = "@modelcontextprotocol/inspector@0.15.0"
+
 // The HTTP endpoint works with the reference client: the MCP Inspector
 // CLI (TypeScript SDK) lists the tools and calls one, with the session's
 // token in the URL (the CLI cannot send headers). It needs npx; the first
@@ -29,7 +33,7 @@ func TestInspectorCLI(t *testing.T) {
 	dir := t.TempDir()
 	inspect := func(args ...string) []byte {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, npx, append([]string{"-y", "@modelcontextprotocol/inspector", "--cli", url, "--transport", "http"}, args...)...)
+		cmd := exec.CommandContext(ctx, npx, append([]string{"-y", inspectorPackage, "--cli", url, "--transport", "http"}, args...)...)
 		cmd.Dir = dir
 		cmd.WaitDelay = 5 * time.Second
 		var stdout, stderr bytes.Buffer
