@@ -174,15 +174,25 @@ func (c *Confirmations) Wait(ctx context.Context, id string) ConfirmationOutcome
 // resolution and expiry, until the returned function is called. fn runs
 // without locks held; a panic in it is recovered.
 func (c *Confirmations) Subscribe(fn func([]PendingConfirmation)) (unsubscribe func()) {
+	return subscribe(&c.mu, &c.subs, fn, func() bool { return true })
+}
+
+// subscribe adds fn to a copy-on-write subscriber list guarded by mu (when
+// accept says so, under mu) and returns the function that removes it.
+// Lists are replaced, never changed in place, so a notifier may range over
+// the list it read under mu after releasing it.
+func subscribe[T any](mu *sync.Mutex, subs *[]*func([]T), fn func([]T), accept func() bool) (unsubscribe func()) {
 	p := &fn
-	c.mu.Lock()
-	c.subs = append(slices.Clone(c.subs), p)
-	c.mu.Unlock()
+	mu.Lock()
+	if accept() {
+		*subs = append(slices.Clone(*subs), p)
+	}
+	mu.Unlock()
 	return func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if i := slices.Index(c.subs, p); i >= 0 {
-			c.subs = slices.Delete(slices.Clone(c.subs), i, i+1)
+		mu.Lock()
+		defer mu.Unlock()
+		if i := slices.Index(*subs, p); i >= 0 {
+			*subs = slices.Delete(slices.Clone(*subs), i, i+1)
 		}
 	}
 }

@@ -3,7 +3,9 @@ package surface
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -109,7 +111,7 @@ func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string
 		}
 	}
 	var issues []Issue
-	for _, k := range sortedKeys(args) {
+	for _, k := range slices.Sorted(maps.Keys(args)) {
 		if !slices.Contains(fields, k) {
 			msg := "unexpected property"
 			if name == MetaAct {
@@ -135,7 +137,7 @@ func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string
 			}
 			for i, x := range list {
 				if s, isStr := x.(string); !isStr || s == "" {
-					issues = append(issues, Issue{Path: "/scope/" + itoa(i), Message: "expected a non-empty string"})
+					issues = append(issues, Issue{Path: "/scope/" + strconv.Itoa(i), Message: "expected a non-empty string"})
 				}
 			}
 		default:
@@ -254,20 +256,6 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 func escapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
 }

@@ -212,19 +212,7 @@ func (ts *Toolset) WireNames() map[string]string {
 // a tool's name, description, schema or state. It returns a function that
 // unsubscribes. Meta toolsets never change.
 func (ts *Toolset) Subscribe(fn func([]Tool)) (unsubscribe func()) {
-	p := &fn
-	ts.mu.Lock()
-	if ts.opts.Mode == Direct && !ts.closed {
-		ts.subs = append(slices.Clone(ts.subs), p)
-	}
-	ts.mu.Unlock()
-	return func() {
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		if i := slices.Index(ts.subs, p); i >= 0 {
-			ts.subs = slices.Delete(slices.Clone(ts.subs), i, i+1)
-		}
-	}
+	return subscribe(&ts.mu, &ts.subs, fn, func() bool { return ts.opts.Mode == Direct && !ts.closed })
 }
 
 // refresh rebuilds the catalog after a surface change and notifies
