@@ -209,57 +209,155 @@ func TestUnregisterAbortsHandler_AS_LIFE_001(t *testing.T) {
 }
 
 // AS-CONC-011: the timeout wins over a slow handler; the late result is
-// only audited; the timeout's retry follows idempotency.
+// only audited; the timeout's retry follows idempotency. Inline handlers
+// (the default) wait on their context; isolated handlers ignore it and the
+// invocation still settles at the deadline.
 func TestTimeout_AS_CONC_011(t *testing.T) {
+	for _, isolate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("isolate=%v", isolate), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testTimeout(t, isolate) })
+		})
+	}
+}
+
+func testTimeout(t *testing.T, isolate bool) {
+	sink := surface.NewMemorySink(0)
+	reg := surface.New(&surface.Options{Audit: sink, IsolateHandlers: isolate})
+	defer reg.Close()
+	hang := make(chan struct{})
+	wait := func(ctx context.Context) {
+		if isolate {
+			<-hang // ignores ctx on purpose
+			return
+		}
+		<-ctx.Done()
+	}
+	slow := func(idem bool, timeout time.Duration) surface.Capability {
+		return surface.Action(surface.ActionDef[surface.None, surface.None]{
+			Description: "Slow", Effect: surface.LocalState, Idempotent: idem, Timeout: timeout,
+			Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
+				wait(ctx)
+				return surface.None{}, nil // too late: only audited
+			}})
+	}
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "slow", Description: "Slow", Actions: map[string]surface.Capability{
+		"plain": slow(false, 0), "idem": slow(true, 2*time.Second),
+	}, Observations: map[string]surface.Capability{
+		"read": surface.Observation(surface.ObservationDef[int]{Description: "Slow read",
+			Read: func(ctx context.Context, _ *surface.Call) (int, error) { wait(ctx); return 0, ctx.Err() }}),
+	}})
+	start := time.Now()
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.plain", ""), as("x")), surface.Timeout)
+	if time.Since(start) != 10*time.Second || e.Retry != surface.RetryNo || e.Details["timeoutMs"] != int64(10000) || e.Details["idempotent"] != false {
+		t.Fatalf("default action timeout: %v %+v", time.Since(start), e)
+	}
+	start = time.Now()
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), as("x")), surface.Timeout)
+	if time.Since(start) != 2*time.Second || e.Retry != surface.RetryYes {
+		t.Fatalf("capability timeout: %v %+v", time.Since(start), e)
+	}
+	start = time.Now()
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), surface.InvokeOptions{Timeout: time.Second}), surface.Timeout)
+	if time.Since(start) != time.Second {
+		t.Fatalf("option timeout: %v", time.Since(start))
+	}
+	start = time.Now()
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.read", ""), as("x")), surface.Timeout)
+	if time.Since(start) != 5*time.Second || e.Retry != surface.RetryYes {
+		t.Fatalf("observation timeout: %v %+v", time.Since(start), e)
+	}
+	close(hang)
+	synctest.Wait()
+	n := 0
+	for _, ev := range sink.Events() {
+		if ev.Type == surface.AuditLateSettlement {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d late settlements audited, want 4", n)
+	}
+}
+
+// AS-CONC-011: an inline handler that ignores its context delays the
+// caller until it returns, but cannot change the outcome: a return after
+// the deadline settles TIMEOUT and is audited as late; the action keeps
+// its queue slot until then, so the next action never overlaps it.
+func TestInlineHandlerIgnoringContext_AS_CONC_011(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := surface.NewMemorySink(0)
 		reg := surface.New(&surface.Options{Audit: sink})
 		defer reg.Close()
-		hang := make(chan struct{})
-		slow := func(idem bool, timeout time.Duration) surface.Capability {
-			return surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "Slow", Effect: surface.LocalState, Idempotent: idem, Timeout: timeout,
-				Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
-					<-hang // ignores ctx on purpose
-					return surface.None{}, nil
-				}})
-		}
+		var running, overlaps atomic.Int32
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "slow", Description: "Slow", Actions: map[string]surface.Capability{
-			"plain": slow(false, 0), "idem": slow(true, 2*time.Second),
-		}, Observations: map[string]surface.Capability{
-			"read": surface.Observation(surface.ObservationDef[int]{Description: "Slow read",
-				Read: func(ctx context.Context, _ *surface.Call) (int, error) { <-ctx.Done(); return 0, ctx.Err() }}),
+			"sleep": surface.Action(surface.ActionDef[surface.None, surface.None]{
+				Description: "Sleeps", Effect: surface.LocalState, Timeout: 2 * time.Second,
+				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+					if running.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					defer running.Add(-1)
+					time.Sleep(3 * time.Second) // ignores its context
+					return surface.None{}, nil
+				}}),
 		}})
 		start := time.Now()
-		e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.plain", ""), as("x")), surface.Timeout)
-		if time.Since(start) != 10*time.Second || e.Retry != surface.RetryNo || e.Details["timeoutMs"] != int64(10000) || e.Details["idempotent"] != false {
-			t.Fatalf("default action timeout: %v %+v", time.Since(start), e)
+		results := make(chan surface.Result, 2)
+		for range 2 {
+			go func() { results <- reg.Invoke(bg, inv("", "view:slow.sleep", ""), as("x")) }()
 		}
-		start = time.Now()
-		e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), as("x")), surface.Timeout)
-		if time.Since(start) != 2*time.Second || e.Retry != surface.RetryYes {
-			t.Fatalf("capability timeout: %v %+v", time.Since(start), e)
-		}
-		start = time.Now()
-		surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), surface.InvokeOptions{Timeout: time.Second}), surface.Timeout)
-		if time.Since(start) != time.Second {
-			t.Fatalf("option timeout: %v", time.Since(start))
-		}
-		start = time.Now()
-		e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.read", ""), as("x")), surface.Timeout)
-		if time.Since(start) != 5*time.Second || e.Retry != surface.RetryYes {
-			t.Fatalf("observation timeout: %v %+v", time.Since(start), e)
-		}
-		close(hang)
-		synctest.Wait()
-		n := 0
-		for _, ev := range sink.Events() {
-			if ev.Type == surface.AuditLateSettlement {
-				n++
+		for range 2 {
+			e := surfacetest.RequireCode(t, <-results, surface.Timeout)
+			if e.Details["timeoutMs"] != int64(2000) {
+				t.Fatalf("%+v", e)
 			}
 		}
-		if n != 4 {
-			t.Fatalf("%d late settlements audited, want 4", n)
+		if time.Since(start) != 6*time.Second || overlaps.Load() != 0 {
+			t.Fatalf("took %v with %d overlaps; want 6s (two queued 3 s handlers) and none", time.Since(start), overlaps.Load())
+		}
+		if !hasAudit(sink, surface.AuditLateSettlement) {
+			t.Fatal("the discarded return must be audited as late-settlement")
+		}
+	})
+}
+
+// The lazy handler context behaves as context.WithDeadline: a derived
+// context inherits deadline and cancellation, Err and Cause agree once
+// the deadline passes, and a context kept after the call is done.
+func TestInlineHandlerContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := surface.New(nil)
+		defer reg.Close()
+		var kept context.Context
+		var report []string
+		surfacetest.MustRegister(t, reg, surface.Component{Type: "ctx", Description: "Context", Actions: map[string]surface.Capability{
+			"probe": surface.Action(surface.ActionDef[surface.None, surface.None]{
+				Description: "Probes", Effect: surface.LocalState, Timeout: time.Second,
+				Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
+					kept = ctx
+					dl, ok := ctx.Deadline()
+					report = append(report, fmt.Sprint(ok, dl.Sub(time.Now()), ctx.Err()))
+					child, cancel := context.WithTimeout(ctx, time.Hour)
+					defer cancel()
+					time.Sleep(time.Second + time.Millisecond)
+					report = append(report, fmt.Sprint(ctx.Err(), context.Cause(ctx) != nil))
+					<-child.Done() // woken by the parent's deadline, not its own hour
+					report = append(report, fmt.Sprint(child.Err()))
+					return surface.None{}, nil
+				}}),
+		}})
+		surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:ctx.probe", ""), as("x")), surface.Timeout)
+		want := []string{"true 1s <nil>", "context deadline exceeded true", "context deadline exceeded"}
+		if fmt.Sprint(report) != fmt.Sprint(want) {
+			t.Fatalf("handler saw %q, want %q", report, want)
+		}
+		if kept.Err() == nil {
+			t.Fatal("a context kept past the call must be done")
+		}
+		select {
+		case <-kept.Done():
+		default:
+			t.Fatal("Done of a kept context must be closed")
 		}
 	})
 }
@@ -382,11 +480,10 @@ func TestNavigationTimeout_AS_NAV_004(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := surface.New(nil)
 		defer reg.Close()
-		hang := make(chan struct{})
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "page", Description: "Page", Actions: map[string]surface.Capability{
 			"hang": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Hangs", Effect: surface.Navigation, Timeout: time.Second,
-				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
-					<-hang
+				Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
+					<-ctx.Done() // the router never answers; the deadline ends the wait
 					return surface.None{}, nil
 				}}),
 			"quick": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Commits", Effect: surface.Navigation, Timeout: time.Second,
@@ -402,7 +499,6 @@ func TestNavigationTimeout_AS_NAV_004(t *testing.T) {
 		if again := reg.Invoke(bg, inv(res.InvocationID, "view:page.quick", ""), as("x")); again != res {
 			t.Fatalf("settled navigation changed: %+v", again)
 		}
-		close(hang)
 	})
 }
 

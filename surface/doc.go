@@ -75,8 +75,9 @@
 // instances), availability, authorization, the effective input (validated
 // against the schema), invoke policies and confirmation, precondition,
 // admission (actions queue per instance; reads share a bounded pool),
-// execution (on its own goroutine, bounded by a timeout, cancelled on
-// unmount or Close) and settlement. The first failing phase decides; the
+// execution (on the caller's goroutine, or its own with
+// [Options.IsolateHandlers]; bounded by a timeout, cancelled on unmount or
+// Close) and settlement. The first failing phase decides; the
 // [Result] is the spec's envelope, and a failure is an agent-safe [*Error]
 // with a retry category. Causes stay in the operator's log.
 //

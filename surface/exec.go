@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -12,22 +12,44 @@ import (
 // the caller's context, an unmount or Close to settle it wins; the others
 // find it settled.
 type execution struct {
-	settledFlag atomic.Bool
-	done        chan struct{} // closed by the winning settle
-	out         any           // written by the winner before done closes
-	err         *Error
-	cancel      context.CancelCauseFunc
-	nav         bool
+	mu      sync.Mutex
+	settled bool
+	done    chan struct{} // isolated handlers: closed by the winning settle
+	out     any           // written by the winner, under mu
+	err     *Error
+	nav     bool
+	hctx    *handlerCtx             // inline handlers
+	cancel  context.CancelCauseFunc // isolated handlers
 }
 
 // settle records the outcome if nothing settled first.
 func (x *execution) settle(out any, e *Error) bool {
-	if !x.settledFlag.CompareAndSwap(false, true) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.settled {
 		return false
 	}
-	x.out, x.err = out, e
-	close(x.done)
+	x.settled, x.out, x.err = true, out, e
+	if x.done != nil {
+		close(x.done)
+	}
 	return true
+}
+
+// outcome returns what settled the execution.
+func (x *execution) outcome() (any, *Error, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.out, x.err, x.settled
+}
+
+// end cancels the handler's context with cause.
+func (x *execution) end(cause error) {
+	if x.hctx != nil {
+		x.hctx.end(cause)
+		return
+	}
+	x.cancel(cause)
 }
 
 // Causes of handler-context cancellation.
@@ -236,12 +258,18 @@ func (p *pipeline) timeout(d *capDef) time.Duration {
 	return p.r.limits.ActionTimeout
 }
 
-// execute runs phase 9: the guards, then the handler on its own goroutine
-// until the first settlement.
+// execute runs phase 9: the guards, then the handler until the first
+// settlement, on this goroutine or, with Options.IsolateHandlers, on its
+// own.
 func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 	r := p.r
-	hctx, cancel := context.WithCancelCause(p.ctx)
-	x := &execution{done: make(chan struct{}), cancel: cancel, nav: d.effect == Navigation}
+	x := &p.exec
+	x.nav = d.effect == Navigation
+	var base context.Context
+	if r.isolate { // made before the lock: deriving calls into ctx
+		base, x.cancel = context.WithCancelCause(p.ctx)
+		x.done = make(chan struct{})
+	}
 	r.mu.Lock()
 	var guard *Error
 	switch {
@@ -254,8 +282,17 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 	}
 	if guard != nil {
 		r.mu.Unlock()
-		cancel(errSettled)
+		if x.cancel != nil {
+			x.cancel(errSettled)
+		}
 		return nil, guard
+	}
+	timeout := p.timeout(d)
+	p.budget = timeout
+	if !r.isolate {
+		// The context must be complete before an unmount can reach it.
+		x.hctx = &p.hctx
+		p.hctx.parent, p.hctx.p, p.hctx.timeout = p.ctx, p, timeout
 	}
 	p.reg.inflight = append(p.reg.inflight, x)
 	r.execWG.Add(1)
@@ -265,64 +302,134 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 		p.consumed = true
 	}
 
-	timeout := p.timeout(d)
 	start := r.now()
-	go p.runHandler(hctx, x, d, call, in)
-	timer := time.NewTimer(timeout)
-	select {
-	case <-x.done:
-	case <-timer.C:
-		te := NewError(Timeout, "", map[string]any{"timeoutMs": timeout.Milliseconds(), "idempotent": d.idempotent})
-		if d.idempotent {
-			te.Retry = RetryYes
-		}
-		if x.settle(nil, te) {
-			cancel(errTimedOut)
-		}
-	case <-p.ctx.Done():
-		x.settle(nil, NewError(Cancelled, "", nil))
+	if r.isolate {
+		p.executeIsolated(base, d, call, in, timeout)
+		p.execution = r.now().Sub(start)
+	} else {
+		p.execution = p.executeInline(d, call, in, start)
 	}
-	timer.Stop()
-	<-x.done
-	cancel(errSettled)
-	p.execution, p.executed = r.now().Sub(start), true
+	p.executed = true
 
 	r.mu.Lock()
 	if i := slices.Index(p.reg.inflight, x); i >= 0 {
 		p.reg.inflight = slices.Delete(p.reg.inflight, i, i+1)
 	}
 	r.mu.Unlock()
-	return x.out, x.err
+	out, e, _ := x.outcome()
+	return out, e
 }
 
-// runHandler calls the handler, recovering a panic, and settles x if
-// nothing settled it first; a later return is audited as late-settlement.
-func (p *pipeline) runHandler(hctx context.Context, x *execution, d *capDef, call *Call, in any) {
-	r := p.r
+// executeInline calls the handler on this goroutine. Its return settles
+// the invocation unless something settled it first; a return after the
+// deadline or after the caller gave up settles TIMEOUT or CANCELLED, as
+// the timer or the caller would have. It returns the execution time.
+func (p *pipeline) executeInline(d *capDef, call *Call, in any, start time.Time) time.Duration {
+	r, x, c := p.r, &p.exec, &p.hctx
 	defer r.execWG.Done()
-	var out any
-	var err error
-	if d.kind == kindProcedure {
-		out, err = p.callExecutor(hctx, call, in)
-	} else {
-		out, err = callHandler(hctx, d, call, in)
+	clock := start
+	if !r.realClock {
+		clock = time.Now()
 	}
-	var e *Error
-	if err != nil {
-		var ae *Error
-		if d.kind == kindProcedure && !errors.As(err, &ae) {
-			e = p.transportError(err)
-		} else if hctx.Err() != nil && !errors.As(err, &ae) {
-			// The handler gave up because its context ended (unmount of a
-			// navigation, cancellation): the call was cancelled, not broken.
-			e = NewError(Cancelled, "", nil)
-		} else {
-			e = p.userError(err, "handler")
+	c.deadline = clock.Add(c.timeout)
+	out, err := p.callUser(c, d, call, in)
+	e := p.handlerOutcome(c, d, err)
+	returned := time.Now()
+	c.end(errSettled)
+	late := false
+	if _, _, settled := x.outcome(); !settled {
+		// The timer or the caller would have settled first.
+		switch {
+		case !returned.Before(c.deadline):
+			out, e, late = nil, p.timeoutError(c.timeout), true
+		case p.ctx.Err() != nil:
+			out, e, late = nil, NewError(Cancelled, "", nil), true
 		}
 	}
-	if x.settle(out, e) {
-		return
+	if !x.settle(out, e) || late {
+		p.lateSettlement()
 	}
+	if r.realClock {
+		return returned.Sub(start)
+	}
+	return r.now().Sub(start)
+}
+
+// executeIsolated runs the handler on its own goroutine and waits for the
+// first settlement: the handler's, the timer's, the caller's or an
+// unmount's.
+func (p *pipeline) executeIsolated(base context.Context, d *capDef, call *Call, in any, timeout time.Duration) {
+	x := &p.exec
+	hctx, stop := context.WithTimeoutCause(base, timeout, errTimedOut)
+	go p.runIsolated(hctx, d, call, in)
+	timer := time.NewTimer(timeout)
+	select {
+	case <-x.done:
+	case <-timer.C:
+		x.settle(nil, p.timeoutError(timeout)) // hctx ends at the same deadline
+	case <-p.ctx.Done():
+		x.settle(nil, NewError(Cancelled, "", nil))
+	}
+	timer.Stop()
+	<-x.done
+	x.cancel(errSettled)
+	stop()
+}
+
+// timeoutError is the TIMEOUT of this invocation: retryable iff the
+// capability is idempotent.
+func (p *pipeline) timeoutError(timeout time.Duration) *Error {
+	idem := p.cap().def.idempotent
+	te := NewError(Timeout, "", map[string]any{"timeoutMs": timeout.Milliseconds(), "idempotent": idem})
+	if idem {
+		te.Retry = RetryYes
+	}
+	return te
+}
+
+// runIsolated calls the handler and settles the execution if nothing
+// settled it first; a later return is audited as late-settlement.
+func (p *pipeline) runIsolated(hctx context.Context, d *capDef, call *Call, in any) {
+	defer p.r.execWG.Done()
+	out, err := p.callUser(hctx, d, call, in)
+	if !p.exec.settle(out, p.handlerOutcome(hctx, d, err)) {
+		p.lateSettlement()
+	}
+}
+
+// callUser calls the handler, or the executor for a procedure.
+func (p *pipeline) callUser(ctx context.Context, d *capDef, call *Call, in any) (any, error) {
+	if d.kind == kindProcedure {
+		return p.callExecutor(ctx, call, in)
+	}
+	return callHandler(ctx, d, call, in)
+}
+
+// handlerOutcome maps what the handler returned to the settlement error.
+func (p *pipeline) handlerOutcome(hctx context.Context, d *capDef, err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var ae *Error
+	switch {
+	case errors.As(err, &ae):
+	case hctx.Err() != nil && context.Cause(hctx) == errTimedOut:
+		// The handler gave up at its deadline, as the timer settles.
+		return p.timeoutError(p.budget)
+	case d.kind == kindProcedure:
+		return p.transportError(err)
+	case hctx.Err() != nil:
+		// The handler gave up because its context ended (unmount of a
+		// navigation, cancellation): the call was cancelled, not broken.
+		return NewError(Cancelled, "", nil)
+	}
+	return p.userError(err, "handler")
+}
+
+// lateSettlement records a handler that returned after the invocation
+// settled.
+func (p *pipeline) lateSettlement() {
+	r := p.r
 	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", p.inv.CapabilityID, "invocationId", p.id)
 	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: p.inv.CapabilityID, RegistrationID: p.reg.id, InvocationID: p.id})
 }
@@ -346,14 +453,14 @@ func (r *Registry) abortInflightLocked(reg *registration, closing bool) {
 		switch {
 		case closing:
 			x.settle(nil, cancelledByClose())
-			x.cancel(errClosed)
+			x.end(errClosed)
 		case x.nav:
 			// Navigation routinely unmounts its own owner: only the
 			// handler, the timer or the caller settle it.
-			x.cancel(errUnmounted)
+			x.end(errUnmounted)
 		default:
 			x.settle(nil, NewError(ComponentUnmounted, "", map[string]any{"phase": "mid-flight"}))
-			x.cancel(errUnmounted)
+			x.end(errUnmounted)
 		}
 	}
 }

@@ -102,11 +102,13 @@ const (
 // first failing phase decides the result.
 //
 // Invoke never panics on agent input and never returns a Go error: every
-// outcome, including CONFIRMATION_REQUIRED, is a Result. Handlers run on
-// their own goroutine with a context derived from ctx that ends on
-// timeout, cancellation or unmount; Invoke returns when the invocation
-// settles, whichever comes first (first settlement wins; a later handler
-// return is only audited as late-settlement).
+// outcome, including CONFIRMATION_REQUIRED, is a Result. Handlers get a
+// context derived from ctx that ends on timeout, cancellation, unmount or
+// Close; the first settlement wins and a later handler return is only
+// audited as late-settlement. Handlers run on the calling goroutine, so a
+// handler that ignores its context delays Invoke (not its outcome) until
+// it returns; [Options.IsolateHandlers] runs them on their own goroutine
+// instead, and Invoke then returns at the first settlement.
 //
 // A call with an invocation id this consumer already used joins the
 // in-flight call or replays its cached result if the request is the same,
@@ -209,6 +211,9 @@ type pipeline struct {
 	queued       bool
 	execution    time.Duration
 	executed     bool
+	exec         execution     // phase 9
+	budget       time.Duration // the execution's timeout
+	hctx         handlerCtx    // the handler's context when it runs inline
 	devDefect    bool
 }
 

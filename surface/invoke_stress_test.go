@@ -84,6 +84,11 @@ func TestInvokeStress(t *testing.T) {
 			DedupeCacheSize: 1 << 20, // never evict during the run
 		}})
 	})
+	t.Run("window-isolated", func(t *testing.T) {
+		runInvokeStress(t, stressConfig{ops: ops / 2, strict: true, isolate: true, limits: surface.Limits{
+			DedupeCacheSize: 1 << 20,
+		}})
+	})
 	t.Run("evict", func(t *testing.T) {
 		runInvokeStress(t, stressConfig{ops: ops / 2, limits: surface.Limits{
 			DedupeCacheSize: 16,
@@ -157,9 +162,10 @@ func neverCached(c surface.Code) bool {
 type stressInput struct{ label, raw string }
 
 type stressConfig struct {
-	ops    int
-	strict bool
-	limits surface.Limits
+	ops     int
+	strict  bool
+	isolate bool // Options.IsolateHandlers
+	limits  surface.Limits
 }
 
 type stressIn struct {
@@ -333,7 +339,7 @@ func runInvokeStress(t *testing.T, cfg stressConfig) {
 	lim.MaxConcurrentObservationsPerConsumer = 2
 	lim.MaxConcurrentObservationsTotal = 4
 	lim.MaxQueuedObservationsPerConsumer = 2
-	reg := surfacetest.NewRegistry(t, &surface.Options{OnDuplicate: surface.Replace, Limits: lim})
+	reg := surfacetest.NewRegistry(t, &surface.Options{OnDuplicate: surface.Replace, Limits: lim, IsolateHandlers: cfg.isolate})
 
 	const budget = 30 * time.Second // generous: a healthy run takes a few seconds under -race
 	wctx, cancel := context.WithTimeout(context.Background(), budget)

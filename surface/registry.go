@@ -92,6 +92,21 @@ type Options struct {
 	Redact func(capabilityID string, p AuditPayload) AuditPayload
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
+	// IsolateHandlers runs every handler (and procedure call) on a
+	// goroutine of its own, so that Invoke settles at the deadline, on
+	// unmount or on cancellation even when the handler ignores its
+	// context: the handler keeps running and its late return is only
+	// audited. It costs a goroutine handoff and a timer per call (about
+	// 2 µs), and the action queue admits the next call while the
+	// abandoned handler may still run.
+	//
+	// By default handlers run on the invoking goroutine with a context
+	// that ends at the deadline, on unmount, Close or the caller's
+	// cancellation. The outcome is the same (the first settlement in time
+	// wins: a handler returning after its deadline settles TIMEOUT), but a
+	// handler that ignores its context delays Invoke until it returns, and
+	// an action holds its queue slot until then.
+	IsolateHandlers bool
 	// Now is the registry's clock, used for every timestamp, TTL check and
 	// duration, and by policies (PolicyContext.Now). Default time.Now.
 	// Timers (invocation timeouts, confirmation expiry) run on the runtime
@@ -154,6 +169,8 @@ type Registry struct {
 	limits     Limits
 	log        *slog.Logger
 	now        func() time.Time
+	realClock  bool // now is time.Now
+	isolate    bool // Options.IsolateHandlers
 	surfaceID  string
 	sink       AuditSink
 	mem        MemorySink // the default sink
@@ -180,7 +197,7 @@ type Registry struct {
 	closingCh  chan struct{}  // closed by Close: queued invocations give up; made on first use
 	closedFlag atomic.Bool    // Close has begun (a lock-free check)
 	obs        obsPool        // observation admission
-	execWG     sync.WaitGroup // running handler goroutines
+	execWG     sync.WaitGroup // running handlers
 	dedupe     dedupeCache    // idempotency keys (own lock)
 	confirm    Confirmations  // confirmation store (own lock)
 	queue      []Event        // undelivered events, in mutation order
@@ -272,6 +289,7 @@ func New(opts *Options) *Registry {
 		limits:     o.Limits.withDefaults(),
 		log:        o.Logger,
 		now:        o.Now,
+		isolate:    o.IsolateHandlers,
 		surfaceID:  newSurfaceID(),
 		sink:       o.Audit,
 	}
@@ -290,7 +308,7 @@ func New(opts *Options) *Registry {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	if r.now == nil {
-		r.now = time.Now
+		r.now, r.realClock = time.Now, true
 	}
 	return r
 }

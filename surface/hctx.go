@@ -1,0 +1,119 @@
+package surface
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// handlerCtx is the context of a handler that runs on the invoking
+// goroutine (the default; see [Options.IsolateHandlers]). Until the
+// handler asks for Done, directly or by deriving a context, it is only its
+// parent, a deadline and a cause: no channel, no timer. Arming it creates
+// the context a handler would get from context.WithDeadlineCause (its Err
+// is context.DeadlineExceeded at the deadline, and its cause
+// errTimedOut), and settles the invocation TIMEOUT when the deadline
+// comes. A handler that never looks at its context costs nothing.
+type handlerCtx struct {
+	parent   context.Context
+	deadline time.Time // on the runtime clock
+	p        *pipeline // settled TIMEOUT at the deadline
+	timeout  time.Duration
+
+	mu           sync.Mutex
+	inner        context.Context // set once armed
+	cancel       context.CancelCauseFunc
+	stopDeadline context.CancelFunc
+	stopWatch    func() bool
+	cause        error // why it ended; nil while it runs
+}
+
+var _ context.Context = (*handlerCtx)(nil)
+
+// Deadline returns the invocation's deadline, or the parent's if earlier.
+func (c *handlerCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+// Done arms the context and returns its channel.
+func (c *handlerCtx) Done() <-chan struct{} { return c.arm().Done() }
+
+// Err reports whether the context ended. An ended context is armed first,
+// so that Done, Err and context.Cause agree.
+func (c *handlerCtx) Err() error {
+	c.mu.Lock()
+	inner, ended := c.inner, c.cause != nil
+	c.mu.Unlock()
+	if inner == nil {
+		if !ended && c.parent.Err() == nil && time.Now().Before(c.deadline) {
+			return nil
+		}
+		inner = c.arm()
+	}
+	return inner.Err()
+}
+
+// Value looks key up in the parent. Once the context has ended it is
+// armed first, so that context.Cause finds the cause.
+func (c *handlerCtx) Value(key any) any {
+	c.mu.Lock()
+	inner, ended := c.inner, c.cause != nil
+	c.mu.Unlock()
+	if inner == nil && (ended || !time.Now().Before(c.deadline)) {
+		inner = c.arm()
+	}
+	if inner != nil {
+		return inner.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// String names the context for fmt and panics.
+func (c *handlerCtx) String() string { return "surface.handlerContext" }
+
+// arm turns the context into a real one: a cancellable child of the
+// parent (for unmount and Close) with the deadline, watched so that the
+// deadline settles the invocation.
+func (c *handlerCtx) arm() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner != nil {
+		return c.inner
+	}
+	base, cancel := context.WithCancelCause(c.parent)
+	c.inner, c.stopDeadline = context.WithDeadlineCause(base, c.deadline, errTimedOut)
+	c.cancel = cancel
+	if c.cause != nil {
+		cancel(c.cause)
+		return c.inner
+	}
+	c.stopWatch = context.AfterFunc(c.inner, c.expire)
+	return c.inner
+}
+
+// expire runs when an armed context ends before the handler returned.
+func (c *handlerCtx) expire() {
+	if context.Cause(c.inner) == errTimedOut {
+		c.p.exec.settle(nil, c.p.timeoutError(c.timeout))
+	}
+}
+
+// end cancels the context with cause (the first cause wins).
+func (c *handlerCtx) end(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cause == nil {
+		c.cause = cause
+	}
+	if c.inner == nil {
+		return
+	}
+	if c.stopWatch != nil {
+		c.stopWatch()
+	}
+	c.cancel(cause)
+	c.stopDeadline()
+}
