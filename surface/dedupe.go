@@ -23,13 +23,14 @@ type dedupeKey struct {
 	invocationID string
 }
 
-// dedupeEntry is one idempotency key: in flight until done is closed, then
+// dedupeEntry is one idempotency key: in flight until finished, then
 // terminal (cached) or removed.
 type dedupeEntry struct {
 	key         dedupeKey
 	fingerprint uint64
-	done        chan struct{}
-	result      Result // written once, before done is closed
+	done        chan struct{} // made for the first joiner; closed when finished
+	finished    bool
+	result      Result // written once, before finished is set
 	terminal    bool
 	expires     time.Time
 	prev, next  *dedupeEntry // insertion order, oldest first
@@ -49,8 +50,9 @@ type dedupeCache struct {
 }
 
 // begin prunes expired entries, looks the key up and, on a miss, records
-// the request as in flight before any pipeline work is observable.
-func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time, lim *Limits) (*dedupeEntry, dedupeHit) {
+// the request as in flight before any pipeline work is observable. A join
+// gets the channel that closes when the entry finishes.
+func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time, lim *Limits) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.ehead != nil && !c.ehead.expires.After(now) {
@@ -59,16 +61,19 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time, lim *Limits
 	if e := c.m[key]; e != nil {
 		switch {
 		case e.fingerprint != fp:
-			return e, dedupeConflict
+			return e, dedupeConflict, nil
 		case e.terminal:
-			return e, dedupeReplay
+			return e, dedupeReplay, nil
 		}
-		return e, dedupeJoin
+		if e.done == nil {
+			e.done = make(chan struct{})
+		}
+		return e, dedupeJoin, e.done
 	}
 	if c.m == nil {
 		c.m = make(map[dedupeKey]*dedupeEntry)
 	}
-	e := &dedupeEntry{key: key, fingerprint: fp, done: make(chan struct{})}
+	e := &dedupeEntry{key: key, fingerprint: fp}
 	c.m[key] = e
 	if c.tail == nil {
 		c.head, c.tail = e, e
@@ -76,7 +81,7 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time, lim *Limits
 		e.prev, c.tail.next, c.tail = c.tail, e, e
 	}
 	c.evict(lim)
-	return e, dedupeMiss
+	return e, dedupeMiss, nil
 }
 
 // finish stores the result of an in-flight entry and wakes its joiners. A
@@ -96,7 +101,10 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	} else if c.m[e.key] == e {
 		c.remove(e)
 	}
-	close(e.done)
+	e.finished = true
+	if e.done != nil {
+		close(e.done)
+	}
 	c.evict(lim)
 }
 

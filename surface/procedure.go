@@ -274,8 +274,8 @@ func (p *pipeline) procedureInput(d *capDef, b *binding) ([]byte, any, *Error) {
 	if raw == nil {
 		raw = []byte("{}")
 	}
-	var agent any
-	if err := json.Unmarshal(raw, &agent); err != nil {
+	agent, err := canonical.Decode(raw)
+	if err != nil {
 		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
 	}
 	obj, isObj := agent.(map[string]any)

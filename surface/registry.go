@@ -3,6 +3,7 @@ package surface
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"maps"
 	"slices"
@@ -187,6 +188,8 @@ type Registry struct {
 	mu         sync.Mutex
 	closed     bool
 	version    atomic.Uint64 // written under mu, read anywhere
+	verText    atomic.Pointer[versionText]
+	fpSeed     maphash.Seed // request fingerprints
 	counter    uint64
 	entries    []*registration            // active registrations in snapshot order
 	byID       map[string]*registration   // active registrations by id
@@ -291,6 +294,7 @@ func New(opts *Options) *Registry {
 		now:        o.Now,
 		isolate:    o.IsolateHandlers,
 		surfaceID:  newSurfaceID(),
+		fpSeed:     maphash.MakeSeed(),
 		sink:       o.Audit,
 	}
 	if r.sink == nil {
@@ -319,8 +323,23 @@ func (r *Registry) SurfaceID() string { return r.surfaceID }
 
 // Version is the current surface version, a decimal string starting at
 // "0". Compare versions for equality only.
-func (r *Registry) Version() string {
-	return strconv.FormatUint(r.version.Load(), 10)
+func (r *Registry) Version() string { return r.versionString(r.version.Load()) }
+
+// versionText is a surface version and its decimal form.
+type versionText struct {
+	v uint64
+	s string
+}
+
+// versionString formats v, reusing the last formatting: every result
+// carries the version, which changes far less often than calls settle.
+func (r *Registry) versionString(v uint64) string {
+	if t := r.verText.Load(); t != nil && t.v == v {
+		return t.s
+	}
+	t := &versionText{v: v, s: strconv.FormatUint(v, 10)}
+	r.verText.Store(t)
+	return t.s
 }
 
 // Environment returns the registry's environment.
