@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -23,10 +24,25 @@ type dedupeKey struct {
 	invocationID string
 }
 
+// hash hashes the key's fields, each behind a NUL (which no id contains
+// unescaped, and the lengths keep apart anyway).
+func (k dedupeKey) hash(seed maphash.Seed) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(string(k.kind))
+	h.WriteByte(0)
+	h.WriteString(k.consumer)
+	h.WriteByte(0)
+	h.WriteString(k.invocationID)
+	return h.Sum64()
+}
+
 // dedupeEntry is one idempotency key: in flight until finished, then
 // terminal (cached) or removed.
 type dedupeEntry struct {
 	key         dedupeKey
+	hash        uint64       // of key
+	hnext       *dedupeEntry // next entry with the same hash
 	fingerprint uint64
 	done        chan struct{} // made for the first joiner; closed when finished
 	finished    bool
@@ -44,21 +60,24 @@ type dedupeEntry struct {
 // order they settled, so pruning pops a list head instead of scanning.
 type dedupeCache struct {
 	mu           sync.Mutex
-	m            map[dedupeKey]*dedupeEntry
-	head, tail   *dedupeEntry // insertion order
-	ehead, etail *dedupeEntry // expiry order
+	m            map[uint64]*dedupeEntry // by key hash, chained on collision
+	n            int                     // entries
+	head, tail   *dedupeEntry            // insertion order
+	ehead, etail *dedupeEntry            // expiry order
 }
 
 // begin prunes expired entries, looks the key up and, on a miss, records
 // the request as in flight before any pipeline work is observable. A join
-// gets the channel that closes when the entry finishes.
-func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time, lim *Limits) (*dedupeEntry, dedupeHit, <-chan struct{}) {
+// gets the channel that closes when the entry finishes. The key is hashed
+// (with the registry's seed) before the lock is taken.
+func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time, lim *Limits) (*dedupeEntry, dedupeHit, <-chan struct{}) {
+	h := key.hash(seed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.ehead != nil && !c.ehead.expires.After(now) {
 		c.remove(c.ehead)
 	}
-	if e := c.m[key]; e != nil {
+	if e := c.lookup(key, h); e != nil {
 		switch {
 		case e.fingerprint != fp:
 			return e, dedupeConflict, nil
@@ -71,10 +90,11 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time, lim *Limits
 		return e, dedupeJoin, e.done
 	}
 	if c.m == nil {
-		c.m = make(map[dedupeKey]*dedupeEntry)
+		c.m = make(map[uint64]*dedupeEntry)
 	}
-	e := &dedupeEntry{key: key, fingerprint: fp}
-	c.m[key] = e
+	e := &dedupeEntry{key: key, hash: h, fingerprint: fp, hnext: c.m[h]}
+	c.m[h] = e
+	c.n++
 	if c.tail == nil {
 		c.head, c.tail = e, e
 	} else {
@@ -90,7 +110,8 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.result = res
-	if cache && c.m[e.key] == e {
+	live := c.lookup(e.key, e.hash) == e
+	if cache && live {
 		e.terminal = true
 		e.expires = now.Add(lim.DedupeCacheTTL)
 		if c.etail == nil {
@@ -98,7 +119,7 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 		} else {
 			e.eprev, c.etail.enxt, c.etail = c.etail, e, e
 		}
-	} else if c.m[e.key] == e {
+	} else if live {
 		c.remove(e)
 	}
 	e.finished = true
@@ -111,13 +132,37 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 // evict drops the oldest entries while over size, stopping at one still
 // in flight.
 func (c *dedupeCache) evict(lim *Limits) {
-	for len(c.m) > lim.DedupeCacheSize && c.head != nil && c.head.terminal {
+	for c.n > lim.DedupeCacheSize && c.head != nil && c.head.terminal {
 		c.remove(c.head)
 	}
 }
 
+// lookup returns the entry of key, whose hash is h, or nil.
+func (c *dedupeCache) lookup(key dedupeKey, h uint64) *dedupeEntry {
+	for e := c.m[h]; e != nil; e = e.hnext {
+		if e.key == key {
+			return e
+		}
+	}
+	return nil
+}
+
 func (c *dedupeCache) remove(e *dedupeEntry) {
-	delete(c.m, e.key)
+	switch first := c.m[e.hash]; {
+	case first == e && e.hnext == nil:
+		delete(c.m, e.hash)
+	case first == e:
+		c.m[e.hash] = e.hnext
+	default:
+		for p := first; p != nil; p = p.hnext {
+			if p.hnext == e {
+				p.hnext = e.hnext
+				break
+			}
+		}
+	}
+	e.hnext = nil
+	c.n--
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {

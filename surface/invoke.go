@@ -130,7 +130,8 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 
 	// Phase 1: identity.
 	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
-	entry, hit, joined := r.dedupe.begin(key, fingerprint(r.fpSeed, p.scratch[:0], inv, p.canonInput, p.inputErr), p.start, &r.limits)
+	var scratch [256]byte
+	entry, hit, joined := r.dedupe.begin(key, r.fpSeed, fingerprint(r.fpSeed, scratch[:0], inv, p.canonInput, p.inputErr), p.start, &r.limits)
 	switch hit {
 	case dedupeJoin:
 		select {
@@ -207,7 +208,6 @@ type pipeline struct {
 	admitted     bool // holds an admission slot
 	call         Call
 	ms           [3]int64 // audit durations
-	scratch      [256]byte
 	queueWait    time.Duration
 	queued       bool
 	execution    time.Duration
