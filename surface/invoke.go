@@ -212,6 +212,7 @@ type pipeline struct {
 	queued       bool
 	execution    time.Duration
 	executed     bool
+	pol          *policyState  // set when the capability has policies
 	exec         execution     // phase 9
 	budget       time.Duration // the execution's timeout
 	hctx         handlerCtx    // the handler's context when it runs inline
@@ -219,6 +220,12 @@ type pipeline struct {
 }
 
 func (p *pipeline) cap() *regCap { return &p.reg.caps[p.capIdx] }
+
+// policyState holds the contexts policies see, allocated together.
+type policyState struct {
+	pc PolicyContext
+	ic InvokeContext
+}
 
 // result builds the envelope of a settled invocation.
 func (p *pipeline) result(e *Error) Result {
@@ -326,7 +333,8 @@ func (p *pipeline) run() Result {
 	if len(c.chain) == 0 {
 		return p.finish(p.afterAuthorize(p.ctx, call, nil))
 	}
-	pc := &PolicyContext{Consumer: p.consumer, Host: host, Environment: r.env, now: r.now, r: r}
+	p.pol = &policyState{pc: PolicyContext{Consumer: p.consumer, Host: host, Environment: r.env, now: r.now, r: r}}
+	pc := &p.pol.pc
 	pc.fill(p.reg, c)
 	if c.discovers {
 		switch dec := r.discover(c.chain, pc); dec.verdict {
@@ -335,6 +343,9 @@ func (p *pipeline) run() Result {
 		case disable:
 			return p.result(NewError(CapabilityNotAvailable, "", map[string]any{"reason": dec.reason}))
 		}
+	}
+	if !c.authorizes {
+		return p.finish(p.afterAuthorize(p.ctx, call, pc))
 	}
 	res := onion(p, p.ctx, c.chain, func(pol *Policy) func(context.Context, *PolicyContext, Next) Result { return pol.Authorize }, pc,
 		func(ctx context.Context) Result { return p.afterAuthorize(ctx, call, pc) })
@@ -375,13 +386,14 @@ func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyCon
 	}
 
 	// Phase 6: invoke policies, innermost the confirmation gate.
-	if len(c.chain) == 0 {
+	if !c.invokes {
 		return p.afterInvokePolicies(ctx, call, in, nil)
 	}
 	if value == nil && d.kind == kindObservation {
 		value = map[string]any{} // observations take no input: policies see {}
 	}
-	ic := &InvokeContext{PolicyContext: *pc, InvocationID: p.id, Input: value}
+	ic := &p.pol.ic
+	*ic = InvokeContext{PolicyContext: *pc, InvocationID: p.id, Input: value}
 	return onion(p, ctx, c.chain, func(pol *Policy) func(context.Context, *InvokeContext, Next) Result { return pol.Invoke }, ic,
 		func(ctx context.Context) Result { return p.afterInvokePolicies(ctx, call, in, ic) })
 }

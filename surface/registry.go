@@ -264,14 +264,16 @@ type registration struct {
 type compKey struct{ typ, instance string }
 
 type regCap struct {
-	id        string
-	name      string
-	def       *capDef
-	meta      JSONText
-	metaMap   map[string]any // decoded meta for policies; nil when none
-	chain     []Policy       // registry ++ component ++ guard ++ capability
-	discovers bool           // some policy in chain has a Discover hook
-	bound     *binding       // procedure references only
+	id         string
+	name       string
+	def        *capDef
+	meta       JSONText
+	metaMap    map[string]any // decoded meta for policies; nil when none
+	chain      []Policy       // registry ++ component ++ guard ++ capability
+	discovers  bool           // some policy in chain has a Discover hook
+	authorizes bool           // … an Authorize hook
+	invokes    bool           // … an Invoke hook or a confirmation escalation
+	bound      *binding       // procedure references only
 }
 
 // New returns a registry. A nil opts means all defaults.
@@ -473,7 +475,10 @@ func (reg *registration) bindPolicies(registry, component, restrictions []Policy
 			rc.chain = slices.Concat(registry, component, restrictions, rc.def.policies)
 		}
 		for k := range rc.chain {
-			rc.discovers = rc.discovers || rc.chain[k].Discover != nil
+			pol := &rc.chain[k]
+			rc.discovers = rc.discovers || pol.Discover != nil
+			rc.authorizes = rc.authorizes || pol.Authorize != nil
+			rc.invokes = rc.invokes || pol.Invoke != nil || pol.escalate != nil
 		}
 	}
 }
