@@ -603,16 +603,22 @@ func (p *pipeline) effectiveInput(d *capDef) (any, any, *Error) {
 			raw = []byte("{}") // no input for an object schema means an empty object
 		}
 	}
-	v, err := canonical.Decode(raw)
-	if err != nil {
-		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
-	}
-	if issues := d.input.Validate(v); len(issues) > 0 {
-		out := make([]Issue, len(issues))
-		for i, is := range issues {
-			out[i] = Issue{Path: is.Path, Message: is.Message}
+	// Most inputs are decided valid straight from the canonical text; the
+	// decoded value is built when the check needs it (to report issues,
+	// or for shapes the text check leaves alone) or policies will see it.
+	var v any
+	if !d.input.ValidCanonical(raw) || p.cap().invokes {
+		var err error
+		if v, err = canonical.Decode(raw); err != nil {
+			return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
 		}
-		return nil, nil, invalidInput(out)
+		if issues := d.input.Validate(v); len(issues) > 0 {
+			out := make([]Issue, len(issues))
+			for i, is := range issues {
+				out[i] = Issue{Path: is.Path, Message: is.Message}
+			}
+			return nil, nil, invalidInput(out)
+		}
 	}
 	// Decode from the canonical text of the validated value: it spells
 	// numbers the way Go decoders accept (1 rather than 1.0).
