@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	fastjson "github.com/segmentio/encoding/json"
+
 	"github.com/agentsurface/agentsurface/internal/canonical"
 )
 
@@ -581,6 +583,10 @@ func appendJSONOrNull(b []byte, s string) []byte {
 	switch {
 	case s == "":
 		return append(b, "null"...)
+	case plainASCII(s): // ids usually are: no escapes, no validation
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
 	case !utf8.ValidString(s):
 		// Canonical JSON (and the UTF-16 hash) would fold invalid bytes
 		// into U+FFFD and make distinct ids collide: hash them in hex
@@ -588,6 +594,17 @@ func appendJSONOrNull(b []byte, s string) []byte {
 		return hex.AppendEncode(append(b, 0), []byte(s))
 	}
 	return canonical.AppendString(b, s)
+}
+
+// plainASCII reports whether s is printable ASCII without '"' or '\\',
+// so that its JSON string is s between quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // effectiveInput validates the action input and decodes it into the
@@ -698,7 +715,14 @@ func (p *pipeline) output(d *capDef, out any) (JSONText, *Error) {
 	if d.output == nil {
 		return "", nil
 	}
-	b, err := json.Marshal(out)
+	buf := p.r.outBufs.Get().(*[]byte)
+	b, err := marshalOutput((*buf)[:0], out)
+	defer func() {
+		if cap(b) <= maxPooledOutput { // keep no outsized buffer alive
+			*buf = b[:0]
+			p.r.outBufs.Put(buf)
+		}
+	}()
 	if err != nil {
 		p.outputDefect(err)
 		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
@@ -726,6 +750,17 @@ func (p *pipeline) output(d *capDef, out any) (JSONText, *Error) {
 		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
 	}
 	return JSONText(b), nil
+}
+
+// maxPooledOutput is the largest output buffer kept for reuse.
+const maxPooledOutput = 64 << 10
+
+// marshalOutput appends the JSON encoding of a handler's output to dst,
+// with segmentio's encoder in encoding/json's configuration (HTML escaped,
+// map keys sorted): the same bytes json.Marshal produces, at about half
+// the cost.
+func marshalOutput(dst []byte, out any) ([]byte, error) {
+	return fastjson.Append(dst, out, fastjson.EscapeHTML|fastjson.SortMapKeys)
 }
 
 // outputDefect logs a handler that returned non-conforming output. In

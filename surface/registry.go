@@ -190,6 +190,7 @@ type Registry struct {
 	version    atomic.Uint64 // written under mu, read anywhere
 	verText    atomic.Pointer[versionText]
 	fpSeed     maphash.Seed // request fingerprints
+	outBufs    sync.Pool    // *[]byte buffers for encoding outputs
 	counter    uint64
 	entries    []*registration            // active registrations in snapshot order
 	byID       map[string]*registration   // active registrations by id
@@ -304,6 +305,7 @@ func New(opts *Options) *Registry {
 		r.sink = &r.mem
 	}
 	r.confirm.r = r
+	r.outBufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	if r.env == Development {
 		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
 	}
