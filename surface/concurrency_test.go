@@ -336,7 +336,7 @@ func TestInlineHandlerContext(t *testing.T) {
 				Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
 					kept = ctx
 					dl, ok := ctx.Deadline()
-					report = append(report, fmt.Sprint(ok, dl.Sub(time.Now()), ctx.Err()))
+					report = append(report, fmt.Sprint(ok, time.Until(dl), ctx.Err()))
 					child, cancel := context.WithTimeout(ctx, time.Hour)
 					defer cancel()
 					time.Sleep(time.Second + time.Millisecond)

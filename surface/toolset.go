@@ -241,8 +241,8 @@ func (ts *Toolset) build() []Tool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if snap.SurfaceVersion == ts.version {
-		out := make([]Tool, len(ts.tools))
-		if withStates(out, ts.tools, snap) {
+		out := slices.Clone(ts.tools) // one bulk copy; states are set below
+		if withStates(out, snap) {
 			return out
 		}
 	}
@@ -254,11 +254,11 @@ func (ts *Toolset) build() []Tool {
 	return slices.Clone(ts.tools)
 }
 
-// withStates copies a catalog built from an earlier snapshot of the same
-// version into dst with the states of snap, in one pass. It reports false
-// when the snapshot lists other capabilities (a policy decision changed):
-// the catalog must then be rebuilt.
-func withStates(dst, cached []Tool, snap Snapshot) bool {
+// withStates sets, in a copy of a catalog built from an earlier snapshot
+// of the same version, the states of snap. It reports false when the
+// snapshot lists other capabilities (a policy decision changed): the
+// catalog must then be rebuilt.
+func withStates(tools []Tool, snap Snapshot) bool {
 	k := 0
 	for _, c := range snap.Components {
 		reg := c.reg
@@ -267,23 +267,33 @@ func withStates(dst, cached []Tool, snap Snapshot) bool {
 			if st.omitted {
 				continue
 			}
-			if k == len(cached) || cached[k].CapabilityID != reg.caps[i].id || cached[k].RegistrationID != reg.id {
+			if k == len(tools) || tools[k].CapabilityID != reg.caps[i].id || tools[k].RegistrationID != reg.id {
 				return false
 			}
-			dst[k] = cached[k]
-			dst[k].State = ToolState{Available: st.available, UnavailableReason: st.reason}
+			setState(&tools[k].State, ToolState{Available: st.available, UnavailableReason: st.reason})
 			k++
 		}
 	}
 	for _, p := range snap.Procedures {
-		if k == len(cached) || cached[k].CapabilityID != p.ProcedureID || cached[k].RegistrationID != p.RegistrationID {
+		if k == len(tools) || tools[k].CapabilityID != p.ProcedureID || tools[k].RegistrationID != p.RegistrationID {
 			return false
 		}
-		dst[k] = cached[k]
-		dst[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
+		setState(&tools[k].State, ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote})
 		k++
 	}
-	return k == len(cached)
+	return k == len(tools)
+}
+
+// setState stores st, writing the strings only when they change (most
+// states repeat the cached one), which spares the write barriers.
+func setState(dst *ToolState, st ToolState) {
+	dst.Available = st.Available
+	if dst.UnavailableReason != st.UnavailableReason {
+		dst.UnavailableReason = st.UnavailableReason
+	}
+	if dst.Note != st.Note {
+		dst.Note = st.Note
+	}
 }
 
 // catalogSignature is the JSON of what subscribers care about.
