@@ -76,22 +76,31 @@ func (c *handlerCtx) String() string { return "surface.handlerContext" }
 
 // arm turns the context into a real one: a cancellable child of the
 // parent (for unmount and Close) with the deadline, watched so that the
-// deadline settles the invocation.
+// deadline settles the invocation. The children are derived outside the
+// lock: deriving calls into the caller's context.
 func (c *handlerCtx) arm() context.Context {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inner != nil {
-		return c.inner
+	inner := c.inner
+	c.mu.Unlock()
+	if inner != nil {
+		return inner
 	}
 	base, cancel := context.WithCancelCause(c.parent)
-	c.inner, c.stopDeadline = context.WithDeadlineCause(base, c.deadline, errTimedOut)
-	c.cancel = cancel
-	if c.cause != nil {
-		cancel(c.cause)
+	inner, stop := context.WithDeadlineCause(base, c.deadline, errTimedOut)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner != nil { // another goroutine armed it meanwhile
+		stop()
+		cancel(errSettled)
 		return c.inner
 	}
-	c.stopWatch = context.AfterFunc(c.inner, c.expire)
-	return c.inner
+	c.inner, c.cancel, c.stopDeadline = inner, cancel, stop
+	if c.cause != nil {
+		cancel(c.cause)
+		return inner
+	}
+	c.stopWatch = context.AfterFunc(inner, c.expire)
+	return inner
 }
 
 // expire runs when an armed context ends before the handler returned.
