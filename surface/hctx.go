@@ -99,7 +99,14 @@ func (c *handlerCtx) arm() context.Context {
 		cancel(c.cause)
 		return inner
 	}
-	c.stopWatch = context.AfterFunc(inner, c.expire)
+	// The watch runs on a goroutine of its own when the context ends
+	// while the handler runs; Close waits for it as for the handler.
+	wg := &c.p.r.execWG
+	wg.Add(1)
+	c.stopWatch = context.AfterFunc(inner, func() {
+		defer wg.Done()
+		c.expire()
+	})
 	return inner
 }
 
@@ -120,9 +127,10 @@ func (c *handlerCtx) end(cause error) {
 	if c.inner == nil {
 		return
 	}
-	if c.stopWatch != nil {
-		c.stopWatch()
+	if c.stopWatch != nil && c.stopWatch() {
+		c.p.r.execWG.Done() // the watch will never run
 	}
+	c.stopWatch = nil
 	c.cancel(cause)
 	c.stopDeadline()
 }
