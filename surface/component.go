@@ -114,47 +114,26 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	}
 	reg.metaMap = thawMeta(reg.meta)
 
-	var obsBuf, actBuf [8]string
-	obsNames := sortedNames(c.Observations, obsBuf[:0])
-	actNames := sortedNames(c.Actions, actBuf[:0])
-	n := len(obsNames) + len(actNames) + len(c.Procedures)
-	if n == 0 {
-		return reg, nil
-	}
-	if n <= len(reg.capsBuf) { // small components: no separate allocations
+	var obsBuf, actBuf [8]namedCap
+	obs := sortedCaps(c.Observations, obsBuf[:0])
+	acts := sortedCaps(c.Actions, actBuf[:0])
+	if n := len(obs) + len(acts) + len(c.Procedures); n <= len(reg.capsBuf) { // small components: no separate allocations
 		reg.caps = reg.capsBuf[:0:n]
 	} else {
 		reg.caps = make([]regCap, 0, n)
 	}
-	reg.nObs = len(obsNames)
-	// All capability ids share one allocation: "view:T.aview:T.b…".
-	idLen := 0
-	for _, names := range [2][]string{obsNames, actNames} {
-		for _, name := range names {
-			idLen += len("view:") + len(reg.typ) + 1 + len(name)
-		}
-	}
-	var allIDs strings.Builder
-	allIDs.Grow(idLen)
-	for _, names := range [2][]string{obsNames, actNames} {
-		for _, name := range names {
-			allIDs.WriteString("view:")
-			allIDs.WriteString(reg.typ)
-			allIDs.WriteByte('.')
-			allIDs.WriteString(name)
-		}
-	}
-	ids := allIDs.String()
-	add := func(group, name string, c Capability, kind capKind) *DefinitionError {
-		id := ids[:len("view:")+len(reg.typ)+1+len(name)]
-		ids = ids[len(id):]
+	idLen := 0 // of the view capability ids
+	add := func(group string, nc namedCap, kind capKind) *DefinitionError {
+		name := nc.name
 		if !ValidCapabilityName(name) {
 			return defErr(InvalidID, group+"."+name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 		}
-		if len(id) > MaxIDLength {
-			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", id, MaxIDLength))
+		n := len("view:") + len(reg.typ) + 1 + len(name)
+		if n > MaxIDLength {
+			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", "view:"+reg.typ+"."+name, MaxIDLength))
 		}
-		d := c.def
+		idLen += n
+		d := nc.c.def
 		if e := d.check(group, name, kind, lim); e != nil {
 			return e
 		}
@@ -165,19 +144,24 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 				return e
 			}
 		}
-		reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, meta: meta, metaMap: thawMeta(meta)})
+		reg.caps = append(reg.caps, regCap{name: name, def: d, meta: meta, metaMap: thawMeta(meta)})
 		return nil
 	}
-	for _, name := range obsNames {
-		if _, dup := c.Actions[name]; dup {
-			return nil, defErr(DuplicateCapability, "actions."+name, "the name is used by both an observation and an action")
+	j := 0 // both lists are sorted: walk acts alongside to find a shared name
+	for _, nc := range obs {
+		for j < len(acts) && acts[j].name < nc.name {
+			j++
 		}
-		if e := add("observations", name, c.Observations[name], kindObservation); e != nil {
+		if j < len(acts) && acts[j].name == nc.name {
+			return nil, defErr(DuplicateCapability, "actions."+nc.name, "the name is used by both an observation and an action")
+		}
+		if e := add("observations", nc, kindObservation); e != nil {
 			return nil, e
 		}
 	}
-	for _, name := range actNames {
-		if e := add("actions", name, c.Actions[name], kindAction); e != nil {
+	reg.nObs = len(reg.caps)
+	for _, nc := range acts {
+		if e := add("actions", nc, kindAction); e != nil {
 			return nil, e
 		}
 	}
@@ -185,10 +169,36 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if e := r.addProcedures(reg, c.Procedures); e != nil {
 		return nil, e
 	}
+	r.assignIDs(reg, idLen)
 	if e := r.lintSuffixes(reg); e != nil {
 		return nil, e
 	}
 	return reg, nil
+}
+
+// assignIDs gives reg its registration id, which takes the next counter
+// value, and its view capabilities their ids. They share one allocation,
+// "reg_…view:T.aview:T.b…", which the tombstone keeps after unregistration
+// (see tombstone.ids); idLen is the length of the view ids.
+func (r *Registry) assignIDs(reg *registration, idLen int) {
+	var buf [24]byte
+	regID := appendRegistrationID(buf[:0], r.counter.Add(1))
+	var all strings.Builder
+	all.Grow(len(regID) + idLen)
+	all.Write(regID)
+	for i := range reg.nView {
+		all.WriteString("view:")
+		all.WriteString(reg.typ)
+		all.WriteByte('.')
+		all.WriteString(reg.caps[i].name)
+	}
+	ids := all.String()
+	reg.ids = ids
+	reg.id, ids = ids[:len(regID)], ids[len(regID):]
+	for i := range reg.nView {
+		n := len("view:") + len(reg.typ) + 1 + len(reg.caps[i].name)
+		reg.caps[i].id, ids = ids[:n], ids[n:]
+	}
 }
 
 // addProcedures validates and binds the component's procedure references.
@@ -257,12 +267,21 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 	return nil
 }
 
-// sortedNames appends the keys of m to buf, sorted.
-func sortedNames(m map[string]Capability, buf []string) []string {
-	for k := range m {
-		buf = append(buf, k)
+// namedCap is a capability with its name in the component's map.
+type namedCap struct {
+	name string
+	c    Capability
+}
+
+// sortedCaps appends the entries of m to buf, sorted by name.
+func sortedCaps(m map[string]Capability, buf []namedCap) []namedCap {
+	if len(m) == 0 {
+		return buf
 	}
-	slices.Sort(buf)
+	for k, c := range m {
+		buf = append(buf, namedCap{k, c})
+	}
+	slices.SortFunc(buf, func(a, b namedCap) int { return strings.Compare(a.name, b.name) })
 	return buf
 }
 

@@ -176,10 +176,9 @@ func newConfirmationID() string {
 	return string(appendRandom62(append(make([]byte, 0, 16), "cnf_"...), 12))
 }
 
-// newRegistrationID formats "reg_" + counter in lowercase base36,
+// appendRegistrationID appends "reg_" + counter in lowercase base36,
 // zero-padded to at least 4, + 6 random base62 characters.
-func newRegistrationID(counter uint64) string {
-	b := make([]byte, 0, 20)
+func appendRegistrationID(b []byte, counter uint64) []byte {
 	b = append(b, "reg_"...)
 	var num [16]byte
 	d := strconv.AppendUint(num[:0], counter, 36)
@@ -187,5 +186,5 @@ func newRegistrationID(counter uint64) string {
 		b = append(b, '0')
 	}
 	b = append(b, d...)
-	return string(appendRandom62(b, 6))
+	return appendRandom62(b, 6)
 }

@@ -797,10 +797,20 @@ func (p *pipeline) resolve() *Error {
 		return reg.instance
 	}
 	if id.Plane == ViewPlane {
-		for _, reg := range r.byType[id.Type] {
-			if i := reg.capIndex(id.Name); i >= 0 && (inv.InstanceID == "" || reg.instance == inv.InstanceID) {
-				cands = append(cands, reg)
-				idxs = append(idxs, i)
+		g := r.byType[id.Type]
+		switch {
+		case g == nil:
+		case inv.InstanceID != "": // at most one live instance has the id
+			if reg := g.instance(inv.InstanceID); reg != nil {
+				if i := reg.capIndex(id.Name); i >= 0 {
+					cands, idxs = append(cands, reg), append(idxs, i)
+				}
+			}
+		default:
+			for _, reg := range g.regs {
+				if i := reg.capIndex(id.Name); i >= 0 {
+					cands, idxs = append(cands, reg), append(idxs, i)
+				}
 			}
 		}
 	} else {

@@ -189,13 +189,11 @@ type Registry struct {
 	closed     bool
 	version    atomic.Uint64 // written under mu, read anywhere
 	verText    atomic.Pointer[versionText]
-	fpSeed     maphash.Seed // request fingerprints
-	outBufs    sync.Pool    // *[]byte buffers for encoding outputs
-	counter    uint64
-	entries    []*registration            // active registrations in snapshot order
-	byID       map[string]*registration   // active registrations by id
-	byKey      map[compKey]*registration  // active registrations by type and instance
-	byType     map[string][]*registration // active registrations per type, unordered
+	fpSeed     maphash.Seed               // request fingerprints
+	outBufs    sync.Pool                  // *[]byte buffers for encoding outputs
+	counter    atomic.Uint64              // registration ids; rejected handles take one too
+	entries    entryOrder                 // active registrations in snapshot order
+	byType     map[string]*typeGroup      // active registrations per type
 	byProc     map[string][]*registration // active registrations per procedure path
 	tombs      tombstones
 	closingCh  chan struct{}  // closed by Close: queued invocations give up; made on first use
@@ -235,7 +233,8 @@ type Availability struct {
 // registration is one live (or dead) component registration. Its
 // structural fields are frozen at Register.
 type registration struct {
-	id          string
+	id          string // a prefix of ids
+	ids         string // the registration id, then the view capability ids
 	typ         string
 	instance    string
 	description string
@@ -255,14 +254,10 @@ type registration struct {
 	st       *regState    // current state; replaced, never mutated
 	inflight []*execution // running handlers
 	actions  queueGroup   // the instance's action slot and queue
-	typeIdx  int          // position in Registry.byType[typ]
+	typeIdx  int          // position in its typeGroup.regs
 	status   Status
 	stopCtx  func() bool
-	lastWhen []bool // availability last announced by Refresh; nil: none yet
 }
-
-// compKey identifies a live component: type and instance id.
-type compKey struct{ typ, instance string }
 
 type regCap struct {
 	id         string
@@ -274,6 +269,7 @@ type regCap struct {
 	discovers  bool           // some policy in chain has a Discover hook
 	authorizes bool           // … an Authorize hook
 	invokes    bool           // … an Invoke hook or a confirmation escalation
+	whenOff    bool           // Refresh last announced When false; guarded by Registry.mu
 	bound      *binding       // procedure references only
 }
 
@@ -413,10 +409,8 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
 			return r.rejectLocked(reg, RejectedDuplicate)
 		}
-		r.unregisterLocked(old)
+		r.unregisterLocked(old, r.now())
 	}
-	r.counter++
-	reg.id = newRegistrationID(r.counter)
 	reg.status = Active
 	st := enabledState
 	if c.Disabled {
@@ -492,8 +486,6 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
-	r.counter++ // rejected handles take an id too
-	reg.id = newRegistrationID(r.counter)
 	reg.status = Rejected
 	emitLocked(r, ComponentRejected{ComponentType: reg.typ, InstanceID: reg.instance, Reason: reason})
 	r.unlockAndDrain()
@@ -502,35 +494,23 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 }
 
 func (r *Registry) liveInstanceLocked(typ, instance string) *registration {
-	return r.byKey[compKey{typ, instance}]
-}
-
-// entryCmp orders registrations by priority desc, type asc, instance asc.
-func entryCmp(a, b *registration) int {
-	if a.priority != b.priority {
-		if a.priority > b.priority {
-			return -1
-		}
-		return 1
+	if g := r.byType[typ]; g != nil {
+		return g.instance(instance)
 	}
-	if c := strings.Compare(a.typ, b.typ); c != 0 {
-		return c
-	}
-	return strings.Compare(a.instance, b.instance)
+	return nil
 }
 
 func (r *Registry) insertLocked(reg *registration) {
-	i, _ := slices.BinarySearchFunc(r.entries, reg, entryCmp)
-	r.entries = slices.Insert(r.entries, i, reg)
-	if r.byID == nil {
-		r.byID = make(map[string]*registration)
-		r.byKey = make(map[compKey]*registration)
-		r.byType = make(map[string][]*registration)
+	r.entries.add(reg)
+	g := r.byType[reg.typ]
+	if g == nil {
+		if r.byType == nil {
+			r.byType = make(map[string]*typeGroup)
+		}
+		g = &typeGroup{}
+		r.byType[reg.typ] = g
 	}
-	r.byID[reg.id] = reg
-	r.byKey[compKey{reg.typ, reg.instance}] = reg
-	reg.typeIdx = len(r.byType[reg.typ])
-	r.byType[reg.typ] = append(r.byType[reg.typ], reg)
+	g.add(reg)
 	for i := reg.nView; i < len(reg.caps); i++ {
 		if r.byProc == nil {
 			r.byProc = make(map[string][]*registration)
@@ -540,24 +520,11 @@ func (r *Registry) insertLocked(reg *registration) {
 	}
 }
 
-// indexLocked returns the position of reg in r.entries, or -1.
-func (r *Registry) indexLocked(reg *registration) int {
-	i, found := slices.BinarySearchFunc(r.entries, reg, entryCmp)
-	if !found || r.entries[i] != reg {
-		return -1
-	}
-	return i
-}
-
-func (r *Registry) unregisterLocked(reg *registration) {
+func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 	reg.status = Unregistered
 	r.stopCtxLocked(reg)
 	r.abortInflightLocked(reg, false)
-	if i := r.indexLocked(reg); i >= 0 {
-		r.entries = slices.Delete(r.entries, i, i+1)
-	}
-	delete(r.byID, reg.id)
-	delete(r.byKey, compKey{reg.typ, reg.instance})
+	r.entries.remove()
 	for i := reg.nView; i < len(reg.caps); i++ {
 		path := reg.caps[i].name
 		refs := slices.DeleteFunc(slices.Clone(r.byProc[path]), func(x *registration) bool { return x == reg })
@@ -567,20 +534,20 @@ func (r *Registry) unregisterLocked(reg *registration) {
 			r.byProc[path] = refs
 		}
 	}
-	same := r.byType[reg.typ] // swap-remove: the order is irrelevant
-	last := same[len(same)-1]
-	same[reg.typeIdx], last.typeIdx = last, reg.typeIdx
-	same[len(same)-1] = nil
-	if same = same[:len(same)-1]; len(same) == 0 {
+	if g := r.byType[reg.typ]; len(g.regs) == 1 {
 		delete(r.byType, reg.typ)
 	} else {
-		r.byType[reg.typ] = same
+		g.remove(reg)
 	}
-	capIDs := make([]string, len(reg.caps)) // ids only: nothing executable outlives the registration
-	for i := range reg.caps {
-		capIDs[i] = reg.caps[i].id
+	// Ids only: nothing executable outlives the registration.
+	ts := tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, ids: reg.ids}
+	if len(reg.caps) > reg.nView {
+		ts.procIDs = make([]string, 0, len(reg.caps)-reg.nView)
+		for _, rc := range reg.caps[reg.nView:] {
+			ts.procIDs = append(ts.procIDs, rc.id)
+		}
 	}
-	r.tombs.add(tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, capIDs: capIDs}, r.now(), &r.limits)
+	r.tombs.add(ts, now, &r.limits)
 	emitLocked(r, ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 }
@@ -610,9 +577,10 @@ func (h *Handle) Unregister() {
 		r.mu.Unlock()
 		return
 	}
-	r.unregisterLocked(h.reg)
+	now := r.now()
+	r.unregisterLocked(h.reg, now)
 	r.unlockAndDrain()
-	r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: h.reg.id})
+	r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: h.reg.id, At: now})
 }
 
 // Invalidate bumps the surface version without changing anything, so
@@ -732,10 +700,11 @@ func (h *Handle) Refresh() {
 	st := reg.st
 	changed := false
 	for k := range reg.caps {
-		before := reg.lastWhen == nil || reg.lastWhen[k]
+		before := !reg.caps[k].whenOff
 		if now[k] == before {
 			continue
 		}
+		reg.caps[k].whenOff = !now[k]
 		changed = true
 		avail := now[k] && !st.disabled
 		if a, ok := st.override(&reg.caps[k]); ok && !a.Available {
@@ -743,7 +712,6 @@ func (h *Handle) Refresh() {
 		}
 		emitLocked(r, AvailabilityChanged{RegistrationID: reg.id, CapabilityID: reg.caps[k].id, Available: avail})
 	}
-	reg.lastWhen = now
 	if changed {
 		r.bumpLocked()
 	}
@@ -786,12 +754,13 @@ func (r *Registry) Close() error {
 		r.closingCh = make(chan struct{})
 	}
 	close(r.closingCh)
-	for _, reg := range r.entries {
+	for _, reg := range r.entries.live() {
 		reg.status = Unregistered
 		r.stopCtxLocked(reg)
 		r.abortInflightLocked(reg, true)
 	}
-	r.entries, r.byID, r.byKey, r.byType, r.byProc = nil, nil, nil, nil, nil
+	r.entries.reset()
+	r.byType, r.byProc = nil, nil
 	r.tombs = tombstones{}
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
@@ -829,8 +798,30 @@ type tombstone struct {
 	regID    string
 	typ      string
 	instance string
-	capIDs   []string
+	ids      string   // registration.ids: the view capability ids follow regID
+	procIDs  []string // procedure reference ids
 	expires  time.Time
+}
+
+// lists reports whether the tombstone's registration had the capability.
+// A view id is found in ids at an id boundary: ':' occurs in ids only in
+// the "view:" that starts each view id, so a match starts at a boundary,
+// and it ends at one when the text after it is empty or another id.
+func (ts *tombstone) lists(capID string) bool {
+	if !strings.HasPrefix(capID, "view:") {
+		return slices.Contains(ts.procIDs, capID)
+	}
+	rest := ts.ids[len(ts.regID):]
+	for {
+		i := strings.Index(rest, capID)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(capID):]
+		if rest == "" || strings.HasPrefix(rest, "view:") {
+			return true
+		}
+	}
 }
 
 // tombstones is a FIFO ring bounded by size and TTL. Entries expire in
@@ -881,7 +872,7 @@ func (t *tombstones) byRegistration(regID string, now time.Time) (tombstone, boo
 // listing reports whether a live tombstone lists the capability id.
 func (t *tombstones) listing(capID string, now time.Time) bool {
 	for i := t.n - 1; i >= 0; i-- {
-		if ts := t.at(i); ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
+		if ts := t.at(i); ts.expires.After(now) && ts.lists(capID) {
 			return true
 		}
 	}

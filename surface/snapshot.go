@@ -252,8 +252,9 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// route provider) runs after.
 	r.mu.Lock()
 	version := r.version.Load()
-	comps := make([]ComponentDescriptor, 0, len(r.entries))
-	for _, reg := range r.entries {
+	live := r.entries.live()
+	comps := make([]ComponentDescriptor, 0, len(live))
+	for _, reg := range live {
 		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
 			comps = append(comps, ComponentDescriptor{reg: reg, st: reg.st})
 		}

@@ -1,0 +1,110 @@
+package surface
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// AS-SNAP-001, AS-LIFE-004: property — whatever the interleaving of
+// registrations, unregistrations and reads, the lazily merged order lists
+// exactly the live registrations in snapshot order, and the type groups
+// find exactly the live instances.
+func TestEntryOrderProperty_AS_SNAP_001(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var order entryOrder
+		groups := map[string]*typeGroup{}
+		var live []*registration
+		seq := 0
+		for range rapid.IntRange(1, 400).Draw(rt, "steps") {
+			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
+			case op <= 4 || len(live) == 0: // register
+				typ := rapid.SampledFrom([]string{"a", "a.b", "b"}).Draw(rt, "type")
+				inst := "i" + strconv.Itoa(seq)
+				seq++
+				reg := &registration{typ: typ, instance: inst, priority: rapid.IntRange(-1, 1).Draw(rt, "priority"), status: Active}
+				order.add(reg)
+				if groups[typ] == nil {
+					groups[typ] = &typeGroup{}
+				}
+				groups[typ].add(reg)
+				live = append(live, reg)
+			case op <= 8: // unregister
+				k := rapid.IntRange(0, len(live)-1).Draw(rt, "victim")
+				reg := live[k]
+				live = slices.Delete(live, k, k+1)
+				reg.status = Unregistered
+				order.remove()
+				groups[reg.typ].remove(reg)
+			default: // read
+				want := slices.SortedFunc(slices.Values(live), entryCmp)
+				if got := order.live(); !slices.Equal(got, want) {
+					rt.Fatalf("order lists %d registrations, want %d in order", len(got), len(want))
+				}
+			}
+			if stored := len(order.sorted) + len(order.added); stored > 2*len(live)+33 {
+				rt.Fatalf("%d stored for %d live: unregistered ones are not compacted", stored, len(live))
+			}
+		}
+		for _, reg := range live {
+			if got := groups[reg.typ].instance(reg.instance); got != reg {
+				rt.Fatalf("instance %s/%s not found", reg.typ, reg.instance)
+			}
+		}
+		for typ, g := range groups {
+			if g.instance("i"+strconv.Itoa(seq)) != nil {
+				rt.Fatalf("type %s finds an instance never registered", typ)
+			}
+			for i, reg := range g.regs {
+				if reg.typeIdx != i || reg.status != Active {
+					rt.Fatalf("type %s: slot %d holds a registration at %d, status %v", typ, i, reg.typeIdx, reg.status)
+				}
+			}
+		}
+		if got, want := order.live(), slices.SortedFunc(slices.Values(live), entryCmp); !slices.Equal(got, want) {
+			rt.Fatalf("final order lists %d registrations, want %d in order", len(got), len(want))
+		}
+	})
+}
+
+// AS-LIFE-002: a tombstone lists exactly the capability ids of its
+// registration, though it keeps the view ids as one string.
+func TestTombstoneLists_AS_LIFE_002(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		typ := rapid.SampledFrom([]string{"a", "a.b", "grid"}).Draw(rt, "type")
+		names := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-c][a-cA-C0-9]{0,3}`), 0, 6, rapid.ID).Draw(rt, "names")
+		slices.Sort(names)
+		r := New(nil)
+		defer r.Close()
+		reg := &registration{typ: typ}
+		for _, n := range names {
+			reg.caps = append(reg.caps, regCap{name: n})
+		}
+		reg.nView = len(reg.caps)
+		idLen := 0
+		for _, n := range names {
+			idLen += len("view:" + typ + "." + n)
+		}
+		r.assignIDs(reg, idLen)
+		ts := tombstone{regID: reg.id, ids: reg.ids}
+		for i, n := range names {
+			if want := "view:" + typ + "." + n; reg.caps[i].id != want {
+				rt.Fatalf("capability id %q, want %q", reg.caps[i].id, want)
+			}
+			if !ts.lists(reg.caps[i].id) {
+				rt.Fatalf("tombstone does not list %q (ids %q)", reg.caps[i].id, reg.ids)
+			}
+		}
+		probe := "view:" + rapid.SampledFrom([]string{"a", "a.b", "grid", "b"}).Draw(rt, "probeType") + "." +
+			rapid.StringMatching(`[a-c][a-cA-C0-9]{0,4}`).Draw(rt, "probeName")
+		want := slices.ContainsFunc(reg.caps, func(rc regCap) bool { return rc.id == probe })
+		if got := ts.lists(probe); got != want {
+			rt.Fatalf("lists(%q) = %v, want %v (ids %q)", probe, got, want, reg.ids)
+		}
+		if ts.lists(reg.id) || ts.lists("domain:x.y") {
+			rt.Fatal("a tombstone lists its registration id or a procedure it never had")
+		}
+	})
+}
