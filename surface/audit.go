@@ -112,16 +112,19 @@ func NewMemorySink(capacity int) *MemorySink {
 	return &MemorySink{capacity: capacity}
 }
 
-// Record implements AuditSink.
+// Record implements AuditSink. A zero MemorySink keeps the default 1000.
 func (s *MemorySink) Record(e AuditEvent) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if s.capacity <= 0 {
+		s.capacity = defaultMemoryCapacity
+	}
 	if len(s.events) < s.capacity {
 		s.events = append(s.events, e)
-		return
+	} else {
+		s.events[s.next] = e
+		s.next = (s.next + 1) % s.capacity
 	}
-	s.events[s.next] = e
-	s.next = (s.next + 1) % s.capacity
+	s.mu.Unlock()
 }
 
 // Events returns the kept records, oldest first.
@@ -154,6 +157,10 @@ func (r *Registry) auditTo(sink AuditSink, e AuditEvent) {
 }
 
 func (r *Registry) record(sink AuditSink, e AuditEvent) {
+	if ms, ok := sink.(*MemorySink); ok { // cannot panic: no recovery needed
+		ms.Record(e)
+		return
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("surface: audit sink panicked", "type", e.Type, "panic", fmt.Sprint(p))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -185,4 +186,17 @@ func TestDevConsoleAudit_AS_OBSV_002(t *testing.T) {
 	// Production and test stay quiet.
 	quiet := surface.New(nil)
 	defer quiet.Close()
+}
+
+// A zero MemorySink is ready to use and keeps the default 1000 records,
+// dropping the oldest.
+func TestMemorySinkZeroValue(t *testing.T) {
+	var sink surface.MemorySink
+	for i := range 1002 {
+		sink.Record(surface.AuditEvent{Type: surface.AuditRegistration, RegistrationID: strconv.Itoa(i)})
+	}
+	got := sink.Events()
+	if len(got) != 1000 || got[0].RegistrationID != "2" || got[999].RegistrationID != "1001" {
+		t.Fatalf("kept %d records, from %q to %q; want 1000 from 2 to 1001", len(got), got[0].RegistrationID, got[len(got)-1].RegistrationID)
+	}
 }

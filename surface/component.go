@@ -182,7 +182,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 // (see tombstone.ids); idLen is the length of the view ids.
 func (r *Registry) assignIDs(reg *registration, idLen int) {
 	var buf [24]byte
-	regID := appendRegistrationID(buf[:0], r.counter.Add(1))
+	regID := appendRegistrationID(buf[:0], r.counter.Add(1), r.idKey)
 	var all strings.Builder
 	all.Grow(len(regID) + idLen)
 	all.Write(regID)
@@ -281,7 +281,9 @@ func sortedCaps(m map[string]Capability, buf []namedCap) []namedCap {
 	for k, c := range m {
 		buf = append(buf, namedCap{k, c})
 	}
-	slices.SortFunc(buf, func(a, b namedCap) int { return strings.Compare(a.name, b.name) })
+	if len(buf) > 1 {
+		slices.SortFunc(buf, func(a, b namedCap) int { return strings.Compare(a.name, b.name) })
+	}
 	return buf
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Plane separates view capabilities (observations and actions of live
@@ -139,8 +140,12 @@ func isAlnum(c byte) bool {
 // jsLen is the length of s in UTF-16 code units, the unit of every
 // character limit of the spec.
 func jsLen(s string) int {
-	n := 0
-	for _, r := range s {
+	i := 0
+	for i < len(s) && s[i] < utf8.RuneSelf { // ASCII: one unit per byte
+		i++
+	}
+	n := i
+	for _, r := range s[i:] {
 		n += utf16.RuneLen(r)
 	}
 	return n
@@ -177,8 +182,11 @@ func newConfirmationID() string {
 }
 
 // appendRegistrationID appends "reg_" + counter in lowercase base36,
-// zero-padded to at least 4, + 6 random base62 characters.
-func appendRegistrationID(b []byte, counter uint64) []byte {
+// zero-padded to at least 4, + 6 base62 characters drawn from key and
+// counter by a bijective mix (splitmix64's finaliser): distinct counters
+// give distinct draws, and without the registry's random key they cannot
+// be predicted. The counter alone makes the id unique.
+func appendRegistrationID(b []byte, counter, key uint64) []byte {
 	b = append(b, "reg_"...)
 	var num [16]byte
 	d := strconv.AppendUint(num[:0], counter, 36)
@@ -186,5 +194,13 @@ func appendRegistrationID(b []byte, counter uint64) []byte {
 		b = append(b, '0')
 	}
 	b = append(b, d...)
-	return appendRandom62(b, 6)
+	z := counter + key
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	for range 6 {
+		b = append(b, base62[z%62])
+		z /= 62
+	}
+	return b
 }

@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
 	"testing"
@@ -107,4 +108,67 @@ func TestTombstoneLists_AS_LIFE_002(t *testing.T) {
 			rt.Fatal("a tombstone lists its registration id or a procedure it never had")
 		}
 	})
+}
+
+// Emptied type groups are kept for reuse but swept, so a registry that
+// sees many short-lived component types does not keep a group for each.
+func TestTypeGroupsBounded(t *testing.T) {
+	r := New(nil)
+	defer r.Close()
+	keep, err := r.Register(Component{Type: "kept", Description: "stays"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		h, err := r.Register(Component{Type: "t" + strconv.Itoa(i), Description: "short-lived"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Unregister()
+		r.mu.Lock()
+		empty := 0
+		for _, g := range r.byType {
+			if len(g.regs) == 0 {
+				empty++
+			}
+		}
+		n, counted := len(r.byType), r.emptyGroups
+		r.mu.Unlock()
+		if empty != counted {
+			t.Fatalf("after %d: %d empty groups, counted %d", i, empty, counted)
+		}
+		if n > 2*66 {
+			t.Fatalf("after %d: %d groups for 1 live registration", i, n)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.byType["kept"]; g == nil || g.instance(DefaultInstanceID) != keep.reg || len(r.entries.live()) != 1 {
+		t.Fatal("the sweep lost the live registration")
+	}
+}
+
+// AS-ID-001: registration ids follow "reg_" + base36 counter (at least 4
+// digits) + 6 base62 characters, and the counter reads back.
+func TestRegistrationIDGrammar_AS_ID_001(t *testing.T) {
+	grammar := regexp.MustCompile(`^reg_[0-9a-z]{4,}[0-9A-Za-z]{6}$`)
+	rapid.Check(t, func(rt *rapid.T) {
+		counter := rapid.Uint64().Draw(rt, "counter")
+		key := rapid.Uint64().Draw(rt, "key")
+		id := string(appendRegistrationID(nil, counter, key))
+		if !grammar.MatchString(id) {
+			rt.Fatalf("id %q does not match the grammar", id)
+		}
+		back, err := strconv.ParseUint(id[len("reg_"):len(id)-6], 36, 64)
+		if err != nil || back != counter {
+			rt.Fatalf("id %q reads back counter %d (%v), want %d", id, back, err, counter)
+		}
+	})
+	// Two registries draw different random parts for the same counter.
+	a, b := New(nil), New(nil)
+	defer a.Close()
+	defer b.Close()
+	if x, y := appendRegistrationID(nil, 1, a.idKey), appendRegistrationID(nil, 1, b.idKey); string(x) == string(y) {
+		t.Fatalf("two registries minted the same id %s", x)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -185,27 +186,29 @@ type Registry struct {
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
-	mu         sync.Mutex
-	closed     bool
-	version    atomic.Uint64 // written under mu, read anywhere
-	verText    atomic.Pointer[versionText]
-	fpSeed     maphash.Seed               // request fingerprints
-	outBufs    sync.Pool                  // *[]byte buffers for encoding outputs
-	counter    atomic.Uint64              // registration ids; rejected handles take one too
-	entries    entryOrder                 // active registrations in snapshot order
-	byType     map[string]*typeGroup      // active registrations per type
-	byProc     map[string][]*registration // active registrations per procedure path
-	tombs      tombstones
-	closingCh  chan struct{}  // closed by Close: queued invocations give up; made on first use
-	closedFlag atomic.Bool    // Close has begun (a lock-free check)
-	obs        obsPool        // observation admission
-	execWG     sync.WaitGroup // running handlers
-	dedupe     dedupeCache    // idempotency keys (own lock)
-	confirm    Confirmations  // confirmation store (own lock)
-	queue      []Event        // undelivered events, in mutation order
-	scPending  bool           // queue holds a SurfaceChanged placeholder
-	draining   bool           // some goroutine is delivering the queue
-	ctxWG      sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
+	mu          sync.Mutex
+	closed      bool
+	version     atomic.Uint64 // written under mu, read anywhere
+	verText     atomic.Pointer[versionText]
+	fpSeed      maphash.Seed               // request fingerprints
+	outBufs     sync.Pool                  // *[]byte buffers for encoding outputs
+	counter     atomic.Uint64              // registration ids; rejected handles take one too
+	idKey       uint64                     // mixes the random part of registration ids
+	entries     entryOrder                 // active registrations in snapshot order
+	byType      map[string]*typeGroup      // active registrations per type; some groups may be empty
+	emptyGroups int                        // groups in byType without registrations
+	byProc      map[string][]*registration // active registrations per procedure path
+	tombs       tombstones
+	closingCh   chan struct{}  // closed by Close: queued invocations give up; made on first use
+	closedFlag  atomic.Bool    // Close has begun (a lock-free check)
+	obs         obsPool        // observation admission
+	execWG      sync.WaitGroup // running handlers
+	dedupe      dedupeCache    // idempotency keys (own lock)
+	confirm     Confirmations  // confirmation store (own lock)
+	queue       []Event        // undelivered events, in mutation order
+	scPending   bool           // queue holds a SurfaceChanged placeholder
+	draining    bool           // some goroutine is delivering the queue
+	ctxWG       sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
 }
 
 // regState is the mutable part of a registration. It is immutable once
@@ -294,6 +297,7 @@ func New(opts *Options) *Registry {
 		isolate:    o.IsolateHandlers,
 		surfaceID:  newSurfaceID(),
 		fpSeed:     maphash.MakeSeed(),
+		idKey:      rand.Uint64(),
 		sink:       o.Audit,
 	}
 	if r.sink == nil {
@@ -403,7 +407,8 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
-	old := r.liveInstanceLocked(reg.typ, reg.instance)
+	g := r.groupLocked(reg.typ)
+	old := g.instance(reg.instance)
 	if old != nil {
 		if r.onDup == Reject {
 			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
@@ -417,7 +422,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		st = disabledState
 	}
 	reg.st = st
-	r.insertLocked(reg)
+	r.insertLocked(reg, g)
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
@@ -493,22 +498,32 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 	return reg.handle(r), nil
 }
 
-func (r *Registry) liveInstanceLocked(typ, instance string) *registration {
+// groupLocked returns the group of a component type, making it if need
+// be. Emptied groups are kept for the type's next registration; making a
+// group sweeps them once they outnumber the others (plus a margin), so
+// they stay bounded.
+func (r *Registry) groupLocked(typ string) *typeGroup {
 	if g := r.byType[typ]; g != nil {
-		return g.instance(instance)
+		return g
 	}
-	return nil
+	if r.byType == nil {
+		r.byType = make(map[string]*typeGroup)
+	}
+	if r.emptyGroups > 64 && 2*r.emptyGroups > len(r.byType) {
+		maps.DeleteFunc(r.byType, func(_ string, g *typeGroup) bool { return len(g.regs) == 0 })
+		r.emptyGroups = 0
+	}
+	g := &typeGroup{}
+	r.byType[typ] = g
+	r.emptyGroups++ // until insertLocked adds to it
+	return g
 }
 
-func (r *Registry) insertLocked(reg *registration) {
+// insertLocked adds reg to the indexes; g is its type's group.
+func (r *Registry) insertLocked(reg *registration, g *typeGroup) {
 	r.entries.add(reg)
-	g := r.byType[reg.typ]
-	if g == nil {
-		if r.byType == nil {
-			r.byType = make(map[string]*typeGroup)
-		}
-		g = &typeGroup{}
-		r.byType[reg.typ] = g
+	if len(g.regs) == 0 {
+		r.emptyGroups--
 	}
 	g.add(reg)
 	for i := reg.nView; i < len(reg.caps); i++ {
@@ -534,10 +549,9 @@ func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 			r.byProc[path] = refs
 		}
 	}
-	if g := r.byType[reg.typ]; len(g.regs) == 1 {
-		delete(r.byType, reg.typ)
-	} else {
-		g.remove(reg)
+	g := r.byType[reg.typ]
+	if g.remove(reg); len(g.regs) == 0 {
+		r.emptyGroups++
 	}
 	// Ids only: nothing executable outlives the registration.
 	ts := tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, ids: reg.ids}
@@ -760,7 +774,7 @@ func (r *Registry) Close() error {
 		r.abortInflightLocked(reg, true)
 	}
 	r.entries.reset()
-	r.byType, r.byProc = nil, nil
+	r.byType, r.byProc, r.emptyGroups = nil, nil, 0
 	r.tombs = tombstones{}
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
