@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	fastjson "github.com/segmentio/encoding/json"
@@ -174,6 +175,7 @@ type capDef struct {
 	meta         map[string]any
 	policies     []Policy
 	timeout      time.Duration
+	passed       atomic.Pointer[checkedLimits] // the limits check last passed under
 
 	when     func() bool
 	reason   string
@@ -338,32 +340,50 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 	if d.kind != want {
 		return at(defErr(InvalidDefinition, "", "a "+d.kind.String()+" listed among "+want.String()+"s"))
 	}
+	// The rest depends only on the definition and these limits: a
+	// definition registered again under the same limits passed already.
+	checked := checkedLimits{lim.MaxCapabilityDescription, lim.MaxSchemaBytes, lim.MaxSchemaDepth}
+	if p := d.passed.Load(); p != nil && *p == checked {
+		return nil
+	}
+	if e := d.checkLimits(lim); e != nil {
+		return at(e)
+	}
+	d.passed.Store(new(checked)) // a copy: checked itself stays on the stack
+	return nil
+}
+
+// checkedLimits are the limits a definition's check depends on.
+type checkedLimits struct{ description, schemaBytes, schemaDepth int }
+
+// checkLimits is check's part that depends on the limits.
+func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	if d.bad != nil {
-		return at(d.bad)
+		return d.bad
 	}
 	if e := describeProblem(d.descBlank, d.descLen, lim.MaxCapabilityDescription); e != nil {
-		return at(e)
+		return e
 	}
 	if d.kind == kindProcedure && !d.effect.IsServer() {
 		if d.effect.IsView() {
-			return at(defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects"))
+			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects")
 		}
-		return at(defErr(InvalidDefinition, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive"))
+		return defErr(InvalidDefinition, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive")
 	}
 	if d.kind == kindAction {
 		switch {
 		case d.effect.IsServer():
-			return at(defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation"))
+			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation")
 		case !d.effect.IsView():
-			return at(defErr(InvalidDefinition, "effect", "effect must be local-state or navigation"))
+			return defErr(InvalidDefinition, "effect", "effect must be local-state or navigation")
 		case !d.confirmation.valid():
-			return at(defErr(InvalidDefinition, "confirmation", "confirmation must be never, optional or required"))
+			return defErr(InvalidDefinition, "confirmation", "confirmation must be never, optional or required")
 		case !d.audit.valid():
-			return at(defErr(InvalidDefinition, "audit", "audit must be none, metadata or full"))
+			return defErr(InvalidDefinition, "audit", "audit must be none, metadata or full")
 		}
 	}
 	if d.timeout < 0 {
-		return at(defErr(InvalidDefinition, "timeout", "timeout must not be negative"))
+		return defErr(InvalidDefinition, "timeout", "timeout must not be negative")
 	}
 	for _, s := range []struct {
 		s     *schema.Schema
@@ -373,7 +393,7 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 			continue
 		}
 		if err := s.s.CheckLimits(lim.MaxSchemaBytes, lim.MaxSchemaDepth); err != nil {
-			return at(&DefinitionError{Code: UnsupportedSchema, Field: s.field, Message: err.Error(), Err: err})
+			return &DefinitionError{Code: UnsupportedSchema, Field: s.field, Message: err.Error(), Err: err}
 		}
 	}
 	return nil

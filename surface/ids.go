@@ -2,7 +2,6 @@ package surface
 
 import (
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -151,6 +150,8 @@ func jsLen(s string) int {
 	return n
 }
 
+const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // appendRandom62 appends n random base62 characters. The source is
@@ -188,12 +189,13 @@ func newConfirmationID() string {
 // be predicted. The counter alone makes the id unique.
 func appendRegistrationID(b []byte, counter, key uint64) []byte {
 	b = append(b, "reg_"...)
-	var num [16]byte
-	d := strconv.AppendUint(num[:0], counter, 36)
-	for i := len(d); i < 4; i++ {
-		b = append(b, '0')
+	var num [13]byte // 36^13 > 2^64
+	i := len(num)
+	for v := counter; i > len(num)-4 || v > 0; v /= 36 {
+		i--
+		num[i] = base36[v%36]
 	}
-	b = append(b, d...)
+	b = append(b, num[i:]...)
 	z := counter + key
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb

@@ -282,6 +282,10 @@ func TestSchemaLimitsAtRegister_AS_SCHEMA_001(t *testing.T) {
 	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
 	roomy := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaDepth: 4}})
 	surfacetest.MustRegister(t, roomy, c)
+	// A definition that passed under some limits is checked again under
+	// others.
+	_, err = tight.Register(c)
+	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
 
 	// Limits above the defaults are honoured too: depth 10 needs a registry
 	// that allows it.
