@@ -92,27 +92,31 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if e := checkDescription(c.Description, lim.MaxComponentDescription); e != nil {
 		return nil, e
 	}
-	reg := &registration{
-		typ:         c.Type,
-		instance:    instance,
-		description: c.Description,
-		internal:    maps.Clone(c.Internal),
-		priority:    c.Priority,
-	}
+	var ext regExtras
 	if p := c.Parent; p != nil {
-		reg.parent = *p
-		if reg.parent.InstanceID == "" {
-			reg.parent.InstanceID = DefaultInstanceID
+		ext.parent = *p
+		if ext.parent.InstanceID == "" {
+			ext.parent.InstanceID = DefaultInstanceID
 		}
-		if !ValidComponentType(reg.parent.Type) || !ValidInstanceID(reg.parent.InstanceID) {
+		if !ValidComponentType(ext.parent.Type) || !ValidInstanceID(ext.parent.InstanceID) {
 			return nil, defErr(InvalidDefinition, "parent", "parent needs a valid component type and instance id")
 		}
 	}
 	var e *DefinitionError
-	if reg.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
+	if ext.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
 		return nil, e
 	}
-	reg.metaMap = thawMeta(reg.meta)
+	reg := &registration{
+		typ:         c.Type,
+		instance:    instance,
+		description: c.Description,
+		priority:    c.Priority,
+		ext:         &noExtras,
+	}
+	if ext.internal = maps.Clone(c.Internal); ext.parent != (Parent{}) || ext.meta != "" || ext.internal != nil {
+		ext.metaMap = thawMeta(ext.meta)
+		reg.ext = &ext
+	}
 
 	var obsBuf, actBuf [8]namedCap
 	obs := sortedCaps(c.Observations, obsBuf[:0])

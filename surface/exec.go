@@ -68,8 +68,9 @@ type waiter struct {
 }
 
 // obsPool bounds concurrent observations per consumer and in total, with
-// one arrival-ordered wait list (semantics §7.2). Guarded by Registry.mu.
+// one arrival-ordered wait list (semantics §7.2).
 type obsPool struct {
+	mu      sync.Mutex // guards the rest; taken without Registry.mu
 	total   int
 	running map[string]int // per consumer
 	queued  map[string]int // per consumer
@@ -89,20 +90,18 @@ func cancelledByClose() *Error {
 func (p *pipeline) admit(d *capDef) *Error {
 	r := p.r
 	p.queued = true
-	r.mu.Lock()
 	var w *waiter
 	var e *Error
 	if d.kind == kindObservation {
-		w, e = r.admitObservationLocked(p.consumerKey)
+		w, e = r.admitObservation(p.consumerKey)
 	} else {
-		w, e = r.admitGroupLocked(p.group())
+		w, e = r.admitGroup(p.group())
 	}
-	closing := r.closingLocked()
-	r.mu.Unlock()
 	if w == nil {
 		p.admitted = e == nil
 		return e
 	}
+	closing := r.closing()
 	start := r.now() // only a waiter has queue time to measure
 	select {
 	case <-w.ch:
@@ -116,10 +115,7 @@ func (p *pipeline) admit(d *capDef) *Error {
 	}
 	// Leave the queue; if admission raced with the cancellation, give the
 	// slot back.
-	r.mu.Lock()
-	admitted := !r.dropWaiterLocked(p.group(), d.kind, w)
-	r.mu.Unlock()
-	if admitted {
+	if admitted := !r.dropWaiter(p.group(), d.kind, w); admitted {
 		p.admitted = true
 		p.release(d)
 	}
@@ -135,10 +131,10 @@ func (p *pipeline) release(d *capDef) {
 	}
 	p.admitted = false
 	r := p.r
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if d.kind != kindObservation {
 		g := p.group()
+		g.mu.Lock()
+		defer g.mu.Unlock()
 		if len(g.waiters) > 0 { // hand the slot to the first waiter
 			w := g.waiters[0]
 			g.waiters = slices.Delete(g.waiters, 0, 1)
@@ -149,6 +145,8 @@ func (p *pipeline) release(d *capDef) {
 		return
 	}
 	pool, key := &r.obs, p.consumerKey
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
 	pool.total--
 	if pool.running[key]--; pool.running[key] == 0 {
 		delete(pool.running, key)
@@ -179,13 +177,16 @@ func (p *pipeline) group() *queueGroup {
 }
 
 // queueGroup is one serialization group: one call in flight and a FIFO
-// of waiters. Guarded by Registry.mu.
+// of waiters.
 type queueGroup struct {
+	mu      sync.Mutex // guards the rest; taken without Registry.mu
 	running bool
 	waiters []*waiter
 }
 
-func (r *Registry) admitGroupLocked(g *queueGroup) (*waiter, *Error) {
+func (r *Registry) admitGroup(g *queueGroup) (*waiter, *Error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if !g.running {
 		g.running = true
 		return nil, nil
@@ -198,8 +199,10 @@ func (r *Registry) admitGroupLocked(g *queueGroup) (*waiter, *Error) {
 	return w, nil
 }
 
-func (r *Registry) admitObservationLocked(key string) (*waiter, *Error) {
+func (r *Registry) admitObservation(key string) (*waiter, *Error) {
 	pool := &r.obs
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
 	if pool.running[key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
 		if pool.running == nil {
 			pool.running = make(map[string]int)
@@ -220,10 +223,12 @@ func (r *Registry) admitObservationLocked(key string) (*waiter, *Error) {
 	return w, nil
 }
 
-// dropWaiterLocked removes a waiter that gave up. It reports false if the
+// dropWaiter removes a waiter that gave up. It reports false if the
 // waiter was already admitted (and so holds a slot).
-func (r *Registry) dropWaiterLocked(g *queueGroup, kind capKind, w *waiter) bool {
+func (r *Registry) dropWaiter(g *queueGroup, kind capKind, w *waiter) bool {
 	if kind == kindObservation {
+		r.obs.mu.Lock()
+		defer r.obs.mu.Unlock()
 		i := slices.Index(r.obs.waiters, w)
 		if i < 0 {
 			return false
@@ -234,6 +239,8 @@ func (r *Registry) dropWaiterLocked(g *queueGroup, kind capKind, w *waiter) bool
 		}
 		return true
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	i := slices.Index(g.waiters, w)
 	if i < 0 {
 		return false
@@ -270,18 +277,22 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 		base, x.cancel = context.WithCancelCause(p.ctx)
 		x.done = make(chan struct{})
 	}
-	r.mu.Lock()
+	// Under the registration's execution lock: an unmount or Close either
+	// finds this execution in flight or is seen here (Close sets the flag
+	// before it aborts each registration's executions).
+	reg := p.reg
+	reg.xmu.Lock()
 	var guard *Error
 	switch {
-	case r.closed:
+	case r.closedFlag.Load():
 		guard = cancelledByClose()
-	case p.reg.status != Active:
+	case reg.gone:
 		guard = NewError(ComponentUnmounted, "", map[string]any{"phase": "mid-flight"})
 	case p.ctx.Err() != nil:
 		guard = NewError(Cancelled, "", nil)
 	}
 	if guard != nil {
-		r.mu.Unlock()
+		reg.xmu.Unlock()
 		if x.cancel != nil {
 			x.cancel(errSettled)
 		}
@@ -294,9 +305,9 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 		x.hctx = &p.hctx
 		p.hctx.parent, p.hctx.p, p.hctx.timeout = p.ctx, p, timeout
 	}
-	p.reg.inflight = append(p.reg.inflight, x)
+	reg.inflight = append(reg.inflight, x)
 	r.execWG.Add(1)
-	r.mu.Unlock()
+	reg.xmu.Unlock()
 	if p.reserved != nil { // execution starts: the evidence is spent
 		r.confirm.consume(p.reserved)
 		p.consumed = true
@@ -311,11 +322,11 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 	}
 	p.executed = true
 
-	r.mu.Lock()
-	if i := slices.Index(p.reg.inflight, x); i >= 0 {
-		p.reg.inflight = slices.Delete(p.reg.inflight, i, i+1)
+	reg.xmu.Lock()
+	if i := slices.Index(reg.inflight, x); i >= 0 {
+		reg.inflight = slices.Delete(reg.inflight, i, i+1)
 	}
-	r.mu.Unlock()
+	reg.xmu.Unlock()
 	out, e, _ := x.outcome()
 	return out, e
 }
@@ -447,8 +458,11 @@ func callHandler(ctx context.Context, d *capDef, call *Call, in any) (out any, e
 }
 
 // abortInflightLocked settles or aborts the running handlers of a
-// registration that is going away.
+// registration that is going away, and stops later ones from starting.
 func (r *Registry) abortInflightLocked(reg *registration, closing bool) {
+	reg.xmu.Lock()
+	defer reg.xmu.Unlock()
+	reg.gone = true
 	for _, x := range reg.inflight {
 		switch {
 		case closing:

@@ -781,8 +781,8 @@ func (p *pipeline) resolve() *Error {
 	if !ok {
 		return NewError(CapabilityNotFound, "", nil)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.mu.RLock() // resolution only reads
+	defer r.mu.RUnlock()
 	var buf [4]*registration
 	cands := buf[:0]
 	var idx [4]int

@@ -186,7 +186,7 @@ type Registry struct {
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
-	mu          sync.Mutex
+	mu          sync.RWMutex // invocations only read-lock it, to resolve
 	closed      bool
 	version     atomic.Uint64 // written under mu, read anywhere
 	verText     atomic.Pointer[versionText]
@@ -241,10 +241,7 @@ type registration struct {
 	typ         string
 	instance    string
 	description string
-	parent      Parent
-	meta        JSONText
-	metaMap     map[string]any // decoded meta for policies; nil when none
-	internal    map[string]any
+	ext         *regExtras // never nil; &noExtras when nothing is set
 	priority    int
 	caps        []regCap // observations, actions (each by name), then procedure references
 	nObs        int
@@ -253,14 +250,31 @@ type registration struct {
 
 	h Handle // the one handle of this registration
 
-	// Guarded by Registry.mu.
-	st       *regState    // current state; replaced, never mutated
+	// Guarded by xmu, taken after Registry.mu when both are held.
+	xmu      sync.Mutex
+	gone     bool         // unregistered or closed: no handler may start
 	inflight []*execution // running handlers
-	actions  queueGroup   // the instance's action slot and queue
-	typeIdx  int          // position in its typeGroup.regs
-	status   Status
-	stopCtx  func() bool
+
+	// Guarded by Registry.mu.
+	st      *regState  // current state; replaced, never mutated
+	actions queueGroup // the instance's action slot and queue
+	typeIdx int        // position in its typeGroup.regs
+	status  Status
+	stopCtx func() bool
 }
+
+// regExtras holds the parts of a registration that components seldom
+// set, allocated only when one is.
+type regExtras struct {
+	parent   Parent
+	meta     JSONText
+	metaMap  map[string]any // decoded meta for policies; nil when none
+	internal map[string]any
+}
+
+// noExtras is the shared extras of registrations that set none; never
+// written.
+var noExtras regExtras
 
 type regCap struct {
 	id         string

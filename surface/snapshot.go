@@ -92,11 +92,11 @@ func (c ComponentDescriptor) Description() string { return c.reg.description }
 
 // Parent returns the containment link, if the component declared one.
 func (c ComponentDescriptor) Parent() (Parent, bool) {
-	return c.reg.parent, c.reg.parent != Parent{}
+	return c.reg.ext.parent, c.reg.ext.parent != Parent{}
 }
 
 // Meta returns the agent-visible metadata record, or "" if none.
-func (c ComponentDescriptor) Meta() JSONText { return c.reg.meta }
+func (c ComponentDescriptor) Meta() JSONText { return c.reg.ext.meta }
 
 // state returns the snapshot state of capability i.
 func (c ComponentDescriptor) state(i int) capView {
@@ -163,7 +163,7 @@ func (c ComponentDescriptor) MarshalJSON() ([]byte, error) {
 		Meta           JSONText                `json:"meta,omitempty"`
 		Observations   []ObservationDescriptor `json:"observations"`
 		Actions        []ActionDescriptor      `json:"actions"`
-	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.meta, c.Observations(), c.Actions()})
+	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.ext.meta, c.Observations(), c.Actions()})
 }
 
 // ObservationDescriptor describes one observation.
@@ -398,9 +398,9 @@ func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.Kind = rc.def.kindName()
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id
-	pc.ComponentMeta = reg.metaMap
+	pc.ComponentMeta = reg.ext.metaMap
 	pc.CapabilityMeta = rc.metaMap
-	pc.Internal = reg.internal
+	pc.Internal = reg.ext.internal
 }
 
 // availability computes a capability's availability (spec 03
