@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -360,6 +361,84 @@ func TestInlineHandlerContext(t *testing.T) {
 			t.Fatal("Done of a kept context must be closed")
 		}
 	})
+}
+
+// What a handler keeps past its invocation (its Call, its context, a
+// context derived from it) stays that invocation's, however many
+// invocations follow on the same registry, concurrently or not: the
+// runtime reuses its own per-invocation state, never what it handed out.
+func TestKeptHandlerStateStaysOwn(t *testing.T) {
+	reg := surface.New(nil)
+	defer reg.Close()
+	type kept struct {
+		ctx, child context.Context
+		stop       context.CancelFunc
+		call       *surface.Call
+		id         string // the invocation id the handler saw
+	}
+	var mu sync.Mutex
+	var all []kept
+	act := surface.Action(surface.ActionDef[surface.None, surface.None]{
+		Description: "Keeps", Effect: surface.LocalState,
+		Execute: func(ctx context.Context, call *surface.Call, _ surface.None) (surface.None, error) {
+			k := kept{ctx: ctx, call: call, id: call.InvocationID}
+			if len(call.InvocationID)%2 == 0 { // half arm the context
+				k.child, k.stop = context.WithCancel(ctx)
+			}
+			mu.Lock()
+			all = append(all, k)
+			mu.Unlock()
+			return surface.None{}, nil
+		}})
+	obs := surface.Observation(surface.ObservationDef[string]{
+		Description: "Keeps", Read: func(ctx context.Context, call *surface.Call) (string, error) {
+			mu.Lock()
+			all = append(all, kept{ctx: ctx, call: call, id: call.InvocationID})
+			mu.Unlock()
+			return call.InvocationID, nil
+		}})
+	for i := range 4 {
+		surfacetest.MustRegister(t, reg, surface.Component{Type: "keep", InstanceID: "k" + strconv.Itoa(i), Description: "Keeps",
+			Actions: map[string]surface.Capability{"act": act}, Observations: map[string]surface.Capability{"read": obs}})
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				capID := "view:keep.act"
+				if i%3 == 0 {
+					capID = "view:keep.read"
+				}
+				res := reg.Invoke(bg, surface.Invocation{InvocationID: id, CapabilityID: capID, InstanceID: "k" + strconv.Itoa(g)}, as("x"))
+				if res.Error != nil || res.InvocationID != id {
+					t.Errorf("%s: %+v", id, res)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(all) != 800 {
+		t.Fatalf("%d handler runs, want 800", len(all))
+	}
+	seen := map[string]bool{}
+	for _, k := range all {
+		if k.call.InvocationID != k.id || seen[k.id] || k.call.CapabilityID == "" {
+			t.Fatalf("a kept Call changed: saw %q, now %+v", k.id, *k.call)
+		}
+		seen[k.id] = true
+		if k.ctx.Err() == nil || context.Cause(k.ctx) == nil {
+			t.Fatalf("%s: a kept context must be done, with a cause", k.id)
+		}
+		if k.child != nil && k.child.Err() == nil {
+			t.Fatalf("%s: a context derived from a kept one must be done", k.id)
+		}
+		if k.stop != nil {
+			k.stop()
+		}
+	}
 }
 
 // AS-CONC-012: cancelled before or while queued → CANCELLED, never run.

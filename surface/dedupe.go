@@ -54,24 +54,71 @@ type dedupeEntry struct {
 }
 
 // dedupeCache maps consumer + invocation id to requests, bounded by size
-// and TTL (semantics §6). Entries keep their insertion position when they
-// become terminal; hits do not refresh it; in-flight entries are never
-// evicted. Because the TTL is constant, terminal entries expire in the
-// order they settled, so pruning pops a list head instead of scanning.
+// and TTL (semantics §6). It is split by key hash into shards, each with
+// its own lock and its share of the size, so that concurrent invocations
+// seldom meet on one lock; a cache of fewer than 64 entries is one shard,
+// and every shard holds at least 32.
 type dedupeCache struct {
+	shards []dedupeShard
+}
+
+// Shard bounds: at most maxDedupeShards, each with at least
+// minDedupeShardSize entries.
+const (
+	maxDedupeShards    = 8
+	minDedupeShardSize = 32
+)
+
+func (c *dedupeCache) init(size int) {
+	n := 1
+	for n < maxDedupeShards && size/(2*n) >= minDedupeShardSize {
+		n *= 2
+	}
+	c.shards = make([]dedupeShard, n)
+	for i := range c.shards {
+		c.shards[i].capacity = size / n
+		if i < size%n {
+			c.shards[i].capacity++
+		}
+	}
+}
+
+// shard returns the shard of a key hash.
+func (c *dedupeCache) shard(h uint64) *dedupeShard {
+	return &c.shards[h&uint64(len(c.shards)-1)]
+}
+
+// begin records or finds the key; see dedupeShard.begin.
+func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}) {
+	h := key.hash(seed)
+	return c.shard(h).begin(key, h, fp, now)
+}
+
+// finish settles an entry; see dedupeShard.finish.
+func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
+	c.shard(e.hash).finish(e, res, cache, now, ttl)
+}
+
+// dedupeShard is one part of the cache. Entries keep their insertion
+// position when they become terminal; hits do not refresh it; in-flight
+// entries are never evicted. Because the TTL is constant, terminal
+// entries expire in the order they settled, so pruning pops a list head
+// instead of scanning.
+type dedupeShard struct {
 	mu           sync.Mutex
 	m            map[uint64]*dedupeEntry // by key hash, chained on collision
 	n            int                     // entries
+	capacity     int                     // entries kept once terminal
 	head, tail   *dedupeEntry            // insertion order
 	ehead, etail *dedupeEntry            // expiry order
+	_            [64]byte                // keeps neighbouring shards' locks off one cache line
 }
 
 // begin prunes expired entries, looks the key up and, on a miss, records
 // the request as in flight before any pipeline work is observable. A join
-// gets the channel that closes when the entry finishes. The key is hashed
-// (with the registry's seed) before the lock is taken.
-func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time, lim *Limits) (*dedupeEntry, dedupeHit, <-chan struct{}) {
-	h := key.hash(seed)
+// gets the channel that closes when the entry finishes. h is the key's
+// hash, computed before the lock is taken.
+func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.ehead != nil && !c.ehead.expires.After(now) {
@@ -100,20 +147,20 @@ func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now tim
 	} else {
 		e.prev, c.tail.next, c.tail = c.tail, e, e
 	}
-	c.evict(lim)
+	c.evict()
 	return e, dedupeMiss, nil
 }
 
 // finish stores the result of an in-flight entry and wakes its joiners. A
 // cacheable result makes the entry terminal; any other removes the key.
-func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Time, lim *Limits) {
+func (c *dedupeShard) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.result = res
 	live := c.lookup(e.key, e.hash) == e
 	if cache && live {
 		e.terminal = true
-		e.expires = now.Add(lim.DedupeCacheTTL)
+		e.expires = now.Add(ttl)
 		if c.etail == nil {
 			c.ehead, c.etail = e, e
 		} else {
@@ -126,19 +173,19 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	if e.done != nil {
 		close(e.done)
 	}
-	c.evict(lim)
+	c.evict()
 }
 
 // evict drops the oldest entries while over size, stopping at one still
 // in flight.
-func (c *dedupeCache) evict(lim *Limits) {
-	for c.n > lim.DedupeCacheSize && c.head != nil && c.head.terminal {
+func (c *dedupeShard) evict() {
+	for c.n > c.capacity && c.head != nil && c.head.terminal {
 		c.remove(c.head)
 	}
 }
 
 // lookup returns the entry of key, whose hash is h, or nil.
-func (c *dedupeCache) lookup(key dedupeKey, h uint64) *dedupeEntry {
+func (c *dedupeShard) lookup(key dedupeKey, h uint64) *dedupeEntry {
 	for e := c.m[h]; e != nil; e = e.hnext {
 		if e.key == key {
 			return e
@@ -147,7 +194,7 @@ func (c *dedupeCache) lookup(key dedupeKey, h uint64) *dedupeEntry {
 	return nil
 }
 
-func (c *dedupeCache) remove(e *dedupeEntry) {
+func (c *dedupeShard) remove(e *dedupeEntry) {
 	switch first := c.m[e.hash]; {
 	case first == e && e.hnext == nil:
 		delete(c.m, e.hash)

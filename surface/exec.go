@@ -302,8 +302,9 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 	p.budget = timeout
 	if !r.isolate {
 		// The context must be complete before an unmount can reach it.
-		x.hctx = &p.hctx
-		p.hctx.parent, p.hctx.p, p.hctx.timeout = p.ctx, p, timeout
+		c := &p.hs.hctx
+		x.hctx = c
+		c.parent, c.p, c.timeout = p.ctx, p, timeout
 	}
 	reg.inflight = append(reg.inflight, x)
 	r.execWG.Add(1)
@@ -336,7 +337,7 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 // deadline or after the caller gave up settles TIMEOUT or CANCELLED, as
 // the timer or the caller would have. It returns the execution time.
 func (p *pipeline) executeInline(d *capDef, call *Call, in any, start time.Time) time.Duration {
-	r, x, c := p.r, &p.exec, &p.hctx
+	r, x, c := p.r, &p.exec, &p.hs.hctx
 	defer r.execWG.Done()
 	clock := start
 	if !r.realClock {
@@ -347,6 +348,7 @@ func (p *pipeline) executeInline(d *capDef, call *Call, in any, start time.Time)
 	e := p.handlerOutcome(c, d, err)
 	returned := time.Now()
 	c.end(errSettled)
+	c.release()
 	late := false
 	if _, _, settled := x.outcome(); !settled {
 		// The timer or the caller would have settled first.

@@ -25,7 +25,8 @@ type handlerCtx struct {
 	cancel       context.CancelCauseFunc
 	stopDeadline context.CancelFunc
 	stopWatch    func() bool
-	cause        error // why it ended; nil while it runs
+	watch        sync.WaitGroup // the deadline watch, from arming until it ran or was stopped
+	cause        error          // why it ended; nil while it runs
 }
 
 var _ context.Context = (*handlerCtx)(nil)
@@ -103,8 +104,10 @@ func (c *handlerCtx) arm() context.Context {
 	// while the handler runs; Close waits for it as for the handler.
 	wg := &c.p.r.execWG
 	wg.Add(1)
+	c.watch.Add(1)
 	c.stopWatch = context.AfterFunc(inner, func() {
 		defer wg.Done()
+		defer c.watch.Done()
 		c.expire()
 	})
 	return inner
@@ -129,8 +132,20 @@ func (c *handlerCtx) end(cause error) {
 	}
 	if c.stopWatch != nil && c.stopWatch() {
 		c.p.r.execWG.Done() // the watch will never run
+		c.watch.Done()
 	}
 	c.stopWatch = nil
 	c.cancel(cause)
 	c.stopDeadline()
+}
+
+// release waits for a deadline watch that started before end stopped it,
+// then drops the context's link to the pipeline, which may be reused: a
+// context the handler kept still answers Done, Err, Value and Deadline.
+// Call it after end.
+func (c *handlerCtx) release() {
+	c.watch.Wait()
+	c.mu.Lock()
+	c.p = nil
+	c.mu.Unlock()
 }

@@ -117,7 +117,8 @@ const (
 // in-flight call or replays its cached result if the request is the same,
 // and fails INVOCATION_CONFLICT if it differs.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
-	p := &pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now()}
+	p := r.pipes.Get().(*pipeline)
+	*p = pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now()}
 	p.consumer = opts.Consumer.normalized()
 	p.consumerKey = p.consumer.Key()
 	p.id = inv.InvocationID
@@ -133,7 +134,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	// Phase 1: identity.
 	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
 	var scratch [256]byte
-	entry, hit, joined := r.dedupe.begin(key, r.fpSeed, fingerprint(r.fpSeed, scratch[:0], inv, p.canonInput, p.inputErr), p.start, &r.limits)
+	entry, hit, joined := r.dedupe.begin(key, r.fpSeed, fingerprint(r.fpSeed, scratch[:0], inv, p.canonInput, p.inputErr), p.start)
 	switch hit {
 	case dedupeJoin:
 		select {
@@ -160,9 +161,25 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 		cache = false
 	}
 	end := r.now()
-	r.dedupe.finish(entry, res, cache, end, &r.limits)
+	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
 	p.settledAt(res, end, p.level != AuditNone || p.phase2Failed)
-	return res.clone()
+	res = res.clone()
+	p.recycle()
+	return res
+}
+
+// recycle returns p to the registry's pool when nothing can reach it any
+// more. What a handler may keep (its Call and context) lives in
+// handlerState, which is never reused. A pipeline is kept out of the pool
+// when its handler may still run (IsolateHandlers) or when it went through
+// policies, whose Next closures user code could call late.
+func (p *pipeline) recycle() {
+	if p.r.isolate || p.pol != nil {
+		return
+	}
+	r := p.r
+	*p = pipeline{}
+	r.pipes.Put(p)
 }
 
 func codeOf(res Result) Code {
@@ -208,8 +225,6 @@ type pipeline struct {
 	reserved     *confirmRecord // approved evidence held for this call
 	consumed     bool
 	admitted     bool // holds an admission slot
-	call         Call
-	ms           [3]int64 // audit durations
 	queueWait    time.Duration
 	queued       bool
 	execution    time.Duration
@@ -217,11 +232,18 @@ type pipeline struct {
 	pol          *policyState  // set when the capability has policies
 	exec         execution     // phase 9
 	budget       time.Duration // the execution's timeout
-	hctx         handlerCtx    // the handler's context when it runs inline
+	hs           *handlerState // from authorization on
 	devDefect    bool
 }
 
 func (p *pipeline) cap() *regCap { return &p.reg.caps[p.capIdx] }
+
+// handlerState is what user code may keep after the invocation: the Call
+// and the handler's context. Unlike the pipeline it is never reused.
+type handlerState struct {
+	call Call
+	hctx handlerCtx // the handler's context when it runs inline
+}
 
 // policyState holds the contexts policies see, allocated together.
 type policyState struct {
@@ -252,7 +274,7 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	if !audit {
 		return
 	}
-	ms := &p.ms
+	ms := new([3]int64) // the record keeps pointers to it
 	ms[0] = d.Milliseconds()
 	ev := AuditEvent{
 		Type: AuditInvocationSettled, At: end, CapabilityID: p.inv.CapabilityID, InvocationID: p.id,
@@ -330,8 +352,8 @@ func (p *pipeline) run() Result {
 	// re-run first, so a capability hidden from this consumer is
 	// indistinguishable from one that does not exist.
 	host := r.hostContext()
-	p.call = Call{CapabilityID: c.id, RegistrationID: p.reg.id, InvocationID: p.id, Consumer: p.consumer, Host: host}
-	call := &p.call
+	p.hs = &handlerState{call: Call{CapabilityID: c.id, RegistrationID: p.reg.id, InvocationID: p.id, Consumer: p.consumer, Host: host}}
+	call := &p.hs.call
 	if len(c.chain) == 0 {
 		return p.finish(p.afterAuthorize(p.ctx, call, nil))
 	}

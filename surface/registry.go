@@ -191,6 +191,7 @@ type Registry struct {
 	version     atomic.Uint64 // written under mu, read anywhere
 	verText     atomic.Pointer[versionText]
 	fpSeed      maphash.Seed               // request fingerprints
+	pipes       sync.Pool                  // *pipeline, reused when nothing can reach them
 	outBufs     sync.Pool                  // *[]byte buffers for encoding outputs
 	counter     atomic.Uint64              // registration ids; rejected handles take one too
 	idKey       uint64                     // mixes the random part of registration ids
@@ -319,7 +320,9 @@ func New(opts *Options) *Registry {
 		r.sink = &r.mem
 	}
 	r.confirm.r = r
+	r.dedupe.init(r.limits.DedupeCacheSize)
 	r.outBufs.New = func() any { b := make([]byte, 0, 512); return &b }
+	r.pipes.New = func() any { return new(pipeline) }
 	if r.env == Development {
 		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
 	}
