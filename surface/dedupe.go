@@ -45,6 +45,7 @@ type dedupeEntry struct {
 	hnext       *dedupeEntry // next entry with the same hash
 	fingerprint uint64
 	done        chan struct{} // made for the first joiner; closed when finished
+	linked      bool          // in the shard's map and lists
 	finished    bool
 	result      Result // written once, before finished is set
 	terminal    bool
@@ -89,7 +90,7 @@ func (c *dedupeCache) shard(h uint64) *dedupeShard {
 }
 
 // begin records or finds the key; see dedupeShard.begin.
-func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}) {
+func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}, Result) {
 	h := key.hash(seed)
 	return c.shard(h).begin(key, h, fp, now)
 }
@@ -111,14 +112,18 @@ type dedupeShard struct {
 	capacity     int                     // entries kept once terminal
 	head, tail   *dedupeEntry            // insertion order
 	ehead, etail *dedupeEntry            // expiry order
+	free         *dedupeEntry            // removed entries no one can reach, by hnext
+	nfree        int
 	_            [64]byte                // keeps neighbouring shards' locks off one cache line
 }
 
 // begin prunes expired entries, looks the key up and, on a miss, records
 // the request as in flight before any pipeline work is observable. A join
-// gets the channel that closes when the entry finishes. h is the key's
-// hash, computed before the lock is taken.
-func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}) {
+// gets the channel that closes when the entry finishes; a replay gets a
+// copy of the cached result, taken under the lock because the entry may
+// be reused once it is evicted. h is the key's hash, computed before the
+// lock is taken.
+func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}, Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.ehead != nil && !c.ehead.expires.After(now) {
@@ -127,19 +132,26 @@ func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (
 	if e := c.lookup(key, h); e != nil {
 		switch {
 		case e.fingerprint != fp:
-			return e, dedupeConflict, nil
+			return nil, dedupeConflict, nil, Result{}
 		case e.terminal:
-			return e, dedupeReplay, nil
+			return nil, dedupeReplay, nil, e.result
 		}
 		if e.done == nil {
-			e.done = make(chan struct{})
+			e.done = make(chan struct{}) // joiners read e later: it is never reused
 		}
-		return e, dedupeJoin, e.done
+		return e, dedupeJoin, e.done, Result{}
 	}
 	if c.m == nil {
 		c.m = make(map[uint64]*dedupeEntry)
 	}
-	e := &dedupeEntry{key: key, hash: h, fingerprint: fp, hnext: c.m[h]}
+	e := c.free
+	if e != nil {
+		c.free, c.nfree = e.hnext, c.nfree-1
+		*e = dedupeEntry{}
+	} else {
+		e = new(dedupeEntry)
+	}
+	e.key, e.hash, e.fingerprint, e.hnext, e.linked = key, h, fp, c.m[h], true
 	c.m[h] = e
 	c.n++
 	if c.tail == nil {
@@ -148,7 +160,7 @@ func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (
 		e.prev, c.tail.next, c.tail = c.tail, e, e
 	}
 	c.evict()
-	return e, dedupeMiss, nil
+	return e, dedupeMiss, nil, Result{}
 }
 
 // finish stores the result of an in-flight entry and wakes its joiners. A
@@ -157,7 +169,7 @@ func (c *dedupeShard) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.result = res
-	live := c.lookup(e.key, e.hash) == e
+	live := e.linked // in-flight entries are never evicted or pruned: always true
 	if cache && live {
 		e.terminal = true
 		e.expires = now.Add(ttl)
@@ -166,12 +178,13 @@ func (c *dedupeShard) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 		} else {
 			e.eprev, c.etail.enxt, c.etail = c.etail, e, e
 		}
-	} else if live {
-		c.remove(e)
 	}
 	e.finished = true
 	if e.done != nil {
 		close(e.done)
+	}
+	if !e.terminal && live {
+		c.remove(e) // after finished is set: remove may reuse it
 	}
 	c.evict()
 }
@@ -221,18 +234,31 @@ func (c *dedupeShard) remove(e *dedupeEntry) {
 		c.tail = e.prev
 	}
 	e.prev, e.next = nil, nil
-	if !e.terminal {
+	if e.terminal {
+		if e.eprev != nil {
+			e.eprev.enxt = e.enxt
+		} else {
+			c.ehead = e.enxt
+		}
+		if e.enxt != nil {
+			e.enxt.eprev = e.eprev
+		} else {
+			c.etail = e.eprev
+		}
+		e.eprev, e.enxt = nil, nil
+	}
+	e.linked = false
+	c.recycle(e)
+}
+
+// recycle keeps a removed entry for reuse unless someone may still read
+// it: its in-flight caller (until finish) or a joiner (any entry that got
+// a done channel).
+func (c *dedupeShard) recycle(e *dedupeEntry) {
+	if !e.finished || e.done != nil || c.nfree >= c.capacity {
 		return
 	}
-	if e.eprev != nil {
-		e.eprev.enxt = e.enxt
-	} else {
-		c.ehead = e.enxt
-	}
-	if e.enxt != nil {
-		e.enxt.eprev = e.eprev
-	} else {
-		c.etail = e.eprev
-	}
-	e.eprev, e.enxt = nil, nil
+	*e = dedupeEntry{hnext: c.free}
+	c.free = e
+	c.nfree++
 }

@@ -1,10 +1,12 @@
 package surface
 
 import (
+	"hash/maphash"
 	"regexp"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -171,4 +173,75 @@ func TestRegistrationIDGrammar_AS_ID_001(t *testing.T) {
 	if x, y := appendRegistrationID(nil, 1, a.idKey), appendRegistrationID(nil, 1, b.idKey); string(x) == string(y) {
 		t.Fatalf("two registries minted the same id %s", x)
 	}
+}
+
+// AS-IDENT-002, AS-IDENT-005: property — whatever the interleaving of
+// new keys, replays, joins, uncacheable results, expiry and eviction (with
+// entries reused once nothing can reach them), a replay or a join always
+// gets the result stored for its own key, and the cache stays bounded.
+func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var c dedupeCache
+		c.init(rapid.IntRange(1, 80).Draw(rt, "size"))
+		seed := maphash.MakeSeed()
+		now := time.Unix(0, 0)
+		ttl := time.Minute
+		type flight struct {
+			e   *dedupeEntry
+			key string
+		}
+		var inflight []flight
+		type join struct {
+			e    *dedupeEntry
+			done <-chan struct{}
+			key  string
+		}
+		var joins []join
+		stored := map[string]bool{} // keys whose result was cacheable
+		for range rapid.IntRange(1, 300).Draw(rt, "steps") {
+			key := "k" + strconv.Itoa(rapid.IntRange(0, 40).Draw(rt, "key"))
+			dk := dedupeKey{kind: "test", consumer: "c", invocationID: key}
+			switch op := rapid.IntRange(0, 5).Draw(rt, "op"); {
+			case op <= 2: // begin
+				e, hit, done, cached := c.begin(dk, seed, 7, now)
+				switch hit {
+				case dedupeMiss:
+					inflight = append(inflight, flight{e, key})
+				case dedupeReplay:
+					if cached.InvocationID != key {
+						rt.Fatalf("replay of %s got the result of %s", key, cached.InvocationID)
+					}
+				case dedupeJoin:
+					joins = append(joins, join{e, done, key})
+				default:
+					rt.Fatalf("unexpected hit %d", hit)
+				}
+			case op <= 4 && len(inflight) > 0: // finish
+				k := rapid.IntRange(0, len(inflight)-1).Draw(rt, "flight")
+				f := inflight[k]
+				inflight = slices.Delete(inflight, k, k+1)
+				cache := rapid.Bool().Draw(rt, "cache")
+				c.finish(f.e, Result{InvocationID: f.key}, cache, now, ttl)
+				stored[f.key] = stored[f.key] || cache
+			default: // time passes
+				now = now.Add(time.Duration(rapid.IntRange(0, 90).Draw(rt, "seconds")) * time.Second)
+			}
+			for _, j := range joins {
+				select {
+				case <-j.done:
+					if j.e.result.InvocationID != j.key {
+						rt.Fatalf("join of %s read the result of %s", j.key, j.e.result.InvocationID)
+					}
+				default:
+				}
+			}
+			for i := range c.shards {
+				s := &c.shards[i]
+				// Eviction stops at an in-flight entry (semantics §6).
+				if (s.n > s.capacity && s.head.terminal) || s.nfree > s.capacity {
+					rt.Fatalf("shard %d holds %d entries (%d free) for capacity %d", i, s.n, s.nfree, s.capacity)
+				}
+			}
+		}
+	})
 }

@@ -134,7 +134,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	// Phase 1: identity.
 	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
 	var scratch [256]byte
-	entry, hit, joined := r.dedupe.begin(key, r.fpSeed, fingerprint(r.fpSeed, scratch[:0], inv, p.canonInput, p.inputErr), p.start)
+	entry, hit, joined, cached := r.dedupe.begin(key, r.fpSeed, fingerprint(r.fpSeed, scratch[:0], inv, p.canonInput, p.inputErr), p.start)
 	switch hit {
 	case dedupeJoin:
 		select {
@@ -146,7 +146,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 			return p.result(NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo))
 		}
 	case dedupeReplay:
-		return entry.result.clone()
+		return cached.clone()
 	case dedupeConflict:
 		emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: inv.CapabilityID, ConsumerID: p.consumer.ID})
 		res := p.result(NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
@@ -243,6 +243,7 @@ func (p *pipeline) cap() *regCap { return &p.reg.caps[p.capIdx] }
 type handlerState struct {
 	call Call
 	hctx handlerCtx // the handler's context when it runs inline
+	ms   [3]int64   // audit durations: the settled record points here
 }
 
 // policyState holds the contexts policies see, allocated together.
@@ -274,7 +275,12 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	if !audit {
 		return
 	}
-	ms := new([3]int64) // the record keeps pointers to it
+	var ms *[3]int64 // the record keeps pointers to it
+	if p.hs != nil {
+		ms = &p.hs.ms
+	} else {
+		ms = new([3]int64)
+	}
 	ms[0] = d.Milliseconds()
 	ev := AuditEvent{
 		Type: AuditInvocationSettled, At: end, CapabilityID: p.inv.CapabilityID, InvocationID: p.id,
