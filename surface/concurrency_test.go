@@ -824,3 +824,67 @@ func TestCloseCancelsInFlight(t *testing.T) {
 		}
 	})
 }
+
+// AS-LIFE-001 (in-flight half): Close waits for running inline handlers to
+// return — on live registrations and on ones already unregistered while
+// their handler ran — though it settles their invocations at once.
+func TestCloseWaitsForInlineHandlers_AS_LIFE_001(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := surface.New(nil)
+		var returned atomic.Int32
+		release := map[string]chan struct{}{"live": make(chan struct{}), "gone": make(chan struct{})}
+		comp := func(inst string) surface.Component {
+			stubborn := surface.Action(surface.ActionDef[surface.None, surface.None]{
+				Description: "Ignores its context", Effect: surface.LocalState,
+				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+					<-release[inst]
+					returned.Add(1)
+					return surface.None{}, nil
+				}})
+			return surface.Component{Type: "slow", InstanceID: inst, Description: "Slow", Actions: map[string]surface.Capability{"act": stubborn}}
+		}
+		surfacetest.MustRegister(t, reg, comp("live"))
+		gone := surfacetest.MustRegister(t, reg, comp("gone"))
+		codes := map[string]surface.Code{}
+		var mu sync.Mutex
+		for inst := range release {
+			go func() {
+				res := reg.Invoke(bg, surface.Invocation{CapabilityID: "view:slow.act", InstanceID: inst}, as("x"))
+				mu.Lock()
+				codes[inst] = codeOf(res)
+				mu.Unlock()
+			}()
+		}
+		synctest.Wait()
+		gone.Unregister()
+		var closed atomic.Bool
+		go func() {
+			_ = reg.Close()
+			closed.Store(true)
+		}()
+		// Each handler in turn: Close waits for the last.
+		for _, inst := range []string{"live", "gone"} {
+			synctest.Wait()
+			if closed.Load() {
+				t.Fatalf("Close returned while the handler on %q was still running", inst)
+			}
+			close(release[inst])
+		}
+		synctest.Wait()
+		if !closed.Load() || returned.Load() != 2 {
+			t.Fatalf("after the handlers returned: closed %v, %d returned", closed.Load(), returned.Load())
+		}
+		// Inline: each Invoke returned once its handler did, with the
+		// outcome settled when the component went away.
+		if codes["gone"] != surface.ComponentUnmounted || codes["live"] != surface.Cancelled {
+			t.Fatalf("outcomes %v", codes)
+		}
+	})
+}
+
+func codeOf(res surface.Result) surface.Code {
+	if res.Error == nil {
+		return ""
+	}
+	return res.Error.Code
+}

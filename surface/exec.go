@@ -307,7 +307,9 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 		c.parent, c.p, c.timeout = p.ctx, p, timeout
 	}
 	reg.inflight = append(reg.inflight, x)
-	r.execWG.Add(1)
+	if r.isolate {
+		r.execWG.Add(1) // the handler's goroutine
+	}
 	reg.xmu.Unlock()
 	if p.reserved != nil { // execution starts: the evidence is spent
 		r.confirm.consume(p.reserved)
@@ -327,6 +329,10 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 	if i := slices.Index(reg.inflight, x); i >= 0 {
 		reg.inflight = slices.Delete(reg.inflight, i, i+1)
 	}
+	if len(reg.inflight) == 0 && reg.drained != nil {
+		close(reg.drained) // Close may be waiting
+		reg.drained = nil
+	}
 	reg.xmu.Unlock()
 	out, e, _ := x.outcome()
 	return out, e
@@ -338,7 +344,6 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 // the timer or the caller would have. It returns the execution time.
 func (p *pipeline) executeInline(d *capDef, call *Call, in any, start time.Time) time.Duration {
 	r, x, c := p.r, &p.exec, &p.hs.hctx
-	defer r.execWG.Done()
 	clock := start
 	if !r.realClock {
 		clock = time.Now()
@@ -461,10 +466,16 @@ func callHandler(ctx context.Context, d *capDef, call *Call, in any) (out any, e
 
 // abortInflightLocked settles or aborts the running handlers of a
 // registration that is going away, and stops later ones from starting.
-func (r *Registry) abortInflightLocked(reg *registration, closing bool) {
+// While handlers still run it returns a channel closed when the last one
+// returns, for Close to wait on.
+func (r *Registry) abortInflightLocked(reg *registration, closing bool) (drained chan struct{}) {
 	reg.xmu.Lock()
 	defer reg.xmu.Unlock()
 	reg.gone = true
+	if len(reg.inflight) > 0 {
+		reg.drained = make(chan struct{})
+		drained = reg.drained
+	}
 	for _, x := range reg.inflight {
 		switch {
 		case closing:
@@ -479,6 +490,7 @@ func (r *Registry) abortInflightLocked(reg *registration, closing bool) {
 			x.end(errUnmounted)
 		}
 	}
+	return drained
 }
 
 // callExecutor runs a procedure through the installed executor.

@@ -200,16 +200,17 @@ type Registry struct {
 	emptyGroups int                        // groups in byType without registrations
 	byProc      map[string][]*registration // active registrations per procedure path
 	tombs       tombstones
-	closingCh   chan struct{}  // closed by Close: queued invocations give up; made on first use
-	closedFlag  atomic.Bool    // Close has begun (a lock-free check)
-	obs         obsPool        // observation admission
-	execWG      sync.WaitGroup // running handlers
-	dedupe      dedupeCache    // idempotency keys (own lock)
-	confirm     Confirmations  // confirmation store (own lock)
-	queue       []Event        // undelivered events, in mutation order
-	scPending   bool           // queue holds a SurfaceChanged placeholder
-	draining    bool           // some goroutine is delivering the queue
-	ctxWG       sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
+	closingCh   chan struct{}   // closed by Close: queued invocations give up; made on first use
+	closedFlag  atomic.Bool     // Close has begun (a lock-free check)
+	obs         obsPool         // observation admission
+	execWG      sync.WaitGroup  // isolated handlers and deadline watches: goroutines of our own
+	unmounting  []chan struct{} // registrations gone with inline handlers still running
+	dedupe      dedupeCache     // idempotency keys (own lock)
+	confirm     Confirmations   // confirmation store (own lock)
+	queue       []Event         // undelivered events, in mutation order
+	scPending   bool            // queue holds a SurfaceChanged placeholder
+	draining    bool            // some goroutine is delivering the queue
+	ctxWG       sync.WaitGroup  // RegisterContext unregistrations and confirmation expiries in progress
 }
 
 // regState is the mutable part of a registration. It is immutable once
@@ -253,8 +254,9 @@ type registration struct {
 
 	// Guarded by xmu, taken after Registry.mu when both are held.
 	xmu      sync.Mutex
-	gone     bool         // unregistered or closed: no handler may start
-	inflight []*execution // running handlers
+	gone     bool          // unregistered or closed: no handler may start
+	inflight []*execution  // running handlers
+	drained  chan struct{} // made once gone with handlers running; closed when the last returns
 
 	// Guarded by Registry.mu.
 	st      *regState  // current state; replaced, never mutated
@@ -555,7 +557,18 @@ func (r *Registry) insertLocked(reg *registration, g *typeGroup) {
 func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 	reg.status = Unregistered
 	r.stopCtxLocked(reg)
-	r.abortInflightLocked(reg, false)
+	if ch := r.abortInflightLocked(reg, false); ch != nil {
+		// Close will wait for these handlers too. Drop the drained first.
+		r.unmounting = slices.DeleteFunc(r.unmounting, func(ch chan struct{}) bool {
+			select {
+			case <-ch:
+				return true
+			default:
+				return false
+			}
+		})
+		r.unmounting = append(r.unmounting, ch)
+	}
 	r.entries.remove()
 	for i := reg.nView; i < len(reg.caps); i++ {
 		path := reg.caps[i].name
@@ -788,8 +801,12 @@ func (r *Registry) Close() error {
 	for _, reg := range r.entries.live() {
 		reg.status = Unregistered
 		r.stopCtxLocked(reg)
-		r.abortInflightLocked(reg, true)
+		if ch := r.abortInflightLocked(reg, true); ch != nil {
+			r.unmounting = append(r.unmounting, ch)
+		}
 	}
+	unmounting := r.unmounting
+	r.unmounting = nil
 	r.entries.reset()
 	r.byType, r.byProc, r.emptyGroups = nil, nil, 0
 	r.tombs = tombstones{}
@@ -801,7 +818,10 @@ func (r *Registry) Close() error {
 	r.confirm.closeAll() // pending confirmations expire; their events still go out
 	r.listeners.Store(nil)
 	r.ctxWG.Wait()
-	r.execWG.Wait()
+	for _, ch := range unmounting { // inline handlers, on their callers' goroutines
+		<-ch
+	}
+	r.execWG.Wait() // isolated handlers and deadline watches, on goroutines of their own
 	return nil
 }
 
