@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,12 +94,31 @@ type AuditSink interface {
 const defaultMemoryCapacity = 1000
 
 // MemorySink keeps the most recent audit records in memory. It is safe for
-// concurrent use.
+// concurrent use, and concurrent Records seldom wait for each other: each
+// takes a ticket and writes its own slot of the ring. Events returns the
+// records whose writes have completed, in ticket order.
 type MemorySink struct {
-	mu       sync.Mutex
-	capacity int
-	events   []AuditEvent // a ring once full
-	next     int          // oldest record once full
+	capacity int       // fixed by the first Record
+	once     sync.Once // makes the ring
+	ring     memRing
+}
+
+// memRing is the ring of a MemorySink: capacity slots, allocated in chunks
+// as tickets first reach them, so a sink that records little stays small.
+type memRing struct {
+	next   atomic.Uint64 // tickets issued
+	chunks []atomic.Pointer[memChunk]
+}
+
+const memChunkSlots = 64
+
+type memChunk [memChunkSlots]memSlot
+
+// memSlot holds one record; seq is its ticket + 1, 0 while empty.
+type memSlot struct {
+	mu  sync.Mutex
+	seq uint64
+	e   AuditEvent
 }
 
 // NewMemorySink returns a sink that keeps the last capacity records
@@ -112,26 +130,59 @@ func NewMemorySink(capacity int) *MemorySink {
 	return &MemorySink{capacity: capacity}
 }
 
-// Record implements AuditSink. A zero MemorySink keeps the default 1000.
-func (s *MemorySink) Record(e AuditEvent) {
-	s.mu.Lock()
+func (s *MemorySink) init() {
 	if s.capacity <= 0 {
 		s.capacity = defaultMemoryCapacity
 	}
-	if len(s.events) < s.capacity {
-		s.events = append(s.events, e)
-	} else {
-		s.events[s.next] = e
-		s.next = (s.next + 1) % s.capacity
-	}
-	s.mu.Unlock()
+	s.ring.chunks = make([]atomic.Pointer[memChunk], (s.capacity+memChunkSlots-1)/memChunkSlots)
 }
 
-// Events returns the kept records, oldest first.
+// slot returns the slot of ring position pos, making its chunk if need be.
+func (s *MemorySink) slot(pos uint64) *memSlot {
+	p := &s.ring.chunks[pos/memChunkSlots]
+	c := p.Load()
+	if c == nil {
+		if p.CompareAndSwap(nil, new(memChunk)) {
+			c = p.Load()
+		} else {
+			c = p.Load() // another Record made it
+		}
+	}
+	return &c[pos%memChunkSlots]
+}
+
+// Record implements AuditSink. A zero MemorySink keeps the default 1000.
+func (s *MemorySink) Record(e AuditEvent) {
+	s.once.Do(s.init)
+	t := s.ring.next.Add(1) - 1
+	sl := s.slot(t % uint64(s.capacity))
+	sl.mu.Lock()
+	if sl.seq < t+1 { // a slower, older ticket never overwrites a newer record
+		sl.seq, sl.e = t+1, e
+	}
+	sl.mu.Unlock()
+}
+
+// Events returns the kept records, oldest first. A Record still in
+// progress when Events is called may be missing.
 func (s *MemorySink) Events() []AuditEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Concat(s.events[s.next:], s.events[:s.next])
+	s.once.Do(s.init)
+	n := s.ring.next.Load()
+	first := n - min(n, uint64(s.capacity))
+	out := make([]AuditEvent, 0, n-first)
+	for t := first; t < n; t++ {
+		c := s.ring.chunks[(t%uint64(s.capacity))/memChunkSlots].Load()
+		if c == nil {
+			continue
+		}
+		sl := &c[(t%uint64(s.capacity))%memChunkSlots]
+		sl.mu.Lock()
+		if sl.seq == t+1 {
+			out = append(out, sl.e)
+		}
+		sl.mu.Unlock()
+	}
+	return out
 }
 
 // audit hands e to the registry's sink (and, in development, to the

@@ -200,3 +200,38 @@ func TestMemorySinkZeroValue(t *testing.T) {
 		t.Fatalf("kept %d records, from %q to %q; want 1000 from 2 to 1001", len(got), got[0].RegistrationID, got[len(got)-1].RegistrationID)
 	}
 }
+
+// Concurrent Records all land, each writer's records stay in its order,
+// and a full ring keeps exactly the most recent ones: of each writer, an
+// unbroken run ending with its last record.
+func TestMemorySinkConcurrent(t *testing.T) {
+	for _, capacity := range []int{50, 1000, 5000} {
+		sink := surface.NewMemorySink(capacity)
+		const writers, each = 8, 400
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, ConsumerID: strconv.Itoa(w), InvocationID: strconv.Itoa(i)})
+				}
+			})
+		}
+		wg.Wait()
+		got := sink.Events()
+		if want := min(capacity, writers*each); len(got) != want {
+			t.Fatalf("capacity %d: %d records kept, want %d", capacity, len(got), want)
+		}
+		runs := map[string][]int{}
+		for _, e := range got {
+			i, _ := strconv.Atoi(e.InvocationID)
+			runs[e.ConsumerID] = append(runs[e.ConsumerID], i)
+		}
+		for w, seq := range runs {
+			for k := range seq {
+				if seq[k] != each-len(seq)+k {
+					t.Fatalf("capacity %d: writer %s kept %v, not an unbroken run ending at %d", capacity, w, seq, each-1)
+				}
+			}
+		}
+	}
+}

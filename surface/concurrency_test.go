@@ -888,3 +888,35 @@ func codeOf(res surface.Result) surface.Code {
 	}
 	return res.Error.Code
 }
+
+// Inputs a handler keeps (decoded values, raw JSON) stay what that
+// invocation was given, though the runtime reuses its input buffers.
+func TestKeptInputsStayOwn(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	type in struct {
+		Name string          `json:"name"`
+		Raw  json.RawMessage `json:"raw"`
+	}
+	var mu sync.Mutex
+	var kept []in
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "keep", Description: "Keeps", Actions: map[string]surface.Capability{
+		"act": surface.Action(surface.ActionDef[in, surface.None]{
+			Description: "Keeps its input", Effect: surface.LocalState,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"raw":{}},"required":["name","raw"],"additionalProperties":false}`),
+			Execute: func(_ context.Context, _ *surface.Call, v in) (surface.None, error) {
+				mu.Lock()
+				kept = append(kept, v)
+				mu.Unlock()
+				return surface.None{}, nil
+			}}),
+	}})
+	for i := range 300 {
+		input := fmt.Sprintf(`{"raw":{"n":%d,"s":"v%d"},"name":"name-%d"}`, i, i, i)
+		surfacetest.RequireOK(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:keep.act", Input: json.RawMessage(input)}, as("x")))
+	}
+	for i, v := range kept {
+		if want := fmt.Sprintf(`{"n":%d,"s":"v%d"}`, i, i); v.Name != fmt.Sprintf("name-%d", i) || string(v.Raw) != want {
+			t.Fatalf("kept input %d changed: %q %s", i, v.Name, v.Raw)
+		}
+	}
+}

@@ -60,6 +60,8 @@ type dedupeEntry struct {
 // seldom meet on one lock; a cache of fewer than 64 entries is one shard,
 // and every shard holds at least 32.
 type dedupeCache struct {
+	once   sync.Once // makes the shards on first use: an idle registry stays small
+	size   int
 	shards []dedupeShard
 }
 
@@ -70,7 +72,11 @@ const (
 	minDedupeShardSize = 32
 )
 
-func (c *dedupeCache) init(size int) {
+// init sets the size; the shards are made on first use.
+func (c *dedupeCache) init(size int) { c.size = size }
+
+func (c *dedupeCache) makeShards() {
+	size := c.size
 	n := 1
 	for n < maxDedupeShards && size/(2*n) >= minDedupeShardSize {
 		n *= 2
@@ -86,6 +92,7 @@ func (c *dedupeCache) init(size int) {
 
 // shard returns the shard of a key hash.
 func (c *dedupeCache) shard(h uint64) *dedupeShard {
+	c.once.Do(c.makeShards)
 	return &c.shards[h&uint64(len(c.shards)-1)]
 }
 
@@ -114,7 +121,7 @@ type dedupeShard struct {
 	ehead, etail *dedupeEntry            // expiry order
 	free         *dedupeEntry            // removed entries no one can reach, by hnext
 	nfree        int
-	_            [64]byte                // keeps neighbouring shards' locks off one cache line
+	_            [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // begin prunes expired entries, looks the key up and, on a miss, records

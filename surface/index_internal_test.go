@@ -235,6 +235,7 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 				default:
 				}
 			}
+			c.once.Do(c.makeShards)
 			for i := range c.shards {
 				s := &c.shards[i]
 				// Eviction stops at an in-flight entry (semantics §6).

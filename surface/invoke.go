@@ -118,7 +118,8 @@ const (
 // and fails INVOCATION_CONFLICT if it differs.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
 	p := r.pipes.Get().(*pipeline)
-	*p = pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now()}
+	keep := p.keep
+	*p = pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now(), keep: keep}
 	p.consumer = opts.Consumer.normalized()
 	p.consumerKey = p.consumer.Key()
 	p.id = inv.InvocationID
@@ -129,7 +130,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	if r.closedFlag.Load() {
 		return p.result(cancelledByClose())
 	}
-	p.canonInput, p.inputErr = canonicalInput(inv.Input)
+	p.canonInput, p.inputErr = p.canonicalInput(inv.Input)
 
 	// Phase 1: identity.
 	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
@@ -178,8 +179,21 @@ func (p *pipeline) recycle() {
 		return
 	}
 	r := p.r
+	keep := p.keep
 	*p = pipeline{}
+	if cap(keep.canon) <= maxKeptInput {
+		p.keep = keep
+	}
 	r.pipes.Put(p)
+}
+
+// maxKeptInput bounds the input buffer a pooled pipeline keeps.
+const maxKeptInput = 4 << 10
+
+// pipeKeep is what a pipeline keeps when it is reused: buffers only.
+type pipeKeep struct {
+	canon   []byte            // canonical input
+	scratch canonical.Scratch // canonicalization's working buffers
 }
 
 func codeOf(res Result) Code {
@@ -233,6 +247,7 @@ type pipeline struct {
 	exec         execution     // phase 9
 	budget       time.Duration // the execution's timeout
 	hs           *handlerState // from authorization on
+	keep         pipeKeep      // kept across reuse
 	devDefect    bool
 }
 
@@ -565,11 +580,19 @@ func (r *Registry) hostContext() (host map[string]any) {
 }
 
 // canonicalInput canonicalises the request input; nil input stays nil.
-func canonicalInput(raw json.RawMessage) ([]byte, error) {
+// canonicalInput canonicalizes the input into the pipeline's buffer. The
+// result is only read during the invocation: whatever outlives it (audit
+// payloads, confirmation records, messages) is a copy.
+func (p *pipeline) canonicalInput(raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	return canonical.Canonicalize(raw)
+	out, err := p.keep.scratch.AppendCanonicalize(p.keep.canon[:0], raw)
+	if err != nil {
+		return nil, err
+	}
+	p.keep.canon = out
+	return out, nil
 }
 
 // fingerprint hashes the request as issued (semantics §5): the canonical

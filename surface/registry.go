@@ -175,8 +175,7 @@ type Registry struct {
 	isolate    bool // Options.IsolateHandlers
 	surfaceID  string
 	sink       AuditSink
-	mem        MemorySink // the default sink
-	console    AuditSink  // development only: audit on stderr
+	console    AuditSink // development only: audit on stderr
 	redact     func(string, AuditPayload) AuditPayload
 
 	// executor performs procedure calls; replaced, never mutated.
@@ -186,7 +185,18 @@ type Registry struct {
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
-	mu          sync.RWMutex // invocations only read-lock it, to resolve
+	// The fields every invocation writes (locks, the default audit sink,
+	// the observation pool) sit on cache lines of their own, so that
+	// invocations on other cores do not keep invalidating the read-mostly
+	// fields around them.
+	_   [cacheLine]byte
+	mu  sync.RWMutex // invocations only read-lock it, to resolve
+	_   [cacheLine]byte
+	mem MemorySink // the default sink
+	_   [cacheLine]byte
+	obs obsPool // observation admission
+	_   [cacheLine]byte
+
 	closed      bool
 	version     atomic.Uint64 // written under mu, read anywhere
 	verText     atomic.Pointer[versionText]
@@ -202,7 +212,6 @@ type Registry struct {
 	tombs       tombstones
 	closingCh   chan struct{}   // closed by Close: queued invocations give up; made on first use
 	closedFlag  atomic.Bool     // Close has begun (a lock-free check)
-	obs         obsPool         // observation admission
 	execWG      sync.WaitGroup  // isolated handlers and deadline watches: goroutines of our own
 	unmounting  []chan struct{} // registrations gone with inline handlers still running
 	dedupe      dedupeCache     // idempotency keys (own lock)
@@ -212,6 +221,11 @@ type Registry struct {
 	draining    bool            // some goroutine is delivering the queue
 	ctxWG       sync.WaitGroup  // RegisterContext unregistrations and confirmation expiries in progress
 }
+
+// cacheLine is the padding that keeps a hot field off its neighbours'
+// cache lines (64 bytes on the platforms we run on; 128 covers adjacent-line
+// prefetching).
+const cacheLine = 64
 
 // regState is the mutable part of a registration. It is immutable once
 // stored: a change stores a new one, so snapshots may keep the old one.
