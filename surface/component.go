@@ -115,7 +115,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	}
 	if ext.internal = maps.Clone(c.Internal); ext.parent != (Parent{}) || ext.meta != "" || ext.internal != nil {
 		ext.metaMap = thawMeta(ext.meta)
-		reg.ext = &ext
+		reg.ext = new(ext) // a copy: ext itself stays on the stack
 	}
 
 	var obsBuf, actBuf [8]namedCap
