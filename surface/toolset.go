@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -120,6 +121,8 @@ type Toolset struct {
 
 	mu      sync.Mutex
 	version string // of the cached catalog
+	verNum  uint64 // the same, as a number
+	static  bool   // the catalog's states change only with the version (see isStatic)
 	tools   []Tool
 	byName  map[string]int
 	sig     string // JSON of the catalog subscribers last heard about
@@ -237,6 +240,13 @@ func (ts *Toolset) refresh() {
 // of listed capabilities stay the same; the live state is always fresh.
 // The cached catalog's states are never read: only its definitions.
 func (ts *Toolset) build() []Tool {
+	ts.mu.Lock()
+	if ts.static && ts.tools != nil && ts.r.version.Load() == ts.verNum {
+		out := slices.Clone(ts.tools) // nothing can have changed: no snapshot needed
+		ts.mu.Unlock()
+		return out
+	}
+	ts.mu.Unlock()
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -247,11 +257,30 @@ func (ts *Toolset) build() []Tool {
 		}
 	}
 	ts.tools, ts.version = catalog(snap), snap.SurfaceVersion
+	ts.verNum, _ = strconv.ParseUint(snap.SurfaceVersion, 10, 64)
+	ts.static = isStatic(snap)
 	ts.byName = make(map[string]int, len(ts.tools))
 	for i, t := range ts.tools {
 		ts.byName[t.Name] = i
 	}
 	return slices.Clone(ts.tools)
+}
+
+// isStatic reports whether the states of a snapshot's capabilities can
+// change only with the surface version: no When predicate, no discovery
+// policy and no procedure Describe, the parts evaluated afresh by every
+// snapshot. Overrides, disabling and the set of registrations all bump
+// the version.
+func isStatic(snap Snapshot) bool {
+	for _, c := range snap.Components {
+		for i := range c.reg.caps {
+			rc := &c.reg.caps[i]
+			if rc.def.when != nil || rc.discovers || (rc.def.proc != nil && rc.def.proc.describe != nil) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // withStates sets, in a copy of a catalog built from an earlier snapshot

@@ -1,6 +1,7 @@
 package surface_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -401,4 +402,39 @@ func TestToolsetWaitSurvivesUnrelatedChange(t *testing.T) {
 			t.Fatal("not executed")
 		}
 	})
+}
+
+// AS-CACHE-002: Tools skips the snapshot only while nothing can have
+// changed: a static catalog (no When, no discovery policy, no Describe)
+// at an unchanged version. Live parts are re-read on every call.
+func TestToolsStatesStayLive_AS_CACHE_002(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var open atomic.Bool
+	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "door", Description: "Door", Actions: map[string]surface.Capability{
+		"push": surfacetest.Noop("Pushes", surface.LocalState),
+	}})
+	ts := newToolset(t, reg, surface.ToolsetOptions{Consumer: surface.Consumer{ID: "m"}})
+	state := func(name string) surface.ToolState { return toolNamed(t, ts.Tools(), name).State }
+	if st := state("view_door__push"); !st.Available {
+		t.Fatalf("static catalog: %+v", st)
+	}
+	h.Update(surface.Update{Availability: map[string]surface.Availability{"push": {Reason: "Locked"}}})
+	if st := state("view_door__push"); st.Available || st.UnavailableReason != "Locked" {
+		t.Fatalf("after an override: %+v", st)
+	}
+	// A When predicate makes the catalog live: its answer shows without
+	// any version bump.
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "gate", Description: "Gate", Actions: map[string]surface.Capability{
+		"pass": surface.Action(surface.ActionDef[surface.None, surface.None]{
+			Description: "Passes", Effect: surface.LocalState, When: open.Load, UnavailableReason: "Closed",
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }}),
+	}})
+	version := reg.Version()
+	if st := state("view_gate__pass"); st.Available || st.UnavailableReason != "Closed" {
+		t.Fatalf("closed gate: %+v", st)
+	}
+	open.Store(true)
+	if st := state("view_gate__pass"); !st.Available || reg.Version() != version {
+		t.Fatalf("opened gate: %+v (version %s, was %s)", st, reg.Version(), version)
+	}
 }
