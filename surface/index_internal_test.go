@@ -11,11 +11,11 @@ import (
 	"pgregory.net/rapid"
 )
 
-// AS-SNAP-001, AS-LIFE-004: property — whatever the interleaving of
+// AS-SNAP-003, AS-LIFE-004: property — whatever the interleaving of
 // registrations, unregistrations and reads, the lazily merged order lists
 // exactly the live registrations in snapshot order, and the type groups
 // find exactly the live instances.
-func TestEntryOrderProperty_AS_SNAP_001(t *testing.T) {
+func TestEntryOrderProperty_AS_SNAP_003(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var order entryOrder
 		groups := map[string]*typeGroup{}
@@ -72,9 +72,9 @@ func TestEntryOrderProperty_AS_SNAP_001(t *testing.T) {
 	})
 }
 
-// AS-LIFE-002: a tombstone lists exactly the capability ids of its
+// AS-STALE-001: a tombstone lists exactly the capability ids of its
 // registration, though it keeps the view ids as one string.
-func TestTombstoneLists_AS_LIFE_002(t *testing.T) {
+func TestTombstoneLists_AS_STALE_001(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		typ := rapid.SampledFrom([]string{"a", "a.b", "grid"}).Draw(rt, "type")
 		names := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-c][a-cA-C0-9]{0,3}`), 0, 6, rapid.ID).Draw(rt, "names")
@@ -175,7 +175,7 @@ func TestRegistrationIDGrammar_AS_ID_001(t *testing.T) {
 	}
 }
 
-// AS-IDENT-002, AS-IDENT-005: property — whatever the interleaving of
+// AS-IDENT-001, AS-IDENT-005: property — whatever the interleaving of
 // new keys, replays, joins, uncacheable results, expiry and eviction (with
 // entries reused once nothing can reach them), a replay or a join always
 // gets the result stored for its own key, and the cache stays bounded.

@@ -404,10 +404,10 @@ func TestToolsetWaitSurvivesUnrelatedChange(t *testing.T) {
 	})
 }
 
-// AS-CACHE-002: Tools skips the snapshot only while nothing can have
+// Tools skips the snapshot only while nothing can have
 // changed: a static catalog (no When, no discovery policy, no Describe)
 // at an unchanged version. Live parts are re-read on every call.
-func TestToolsStatesStayLive_AS_CACHE_002(t *testing.T) {
+func TestToolsStatesStayLive(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	var open atomic.Bool
 	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "door", Description: "Door", Actions: map[string]surface.Capability{
