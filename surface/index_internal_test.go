@@ -182,7 +182,7 @@ func TestRegistrationIDGrammar_AS_ID_001(t *testing.T) {
 func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var c dedupeCache
-		c.init(rapid.IntRange(1, 80).Draw(rt, "size"))
+		c.init(rapid.IntRange(1, 600).Draw(rt, "size")) // one to eight shards
 		seed := maphash.MakeSeed()
 		now := time.Unix(0, 0)
 		ttl := time.Minute
@@ -245,4 +245,21 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The shards share the cache's size exactly, and their number follows
+// the documented bounds.
+func TestDedupeShards(t *testing.T) {
+	for _, c := range []struct{ size, shards int }{{1, 1}, {63, 1}, {64, 2}, {200, 4}, {511, 8}, {512, 8}, {10000, 8}} {
+		var d dedupeCache
+		d.init(c.size)
+		d.once.Do(d.makeShards)
+		total := 0
+		for i := range d.shards {
+			total += d.shards[i].capacity
+		}
+		if len(d.shards) != c.shards || total != c.size {
+			t.Errorf("size %d: %d shards holding %d, want %d shards holding %d", c.size, len(d.shards), total, c.shards, c.size)
+		}
+	}
 }

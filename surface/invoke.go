@@ -120,6 +120,14 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	p := r.pipes.Get().(*pipeline)
 	keep := p.keep
 	*p = pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now(), keep: keep}
+	res := p.invoke()
+	p.recycle()
+	return res
+}
+
+// invoke runs the invocation; its Result is the caller's own.
+func (p *pipeline) invoke() Result {
+	r, ctx, inv, opts := p.r, p.ctx, p.inv, p.opts
 	p.consumer = opts.Consumer.normalized()
 	p.consumerKey = p.consumer.Key()
 	p.id = inv.InvocationID
@@ -164,9 +172,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	end := r.now()
 	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
 	p.settledAt(res, end, p.level != AuditNone || p.phase2Failed)
-	res = res.clone()
-	p.recycle()
-	return res
+	return res.clone()
 }
 
 // recycle returns p to the registry's pool when nothing can reach it any
