@@ -57,8 +57,8 @@ type dedupeEntry struct {
 // dedupeCache maps consumer + invocation id to requests, bounded by size
 // and TTL (semantics §6). It is split by key hash into shards, each with
 // its own lock and its share of the size, so that concurrent invocations
-// seldom meet on one lock; a cache of fewer than 64 entries is one shard,
-// and every shard holds at least 32.
+// seldom meet on one lock; a cache of fewer than 32 entries is one shard,
+// and every shard holds at least 16.
 type dedupeCache struct {
 	once   sync.Once // makes the shards on first use: an idle registry stays small
 	size   int
@@ -69,7 +69,7 @@ type dedupeCache struct {
 // minDedupeShardSize entries.
 const (
 	maxDedupeShards    = 8
-	minDedupeShardSize = 32
+	minDedupeShardSize = 16
 )
 
 // init sets the size; the shards are made on first use.

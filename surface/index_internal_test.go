@@ -250,7 +250,7 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 // The shards share the cache's size exactly, and their number follows
 // the documented bounds.
 func TestDedupeShards(t *testing.T) {
-	for _, c := range []struct{ size, shards int }{{1, 1}, {63, 1}, {64, 2}, {200, 4}, {511, 8}, {512, 8}, {10000, 8}} {
+	for _, c := range []struct{ size, shards int }{{1, 1}, {31, 1}, {32, 2}, {63, 2}, {64, 4}, {200, 8}, {255, 8}, {10000, 8}} {
 		var d dedupeCache
 		d.init(c.size)
 		d.once.Do(d.makeShards)

@@ -43,7 +43,7 @@ type Limits struct {
 	// Default 8; negative means none.
 	MaxQueuedObservationsPerConsumer int
 	// DedupeCacheSize bounds the idempotency cache. Default 200 entries.
-	// From 64 entries on the cache is split by key into up to 8 shards,
+	// From 32 entries on the cache is split by key into up to 8 shards,
 	// each with its share of the size and its own lock, and the oldest
 	// entry is evicted per shard; below that, eviction follows insertion
 	// order across the whole cache exactly.
