@@ -20,13 +20,29 @@ type handlerCtx struct {
 	p        *pipeline // settled TIMEOUT at the deadline
 	timeout  time.Duration
 
-	mu           sync.Mutex
-	inner        context.Context // set once armed
+	mu    sync.Mutex
+	armed *armedCtx // set once armed
+	cause error     // why it ended; nil while it runs
+}
+
+// armedCtx is what arming adds; most handlers never need it. Its fields
+// are guarded by handlerCtx.mu, except inner, fixed once set.
+type armedCtx struct {
+	inner        context.Context
 	cancel       context.CancelCauseFunc
 	stopDeadline context.CancelFunc
 	stopWatch    func() bool
 	watch        sync.WaitGroup // the deadline watch, from arming until it ran or was stopped
-	cause        error          // why it ended; nil while it runs
+}
+
+// inner returns the armed context, or nil.
+func (c *handlerCtx) inner() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed == nil {
+		return nil
+	}
+	return c.armed.inner
 }
 
 var _ context.Context = (*handlerCtx)(nil)
@@ -46,7 +62,7 @@ func (c *handlerCtx) Done() <-chan struct{} { return c.arm().Done() }
 // so that Done, Err and context.Cause agree.
 func (c *handlerCtx) Err() error {
 	c.mu.Lock()
-	inner, ended := c.inner, c.cause != nil
+	inner, ended := c.innerLocked(), c.cause != nil
 	c.mu.Unlock()
 	if inner == nil {
 		if !ended && c.parent.Err() == nil && time.Now().Before(c.deadline) {
@@ -61,7 +77,7 @@ func (c *handlerCtx) Err() error {
 // armed first, so that context.Cause finds the cause.
 func (c *handlerCtx) Value(key any) any {
 	c.mu.Lock()
-	inner, ended := c.inner, c.cause != nil
+	inner, ended := c.innerLocked(), c.cause != nil
 	c.mu.Unlock()
 	if inner == nil && (ended || !time.Now().Before(c.deadline)) {
 		inner = c.arm()
@@ -80,22 +96,20 @@ func (c *handlerCtx) String() string { return "surface.handlerContext" }
 // deadline settles the invocation. The children are derived outside the
 // lock: deriving calls into the caller's context.
 func (c *handlerCtx) arm() context.Context {
-	c.mu.Lock()
-	inner := c.inner
-	c.mu.Unlock()
-	if inner != nil {
+	if inner := c.inner(); inner != nil {
 		return inner
 	}
 	base, cancel := context.WithCancelCause(c.parent)
 	inner, stop := context.WithDeadlineCause(base, c.deadline, errTimedOut)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.inner != nil { // another goroutine armed it meanwhile
+	if c.armed != nil { // another goroutine armed it meanwhile
 		stop()
 		cancel(errSettled)
-		return c.inner
+		return c.armed.inner
 	}
-	c.inner, c.cancel, c.stopDeadline = inner, cancel, stop
+	a := &armedCtx{inner: inner, cancel: cancel, stopDeadline: stop}
+	c.armed = a
 	if c.cause != nil {
 		cancel(c.cause)
 		return inner
@@ -104,18 +118,25 @@ func (c *handlerCtx) arm() context.Context {
 	// while the handler runs; Close waits for it as for the handler.
 	wg := &c.p.r.execWG
 	wg.Add(1)
-	c.watch.Add(1)
-	c.stopWatch = context.AfterFunc(inner, func() {
+	a.watch.Add(1)
+	a.stopWatch = context.AfterFunc(inner, func() {
 		defer wg.Done()
-		defer c.watch.Done()
-		c.expire()
+		defer a.watch.Done()
+		c.expire(inner)
 	})
 	return inner
 }
 
+func (c *handlerCtx) innerLocked() context.Context {
+	if c.armed == nil {
+		return nil
+	}
+	return c.armed.inner
+}
+
 // expire runs when an armed context ends before the handler returned.
-func (c *handlerCtx) expire() {
-	if context.Cause(c.inner) == errTimedOut {
+func (c *handlerCtx) expire(inner context.Context) {
+	if context.Cause(inner) == errTimedOut {
 		c.p.exec.settle(nil, c.p.timeoutError(c.timeout))
 	}
 }
@@ -127,16 +148,17 @@ func (c *handlerCtx) end(cause error) {
 	if c.cause == nil {
 		c.cause = cause
 	}
-	if c.inner == nil {
+	a := c.armed
+	if a == nil {
 		return
 	}
-	if c.stopWatch != nil && c.stopWatch() {
+	if a.stopWatch != nil && a.stopWatch() {
 		c.p.r.execWG.Done() // the watch will never run
-		c.watch.Done()
+		a.watch.Done()
 	}
-	c.stopWatch = nil
-	c.cancel(cause)
-	c.stopDeadline()
+	a.stopWatch = nil
+	a.cancel(cause)
+	a.stopDeadline()
 }
 
 // release waits for a deadline watch that started before end stopped it,
@@ -144,7 +166,12 @@ func (c *handlerCtx) end(cause error) {
 // context the handler kept still answers Done, Err, Value and Deadline.
 // Call it after end.
 func (c *handlerCtx) release() {
-	c.watch.Wait()
+	c.mu.Lock()
+	a := c.armed
+	c.mu.Unlock()
+	if a != nil {
+		a.watch.Wait()
+	}
 	c.mu.Lock()
 	c.p = nil
 	c.mu.Unlock()

@@ -129,7 +129,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 func (p *pipeline) invoke() Result {
 	r, ctx, inv, opts := p.r, p.ctx, p.inv, p.opts
 	p.consumer = opts.Consumer.normalized()
-	p.consumerKey = p.consumer.Key()
+	p.consumerKey = p.keep.key(p.consumer)
 	p.id = inv.InvocationID
 	if p.id == "" {
 		p.id = NewInvocationID()
@@ -196,10 +196,23 @@ func (p *pipeline) recycle() {
 // maxKeptInput bounds the input buffer a pooled pipeline keeps.
 const maxKeptInput = 4 << 10
 
-// pipeKeep is what a pipeline keeps when it is reused: buffers only.
+// pipeKeep is what a pipeline keeps when it is reused: buffers, and the
+// key of the last consumer it served.
 type pipeKeep struct {
 	canon   []byte            // canonical input
 	scratch canonical.Scratch // canonicalization's working buffers
+	kind    ConsumerKind      // of the last consumer served
+	id      string
+	ckey    string // its Key()
+}
+
+// key returns c.Key() for a normalized c, reusing the last one's when
+// kind and id are the same (strings are immutable: sharing is safe).
+func (k *pipeKeep) key(c Consumer) string {
+	if k.ckey == "" || c.Kind != k.kind || c.ID != k.id {
+		k.kind, k.id, k.ckey = c.Kind, c.ID, c.Key()
+	}
+	return k.ckey
 }
 
 func codeOf(res Result) Code {
