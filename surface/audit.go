@@ -156,13 +156,16 @@ func (s *MemorySink) slot(pos uint64) *memSlot {
 }
 
 // Record implements AuditSink. A zero MemorySink keeps the default 1000.
-func (s *MemorySink) Record(e AuditEvent) {
+func (s *MemorySink) Record(e AuditEvent) { s.record(&e) }
+
+// record is Record without copying e on the way in.
+func (s *MemorySink) record(e *AuditEvent) {
 	s.once.Do(s.init)
 	t := s.ring.next.Add(1) - 1
 	sl := s.slot(t % uint64(s.capacity))
 	sl.mu.Lock()
 	if sl.seq < t+1 { // a slower, older ticket never overwrites a newer record
-		sl.seq, sl.e = t+1, e
+		sl.seq, sl.e = t+1, *e
 	}
 	sl.mu.Unlock()
 }
@@ -192,12 +195,13 @@ func (s *MemorySink) Events() []AuditEvent {
 // audit hands e to the registry's sink (and, in development, to the
 // console sink on stderr).
 func (r *Registry) audit(e AuditEvent) {
-	r.auditTo(nil, e)
+	r.auditTo(nil, &e)
 }
 
 // auditTo hands e to sink, or to the registry's sinks when sink is nil,
-// recovering a panic.
-func (r *Registry) auditTo(sink AuditSink, e AuditEvent) {
+// recovering a panic. Records are passed by pointer until a sink copies
+// them: they are large.
+func (r *Registry) auditTo(sink AuditSink, e *AuditEvent) {
 	if e.At.IsZero() {
 		e.At = r.now()
 	}
@@ -211,11 +215,16 @@ func (r *Registry) auditTo(sink AuditSink, e AuditEvent) {
 	}
 }
 
-func (r *Registry) record(sink AuditSink, e AuditEvent) {
+func (r *Registry) record(sink AuditSink, e *AuditEvent) {
 	if ms, ok := sink.(*MemorySink); ok { // cannot panic: no recovery needed
-		ms.Record(e)
+		ms.record(e)
 		return
 	}
+	r.recordGuarded(sink, *e)
+}
+
+// recordGuarded hands e to a sink that may panic.
+func (r *Registry) recordGuarded(sink AuditSink, e AuditEvent) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("surface: audit sink panicked", "type", e.Type, "panic", fmt.Sprint(p))

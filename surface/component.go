@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Component is the definition of anything with a lifecycle that exposes
@@ -62,7 +63,23 @@ type Component struct {
 
 // checkDescription reports a missing or over-long description.
 func checkDescription(s string, max int) *DefinitionError {
-	return describeProblem(strings.TrimSpace(s) == "", jsLen(s), max)
+	return describeProblem(isBlank(s), jsLen(s), max)
+}
+
+// isBlank reports whether s is empty or white space, as
+// strings.TrimSpace(s) == "" does, deciding at the first byte for the
+// usual text.
+func isBlank(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == ' ', c >= '\t' && c <= '\r':
+		case c < utf8.RuneSelf:
+			return false
+		default:
+			return strings.TrimSpace(s[i:]) == ""
+		}
+	}
+	return true
 }
 
 func describeProblem(blank bool, n, max int) *DefinitionError {
@@ -190,10 +207,10 @@ func (r *Registry) assignIDs(reg *registration, idLen int) {
 	var all strings.Builder
 	all.Grow(len(regID) + idLen)
 	all.Write(regID)
+	var pbuf [len("view:") + MaxIDLength + 1]byte
+	prefix := append(append(append(pbuf[:0], "view:"...), reg.typ...), '.') // "view:T."
 	for i := range reg.nView {
-		all.WriteString("view:")
-		all.WriteString(reg.typ)
-		all.WriteByte('.')
+		all.Write(prefix)
 		all.WriteString(reg.caps[i].name)
 	}
 	ids := all.String()

@@ -89,15 +89,16 @@ func ValidComponentType(s string) bool {
 	segStart := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case segStart:
-			if c < 'a' || c > 'z' {
-				return false
-			}
+		if c >= 'a' && c <= 'z' { // the common case first
 			segStart = false
+			continue
+		}
+		switch {
+		case segStart: // a segment starts with a-z
+			return false
 		case c == '.':
 			segStart = true
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		case c >= '0' && c <= '9', c == '-':
 		default:
 			return false
 		}
@@ -188,21 +189,33 @@ func newConfirmationID() string {
 // give distinct draws, and without the registry's random key they cannot
 // be predicted. The counter alone makes the id unique.
 func appendRegistrationID(b []byte, counter, key uint64) []byte {
-	b = append(b, "reg_"...)
-	var num [13]byte // 36^13 > 2^64
-	i := len(num)
-	for v := counter; i > len(num)-4 || v > 0; v /= 36 {
-		i--
-		num[i] = base36[v%36]
-	}
-	b = append(b, num[i:]...)
+	var id [len("reg_") + 13 + 6]byte // 36^13 > 2^64; filled from the end
+	n := len(id)
 	z := counter + key
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	z ^= z >> 31
-	for range 6 {
-		b = append(b, base62[z%62])
-		z /= 62
+	// Three digits from each half of z: 32-bit arithmetic (62^3 < 2^32).
+	for _, h := range [2]uint32{uint32(z), uint32(z >> 32)} {
+		for range 3 {
+			n--
+			id[n] = base62[h%62]
+			h /= 62
+		}
 	}
-	return b
+	if counter < 1<<32 {
+		for v, digits := uint32(counter), 0; digits < 4 || v > 0; digits++ {
+			n--
+			id[n] = base36[v%36]
+			v /= 36
+		}
+	} else {
+		for v := counter; v > 0; v /= 36 {
+			n--
+			id[n] = base36[v%36]
+		}
+	}
+	n -= len("reg_")
+	copy(id[n:], "reg_")
+	return append(b, id[n:]...)
 }

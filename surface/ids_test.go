@@ -1,6 +1,7 @@
 package surface_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -143,4 +144,21 @@ func TestMintedIDs(t *testing.T) {
 	if len(inv) != 16 || !strings.HasPrefix(inv, "inv_") {
 		t.Errorf("invocation id %q", inv)
 	}
+}
+
+// AS-ID-001: property — ValidComponentType agrees with the grammar's
+// regular expression (and the length cap) on strings over the characters
+// that matter.
+func TestComponentTypeGrammarProperty_AS_ID_001(t *testing.T) {
+	grammar := regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*$`)
+	rapid.Check(t, func(rt *rapid.T) {
+		s := rapid.StringOfN(rapid.SampledFrom([]rune("az09-._A\u00e9")), 0, 12, -1).Draw(rt, "type")
+		if rapid.Bool().Draw(rt, "long") {
+			s += strings.Repeat("a", 120)
+		}
+		want := grammar.MatchString(s) && len(s) <= 128
+		if got := surface.ValidComponentType(s); got != want {
+			rt.Fatalf("ValidComponentType(%q) = %v, want %v", s, got, want)
+		}
+	})
 }

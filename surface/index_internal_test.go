@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,4 +263,16 @@ func TestDedupeShards(t *testing.T) {
 			t.Errorf("size %d: %d shards holding %d, want %d shards holding %d", c.size, len(d.shards), total, c.shards, c.size)
 		}
 	}
+}
+
+// isBlank agrees with strings.TrimSpace(s) == "" on any text, Unicode
+// spaces and invalid UTF-8 included.
+func TestIsBlankProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		parts := rapid.SliceOf(rapid.SampledFrom([]string{" ", "\t", "\n", "\v", "\f", "\r", "\u0085", "\u00a0", "\u2003", "\u3000", "a", "é", "\xff", "\x00", "\x1c"})).Draw(rt, "parts")
+		s := strings.Join(parts, "")
+		if got, want := isBlank(s), strings.TrimSpace(s) == ""; got != want {
+			rt.Fatalf("isBlank(%q) = %v, want %v", s, got, want)
+		}
+	})
 }

@@ -239,7 +239,7 @@ func Audit(sink AuditSink, level AuditLevel) Policy {
 					return
 				}
 				e.CapabilityID, e.RegistrationID, e.InvocationID, e.ConsumerID = ic.CapabilityID, ic.RegistrationID, ic.InvocationID, ic.Consumer.Key()
-				r.auditTo(sink, e)
+				r.auditTo(sink, &e)
 			}
 			start := ic.Now()
 			ev := AuditEvent{Type: AuditInvocationStarted}
