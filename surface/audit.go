@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // AuditType is the kind of an audit record.
@@ -115,14 +114,11 @@ const memChunkSlots = 64
 
 type memChunk [memChunkSlots]memSlot
 
-// memSlot holds one record; seq is its ticket + 1, 0 while empty. Its
-// size is a multiple of the cache line, so that writers of neighbouring
-// tickets do not share one.
+// memSlot holds one record; seq is its ticket + 1, 0 while empty.
 type memSlot struct {
 	mu  sync.Mutex
 	seq uint64
 	e   AuditEvent
-	_   [(cacheLine - (16+unsafe.Sizeof(AuditEvent{}))%cacheLine) % cacheLine]byte
 }
 
 // NewMemorySink returns a sink that keeps the last capacity records

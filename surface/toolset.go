@@ -241,7 +241,9 @@ func (ts *Toolset) refresh() {
 // The cached catalog's states are never read: only its definitions.
 func (ts *Toolset) build() []Tool {
 	ts.mu.Lock()
-	if ts.static && ts.tools != nil && ts.r.version.Load() == ts.verNum {
+	// Close drops every registration without a version bump: a closed
+	// registry always takes the snapshot (it is empty).
+	if ts.static && ts.tools != nil && ts.r.version.Load() == ts.verNum && !ts.r.closedFlag.Load() {
 		out := slices.Clone(ts.tools) // nothing can have changed: no snapshot needed
 		ts.mu.Unlock()
 		return out

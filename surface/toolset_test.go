@@ -424,7 +424,7 @@ func TestToolsStatesStayLive(t *testing.T) {
 	}
 	// A When predicate makes the catalog live: its answer shows without
 	// any version bump.
-	surfacetest.MustRegister(t, reg, surface.Component{Type: "gate", Description: "Gate", Actions: map[string]surface.Capability{
+	gate := surfacetest.MustRegister(t, reg, surface.Component{Type: "gate", Description: "Gate", Actions: map[string]surface.Capability{
 		"pass": surface.Action(surface.ActionDef[surface.None, surface.None]{
 			Description: "Passes", Effect: surface.LocalState, When: open.Load, UnavailableReason: "Closed",
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }}),
@@ -436,5 +436,14 @@ func TestToolsStatesStayLive(t *testing.T) {
 	open.Store(true)
 	if st := state("view_gate__pass"); !st.Available || reg.Version() != version {
 		t.Fatalf("opened gate: %+v (version %s, was %s)", st, reg.Version(), version)
+	}
+	// Closing the registry empties the catalog, though the version stays.
+	gate.Unregister()
+	if tools := ts.Tools(); len(tools) != 1 { // static again: the door alone
+		t.Fatalf("after the gate left: %d tools", len(tools))
+	}
+	_ = reg.Close()
+	if tools := ts.Tools(); len(tools) != 0 {
+		t.Fatalf("after Close: %d tools", len(tools))
 	}
 }
