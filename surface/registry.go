@@ -185,17 +185,9 @@ type Registry struct {
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
-	// The fields every invocation writes (locks, the default audit sink,
-	// the observation pool) sit on cache lines of their own, so that
-	// invocations on other cores do not keep invalidating the read-mostly
-	// fields around them.
-	_   [cacheLine]byte
 	mu  sync.RWMutex // invocations only read-lock it, to resolve
-	_   [cacheLine]byte
-	mem MemorySink // the default sink
-	_   [cacheLine]byte
-	obs obsPool // observation admission
-	_   [cacheLine]byte
+	mem MemorySink   // the default sink
+	obs obsPool      // observation admission
 
 	closed      bool
 	version     atomic.Uint64 // written under mu, read anywhere
@@ -222,10 +214,9 @@ type Registry struct {
 	ctxWG       sync.WaitGroup  // RegisterContext unregistrations and confirmation expiries in progress
 }
 
-// cacheLine is the padding that keeps a hot field off its neighbours'
-// cache lines (64 bytes on the platforms we run on; 128 covers adjacent-line
-// prefetching).
-const cacheLine = 64
+// discardLogger is the logger of registries given none. It is never
+// written: a *slog.Logger is safe to share.
+var discardLogger = slog.New(slog.DiscardHandler)
 
 // regState is the mutable part of a registration. It is immutable once
 // stored: a change stores a new one, so snapshots may keep the old one.
@@ -346,7 +337,7 @@ func New(opts *Options) *Registry {
 		r.env = Production
 	}
 	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+		r.log = discardLogger
 	}
 	if r.now == nil {
 		r.now, r.realClock = time.Now, true
