@@ -169,7 +169,12 @@ func (p *pipeline) invoke() Result {
 	if p.devDefect {
 		cache = false
 	}
-	end := r.now()
+	// The handler's return is the settlement time when no policy wrapped
+	// it (what follows is the runtime's own work): one clock read fewer.
+	end := p.returned
+	if end.IsZero() || p.pol != nil {
+		end = r.now()
+	}
 	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
 	p.settledAt(res, end, p.level != AuditNone || p.phase2Failed)
 	return res.clone()
@@ -259,6 +264,8 @@ type pipeline struct {
 	consumed     bool
 	admitted     bool // holds an admission slot
 	queueWait    time.Duration
+	waited       bool      // queued for admission
+	returned     time.Time // when an inline handler returned (real clock only)
 	queued       bool
 	execution    time.Duration
 	executed     bool
