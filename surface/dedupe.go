@@ -97,9 +97,9 @@ func (c *dedupeCache) shard(h uint64) *dedupeShard {
 }
 
 // begin records or finds the key; see dedupeShard.begin.
-func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}, Result) {
+func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	h := key.hash(seed)
-	return c.shard(h).begin(key, h, fp, now)
+	return c.shard(h).begin(key, h, fp, now, replay)
 }
 
 // finish settles an entry; see dedupeShard.finish.
@@ -127,10 +127,10 @@ type dedupeShard struct {
 // begin prunes expired entries, looks the key up and, on a miss, records
 // the request as in flight before any pipeline work is observable. A join
 // gets the channel that closes when the entry finishes; a replay gets a
-// copy of the cached result, taken under the lock because the entry may
-// be reused once it is evicted. h is the key's hash, computed before the
-// lock is taken.
-func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}, Result) {
+// copy of the cached result in *replay, taken under the lock because the
+// entry may be reused once it is evicted. h is the key's hash, computed
+// before the lock is taken.
+func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.ehead != nil && !c.ehead.expires.After(now) {
@@ -139,14 +139,15 @@ func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (
 	if e := c.lookup(key, h); e != nil {
 		switch {
 		case e.fingerprint != fp:
-			return nil, dedupeConflict, nil, Result{}
+			return nil, dedupeConflict, nil
 		case e.terminal:
-			return nil, dedupeReplay, nil, e.result
+			*replay = e.result
+			return nil, dedupeReplay, nil
 		}
 		if e.done == nil {
 			e.done = make(chan struct{}) // joiners read e later: it is never reused
 		}
-		return e, dedupeJoin, e.done, Result{}
+		return e, dedupeJoin, e.done
 	}
 	if c.m == nil {
 		c.m = make(map[uint64]*dedupeEntry)
@@ -167,7 +168,7 @@ func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time) (
 		e.prev, c.tail.next, c.tail = c.tail, e, e
 	}
 	c.evict()
-	return e, dedupeMiss, nil, Result{}
+	return e, dedupeMiss, nil
 }
 
 // finish stores the result of an in-flight entry and wakes its joiners. A

@@ -204,7 +204,8 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 			dk := dedupeKey{kind: "test", consumer: "c", invocationID: key}
 			switch op := rapid.IntRange(0, 5).Draw(rt, "op"); {
 			case op <= 2: // begin
-				e, hit, done, cached := c.begin(dk, seed, 7, now)
+				var cached Result
+				e, hit, done := c.begin(dk, seed, 7, now, &cached)
 				switch hit {
 				case dedupeMiss:
 					inflight = append(inflight, flight{e, key})

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -117,9 +116,8 @@ const (
 // in-flight call or replays its cached result if the request is the same,
 // and fails INVOCATION_CONFLICT if it differs.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
-	p := r.pipes.Get().(*pipeline)
-	keep := p.keep
-	*p = pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now(), keep: keep}
+	p := r.pipes.Get().(*pipeline) // zeroed by recycle, but for keep
+	p.r, p.ctx, p.inv, p.opts, p.start = r, ctx, inv, opts, r.now()
 	res := p.invoke()
 	p.recycle()
 	return res
@@ -127,8 +125,8 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 
 // invoke runs the invocation; its Result is the caller's own.
 func (p *pipeline) invoke() Result {
-	r, ctx, inv, opts := p.r, p.ctx, p.inv, p.opts
-	p.consumer = opts.Consumer.normalized()
+	r, inv := p.r, &p.inv
+	p.consumer = p.opts.Consumer.normalized()
 	p.consumerKey = p.keep.key(p.consumer)
 	p.id = inv.InvocationID
 	if p.id == "" {
@@ -142,25 +140,11 @@ func (p *pipeline) invoke() Result {
 
 	// Phase 1: identity.
 	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
-	var scratch [256]byte
-	entry, hit, joined, cached := r.dedupe.begin(key, r.fpSeed, fingerprint(r.fpSeed, scratch[:0], inv, p.canonInput, p.inputErr), p.start)
-	switch hit {
-	case dedupeJoin:
-		select {
-		case <-joined:
-			return entry.result.clone()
-		case <-ctx.Done():
-			return p.result(NewError(Cancelled, "", nil))
-		case <-r.closing():
-			return p.result(NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo))
-		}
-	case dedupeReplay:
-		return cached.clone()
-	case dedupeConflict:
-		emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: inv.CapabilityID, ConsumerID: p.consumer.ID})
-		res := p.result(NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
-		p.settled(res, true)
-		return res
+	fp, buf := fingerprint(r.fpSeed, p.keep.fp[:0], inv, p.canonInput, p.inputErr)
+	p.keep.fp = buf
+	entry, hit, joined := r.dedupe.begin(key, r.fpSeed, fp, p.start, &p.replay)
+	if hit != dedupeMiss {
+		return p.known(entry, hit, joined)
 	}
 	emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: inv.CapabilityID, ConsumerID: p.consumer.ID})
 
@@ -192,7 +176,7 @@ func (p *pipeline) recycle() {
 	r := p.r
 	keep := p.keep
 	*p = pipeline{}
-	if cap(keep.canon) <= maxKeptInput {
+	if cap(keep.canon) <= maxKeptInput && cap(keep.fp) <= maxKeptInput {
 		p.keep = keep
 	}
 	r.pipes.Put(p)
@@ -205,6 +189,7 @@ const maxKeptInput = 4 << 10
 // key of the last consumer it served.
 type pipeKeep struct {
 	canon   []byte            // canonical input
+	fp      []byte            // the request text the fingerprint hashes
 	scratch canonical.Scratch // canonicalization's working buffers
 	kind    ConsumerKind      // of the last consumer served
 	id      string
@@ -218,6 +203,30 @@ func (k *pipeKeep) key(c Consumer) string {
 		k.kind, k.id, k.ckey = c.Kind, c.ID, c.Key()
 	}
 	return k.ckey
+}
+
+// known answers a call whose key the dedupe cache knows: it joins the
+// call in flight, replays the cached result or fails INVOCATION_CONFLICT.
+// (Its own function keeps the common path's stack frame small.)
+func (p *pipeline) known(entry *dedupeEntry, hit dedupeHit, joined <-chan struct{}) Result {
+	r := p.r
+	switch hit {
+	case dedupeJoin:
+		select {
+		case <-joined:
+			return entry.result.clone()
+		case <-p.ctx.Done():
+			return p.result(NewError(Cancelled, "", nil))
+		case <-r.closing():
+			return p.result(NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo))
+		}
+	case dedupeReplay:
+		return p.replay.clone()
+	}
+	emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: p.inv.CapabilityID, ConsumerID: p.consumer.ID})
+	res := p.result(NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
+	p.settled(res, true)
+	return res
 }
 
 func codeOf(res Result) Code {
@@ -273,6 +282,7 @@ type pipeline struct {
 	exec         execution     // phase 9
 	budget       time.Duration // the execution's timeout
 	hs           *handlerState // from authorization on
+	replay       Result        // a cached result being replayed
 	keep         pipeKeep      // kept across reuse
 	devDefect    bool
 }
@@ -381,8 +391,7 @@ func (p *pipeline) run() Result {
 	d := c.def
 	p.level = d.audit
 	if p.level != AuditNone {
-		r.audit(AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
-			RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey})
+		p.auditStarted()
 	}
 	defer func() {
 		if p.reserved != nil && !p.consumed {
@@ -404,6 +413,21 @@ func (p *pipeline) run() Result {
 	if len(c.chain) == 0 {
 		return p.finish(p.afterAuthorize(p.ctx, call, nil))
 	}
+	return p.authorize(c, call, host)
+}
+
+// auditStarted records invocation-started. (Separate functions keep the
+// records and the policy contexts, which are large, off the stack frames
+// of the common path.)
+func (p *pipeline) auditStarted() {
+	p.r.audit(AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
+		RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey})
+}
+
+// authorize runs phase 4 for a capability with policies: discovery again,
+// then the authorize hooks around the later phases.
+func (p *pipeline) authorize(c *regCap, call *Call, host map[string]any) Result {
+	r := p.r
 	p.pol = &policyState{pc: PolicyContext{Consumer: p.consumer, Host: host, Environment: r.env, now: r.now, r: r}}
 	pc := &p.pol.pc
 	pc.fill(p.reg, c)
@@ -460,7 +484,13 @@ func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyCon
 	if !c.invokes {
 		return p.afterInvokePolicies(ctx, call, in, nil)
 	}
-	if value == nil && d.kind == kindObservation {
+	return p.invokePolicies(ctx, call, pc, in, value)
+}
+
+// invokePolicies runs the invoke hooks around the later phases.
+func (p *pipeline) invokePolicies(ctx context.Context, call *Call, pc *PolicyContext, in, value any) Result {
+	c := p.cap()
+	if value == nil && c.def.kind == kindObservation {
 		value = map[string]any{} // observations take no input: policies see {}
 	}
 	ic := &p.pol.ic
@@ -631,8 +661,9 @@ func (p *pipeline) canonicalInput(raw json.RawMessage) ([]byte, error) {
 // fnv1a64: a fingerprint is only ever compared with another of the same
 // registry (it never leaves the process), maphash is an order of magnitude
 // faster on this path, and a secret seed means no caller can craft two
-// requests whose fingerprints collide.
-func fingerprint(seed maphash.Seed, buf []byte, inv Invocation, canonInput []byte, inputErr error) uint64 {
+// requests whose fingerprints collide. It returns the hash and buf grown
+// with the text, for reuse.
+func fingerprint(seed maphash.Seed, buf []byte, inv *Invocation, canonInput []byte, inputErr error) (uint64, []byte) {
 	b := append(buf, `{"capabilityId":`...)
 	b = appendJSONOrNull(b, inv.CapabilityID)
 	b = append(b, `,"confirmationId":`...)
@@ -653,7 +684,7 @@ func fingerprint(seed maphash.Seed, buf []byte, inv Invocation, canonInput []byt
 	b = append(b, `,"surfaceVersion":`...)
 	b = appendJSONOrNull(b, inv.SurfaceVersion)
 	b = append(b, '}')
-	return maphash.Bytes(seed, b)
+	return maphash.Bytes(seed, b), b
 }
 
 func appendJSONOrNull(b []byte, s string) []byte {
@@ -853,7 +884,7 @@ func (p *pipeline) outputDefect(err error) {
 
 // resolve finds the target registration (semantics §9).
 func (p *pipeline) resolve() *Error {
-	r, inv := p.r, p.inv
+	r, inv := p.r, &p.inv
 	id, ok := ParseCapabilityID(inv.CapabilityID)
 	if !ok {
 		return NewError(CapabilityNotFound, "", nil)
@@ -864,15 +895,6 @@ func (p *pipeline) resolve() *Error {
 	cands := buf[:0]
 	var idx [4]int
 	idxs := idx[:0]
-	// instanceOf is what the instance id filters and sorts by: the
-	// component's instance for view capabilities, the reference's context
-	// instance for procedures.
-	instanceOf := func(reg *registration, i int) string {
-		if b := reg.caps[i].bound; b != nil {
-			return b.context.InstanceID
-		}
-		return reg.instance
-	}
 	if id.Plane == ViewPlane {
 		g := r.byType[id.Type]
 		switch {
@@ -892,80 +914,105 @@ func (p *pipeline) resolve() *Error {
 		}
 	} else {
 		for _, reg := range r.byProc[id.Path] {
-			if i := reg.procIndex(id.Path); i >= 0 && (inv.InstanceID == "" || instanceOf(reg, i) == inv.InstanceID) {
+			if i := reg.procIndex(id.Path); i >= 0 && (inv.InstanceID == "" || reg.instanceOf(i) == inv.InstanceID) {
 				cands = append(cands, reg)
 				idxs = append(idxs, i)
 			}
 		}
 	}
 	if len(cands) > 1 {
-		order := make([]int, len(cands))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int {
-			if c := strings.Compare(instanceOf(cands[a], idxs[a]), instanceOf(cands[b], idxs[b])); c != 0 {
-				return c
-			}
-			return strings.Compare(cands[a].id, cands[b].id)
-		})
-		sc, si := make([]*registration, len(cands)), make([]int, len(cands))
-		for k, i := range order {
-			sc[k], si[k] = cands[i], idxs[i]
-		}
-		cands, idxs = sc, si
+		cands, idxs = sortCandidates(cands, idxs)
 	}
 	pick := -1
-	if inv.RegistrationID != "" {
+	switch {
+	case inv.RegistrationID != "":
 		for i, c := range cands {
 			if c.id == inv.RegistrationID {
 				pick = i
 			}
 		}
 		if pick < 0 {
-			_, tomb := r.tombs.byRegistration(inv.RegistrationID, r.now())
-			switch {
-			case tomb && len(cands) > 0:
-				return NewError(StaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": cands[0].id})
-			case tomb:
-				return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
-			case len(cands) > 0:
-				return NewError(StaleCapability, "", map[string]any{"reason": "surface-reloaded", "liveRegistrationId": cands[0].id})
-			default:
-				return NewError(CapabilityNotFound, "", nil)
-			}
+			return r.notLive(inv, cands)
 		}
-	} else {
-		switch len(cands) {
-		case 0:
-			if r.tombs.listing(inv.CapabilityID, r.now()) {
-				return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
-			}
-			return NewError(CapabilityNotFound, "", nil)
-		case 1:
-			pick = 0
-		default:
-			refs := make([]InstanceRef, len(cands))
-			for i, c := range cands {
-				refs[i] = InstanceRef{InstanceID: instanceOf(c, idxs[i]), RegistrationID: c.id}
-				if b := c.caps[idxs[i]].bound; b != nil {
-					ctx := b.context
-					refs[i].Context = &ctx
-				} else {
-					refs[i].Description = c.description
-				}
-			}
-			return NewError(AmbiguousInstance, "", map[string]any{"instances": refs})
-		}
+	case len(cands) == 1:
+		pick = 0
+	default:
+		return r.noneOrMany(inv, cands, idxs)
 	}
 	p.reg, p.capIdx = cands[pick], idxs[pick]
 	p.st = r.stateLocked(p.reg)
 	// The version gate: a stale hint only stops dangerous procedures.
 	if e := p.reg.caps[p.capIdx].def.effect; inv.SurfaceVersion != "" && (e == Destructive || e == ExternalSideEffect) &&
-		inv.SurfaceVersion != strconv.FormatUint(r.version.Load(), 10) {
+		inv.SurfaceVersion != r.versionString(r.version.Load()) {
 		return NewError(StaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
 	}
 	return nil
+}
+
+// instanceOf is what an instance id filters and sorts capability i by:
+// the component's instance for view capabilities, the reference's context
+// instance for procedures.
+func (reg *registration) instanceOf(i int) string {
+	if b := reg.caps[i].bound; b != nil {
+		return b.context.InstanceID
+	}
+	return reg.instance
+}
+
+// sortCandidates orders candidates by instance, then registration id.
+func sortCandidates(cands []*registration, idxs []int) ([]*registration, []int) {
+	order := make([]int, len(cands))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(cands[a].instanceOf(idxs[a]), cands[b].instanceOf(idxs[b])); c != 0 {
+			return c
+		}
+		return strings.Compare(cands[a].id, cands[b].id)
+	})
+	sc, si := make([]*registration, len(cands)), make([]int, len(cands))
+	for k, i := range order {
+		sc[k], si[k] = cands[i], idxs[i]
+	}
+	return sc, si
+}
+
+// notLive is the failure of a call whose registration id names none of
+// the live candidates: replaced, unmounted, reloaded or unknown.
+func (r *Registry) notLive(inv *Invocation, cands []*registration) *Error {
+	_, tomb := r.tombs.byRegistration(inv.RegistrationID, r.now())
+	switch {
+	case tomb && len(cands) > 0:
+		return NewError(StaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": cands[0].id})
+	case tomb:
+		return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+	case len(cands) > 0:
+		return NewError(StaleCapability, "", map[string]any{"reason": "surface-reloaded", "liveRegistrationId": cands[0].id})
+	}
+	return NewError(CapabilityNotFound, "", nil)
+}
+
+// noneOrMany is the failure of a call without a registration id that
+// matches no live candidate or several.
+func (r *Registry) noneOrMany(inv *Invocation, cands []*registration, idxs []int) *Error {
+	if len(cands) == 0 {
+		if r.tombs.listing(inv.CapabilityID, r.now()) {
+			return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+		}
+		return NewError(CapabilityNotFound, "", nil)
+	}
+	refs := make([]InstanceRef, len(cands))
+	for i, c := range cands {
+		refs[i] = InstanceRef{InstanceID: c.instanceOf(idxs[i]), RegistrationID: c.id}
+		if b := c.caps[idxs[i]].bound; b != nil {
+			ctx := b.context
+			refs[i].Context = &ctx
+		} else {
+			refs[i].Description = c.description
+		}
+	}
+	return NewError(AmbiguousInstance, "", map[string]any{"instances": refs})
 }
 
 // procIndex returns the index of the procedure reference with path, or -1.

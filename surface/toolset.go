@@ -440,33 +440,36 @@ func (ts *Toolset) Call(ctx context.Context, name string, input json.RawMessage,
 	if ts.opts.Mode == Meta {
 		return ts.callMeta(ctx, name, input, toolCallID)
 	}
-	ts.mu.Lock()
-	i, ok := ts.byName[name]
-	var t Tool
-	if ok {
-		t = ts.tools[i]
-	}
-	ts.mu.Unlock()
+	inv := Invocation{InvocationID: toolCallID}
+	kind, ok := ts.target(name, &inv)
 	if !ok { // not in the last catalog: look again once
 		_ = ts.build()
-		ts.mu.Lock()
-		if i, ok = ts.byName[name]; ok {
-			t = ts.tools[i]
-		}
-		ts.mu.Unlock()
+		kind, ok = ts.target(name, &inv)
 	}
-	id := toolCallID
-	if id == "" {
-		id = NewInvocationID()
+	if inv.InvocationID == "" {
+		inv.InvocationID = NewInvocationID()
 	}
 	if !ok {
-		return ts.r.unknownTool(id, name)
+		return ts.r.unknownTool(inv.InvocationID, name)
 	}
-	inv := Invocation{InvocationID: id, CapabilityID: t.CapabilityID, RegistrationID: t.RegistrationID, SurfaceVersion: t.SurfaceVersion}
-	if t.Kind != KindObservation {
+	if kind != KindObservation {
 		inv.Input = input
 	}
 	return ts.invoke(ctx, inv)
+}
+
+// target points inv at the tool called name in the last catalog and
+// returns its kind; ok is false when there is no such tool.
+func (ts *Toolset) target(name string, inv *Invocation) (kind Kind, ok bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	i, ok := ts.byName[name]
+	if !ok {
+		return "", false
+	}
+	t := &ts.tools[i]
+	inv.CapabilityID, inv.RegistrationID, inv.SurfaceVersion = t.CapabilityID, t.RegistrationID, t.SurfaceVersion
+	return t.Kind, true
 }
 
 // unknownTool is the result of calling a tool the catalog does not have:
@@ -478,11 +481,17 @@ func (r *Registry) unknownTool(invocationID, name string) Result {
 
 // invoke runs one invocation with the toolset's confirmation mode.
 func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
-	opts := InvokeOptions{Consumer: ts.opts.Consumer}
-	res := ts.r.Invoke(ctx, inv, opts)
+	res := ts.r.Invoke(ctx, inv, InvokeOptions{Consumer: ts.opts.Consumer})
 	if ts.confirm != ConfirmWait || res.Error == nil || res.Error.Code != ConfirmationRequired {
 		return res
 	}
+	return ts.waitAndRetry(ctx, inv, res)
+}
+
+// waitAndRetry waits for the user's decision on the confirmation res asks
+// for and, once approved, calls again with it.
+func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result) Result {
+	opts := InvokeOptions{Consumer: ts.opts.Consumer}
 	cid, _ := res.Error.Details["confirmationId"].(string)
 	if cid == "" {
 		return res
