@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -30,8 +31,9 @@ func validCanonicalSound(t interface {
 }
 
 // Property: for every inferred type, values of the type (which validate)
-// are decided valid without decoding, and for mutated or arbitrary values
-// a "valid" answer is never wrong.
+// whose canonical text has no escapes are decided valid without decoding
+// (escaped strings are left to Validate by design), and for mutated or
+// arbitrary values a "valid" answer is never wrong.
 func TestValidCanonicalProperty(t *testing.T) {
 	for _, tc := range typeCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +41,6 @@ func TestValidCanonicalProperty(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			decided, conforming := 0, 0
 			rapid.Check(t, func(t *rapid.T) {
 				raw, err := json.Marshal(tc.values.Draw(t, "goValue"))
 				if err != nil {
@@ -49,9 +50,8 @@ func TestValidCanonicalProperty(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				conforming++
-				if validCanonicalSound(t, s, text) {
-					decided++
+				if decided := validCanonicalSound(t, s, text); !decided && !bytes.ContainsRune(text, '\\') {
+					t.Fatalf("conforming value %s, without escapes, was not decided", text)
 				}
 				v, _ := canonical.Decode(text)
 				if rapid.Bool().Draw(t, "arbitrary") {
@@ -63,9 +63,6 @@ func TestValidCanonicalProperty(t *testing.T) {
 					validCanonicalSound(t, s, text)
 				}
 			})
-			if decided == 0 {
-				t.Errorf("no conforming value of %s (of %d) was decided without decoding", tc.name, conforming)
-			}
 		})
 	}
 }
