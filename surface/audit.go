@@ -1,11 +1,14 @@
 package surface
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,31 +97,58 @@ type AuditSink interface {
 const defaultMemoryCapacity = 1000
 
 // MemorySink keeps the most recent audit records in memory. It is safe for
-// concurrent use, and concurrent Records seldom wait for each other: each
-// takes a ticket and writes its own slot of the ring. Events returns the
-// records whose writes have completed, in ticket order.
+// concurrent use and scales with cores: a record is numbered by a shared
+// ticket and written to the lane of the processor that records it (at
+// most maxMemLanes lanes, each a ring of capacity slots under its own
+// lock), so concurrent Records seldom touch the same memory. Events merges
+// the lanes by ticket and returns the newest capacity records. A lane's
+// slots are allocated in chunks as it fills: a sink that records little
+// stays small, and one written from n processors holds at most n ×
+// capacity records.
 type MemorySink struct {
 	capacity int       // fixed by the first Record
 	once     sync.Once // makes the ring
-	ring     memRing
+	ring     *memRing
+	tokens   sync.Pool // *memToken: which lane a processor writes
+	nextLane atomic.Uint32
 }
 
-// memRing is the ring of a MemorySink: capacity slots, allocated in chunks
-// as tickets first reach them, so a sink that records little stays small.
+// memRing is the shared part of a MemorySink, allocated on first use: the
+// lanes, and the ticket counter on a cache line of its own (every Record
+// writes it; nothing else it shares a line with should be written).
 type memRing struct {
-	next   atomic.Uint64 // tickets issued
-	chunks []atomic.Pointer[memChunk]
+	lanes []memLane
+	_     [40]byte
+	next  atomic.Uint64 // tickets issued
+	_     [56]byte
 }
+
+// maxMemLanes bounds the lanes of a MemorySink.
+const maxMemLanes = 8
+
+// memLane is one ring of a MemorySink. Records enter it in ticket order:
+// the ticket is taken under its lock.
+type memLane struct {
+	mu     sync.Mutex
+	n      uint64      // records written
+	chunks []*memChunk // capacity slots, allocated as reached
+	_      [24]byte    // one lane per cache line
+}
+
+// memToken is a lane assignment, kept per processor by a sync.Pool.
+type memToken struct{ lane uint32 }
 
 const memChunkSlots = 64
 
 type memChunk [memChunkSlots]memSlot
 
-// memSlot holds one record; seq is its ticket + 1, 0 while empty.
+// memSlot holds one record. Its duration pointers are kept as values
+// (ms, has), so a record does not keep alive what they pointed into.
 type memSlot struct {
-	mu  sync.Mutex
-	seq uint64
+	seq uint64 // ticket + 1
 	e   AuditEvent
+	ms  [3]int64
+	has uint8 // bit i: ms[i] is set
 }
 
 // NewMemorySink returns a sink that keeps the last capacity records
@@ -134,21 +164,14 @@ func (s *MemorySink) init() {
 	if s.capacity <= 0 {
 		s.capacity = defaultMemoryCapacity
 	}
-	s.ring.chunks = make([]atomic.Pointer[memChunk], (s.capacity+memChunkSlots-1)/memChunkSlots)
-}
-
-// slot returns the slot of ring position pos, making its chunk if need be.
-func (s *MemorySink) slot(pos uint64) *memSlot {
-	p := &s.ring.chunks[pos/memChunkSlots]
-	c := p.Load()
-	if c == nil {
-		if p.CompareAndSwap(nil, new(memChunk)) {
-			c = p.Load()
-		} else {
-			c = p.Load() // another Record made it
-		}
+	ring := &memRing{lanes: make([]memLane, min(runtime.GOMAXPROCS(0), maxMemLanes))}
+	for i := range ring.lanes {
+		ring.lanes[i].chunks = make([]*memChunk, (s.capacity+memChunkSlots-1)/memChunkSlots)
 	}
-	return &c[pos%memChunkSlots]
+	s.ring = ring
+	s.tokens.New = func() any {
+		return &memToken{lane: (s.nextLane.Add(1) - 1) % uint32(len(ring.lanes))}
+	}
 }
 
 // Record implements AuditSink. A zero MemorySink keeps the default 1000.
@@ -157,33 +180,61 @@ func (s *MemorySink) Record(e AuditEvent) { s.record(&e) }
 // record is Record without copying e on the way in.
 func (s *MemorySink) record(e *AuditEvent) {
 	s.once.Do(s.init)
-	t := s.ring.next.Add(1) - 1
-	sl := s.slot(t % uint64(s.capacity))
-	sl.mu.Lock()
-	if sl.seq < t+1 { // a slower, older ticket never overwrites a newer record
-		sl.seq, sl.e = t+1, *e
+	tok := s.tokens.Get().(*memToken)
+	ring := s.ring
+	l := &ring.lanes[tok.lane]
+	l.mu.Lock()
+	pos := l.n % uint64(s.capacity)
+	c := l.chunks[pos/memChunkSlots]
+	if c == nil {
+		c = new(memChunk)
+		l.chunks[pos/memChunkSlots] = c
 	}
-	sl.mu.Unlock()
+	l.n++
+	c[pos%memChunkSlots].store(ring.next.Add(1), e)
+	l.mu.Unlock()
+	s.tokens.Put(tok)
+}
+
+// store copies e into the slot, its durations by value.
+func (sl *memSlot) store(seq uint64, e *AuditEvent) {
+	sl.seq, sl.e, sl.has = seq, *e, 0
+	for i, d := range [3]**int64{&sl.e.DurationMs, &sl.e.QueueWaitMs, &sl.e.ExecutionMs} {
+		if *d != nil {
+			sl.ms[i], sl.has = **d, sl.has|1<<i
+			*d = nil
+		}
+	}
 }
 
 // Events returns the kept records, oldest first. A Record still in
 // progress when Events is called may be missing.
 func (s *MemorySink) Events() []AuditEvent {
 	s.once.Do(s.init)
-	n := s.ring.next.Load()
-	first := n - min(n, uint64(s.capacity))
-	out := make([]AuditEvent, 0, n-first)
-	for t := first; t < n; t++ {
-		c := s.ring.chunks[(t%uint64(s.capacity))/memChunkSlots].Load()
-		if c == nil {
-			continue
+	var kept []memSlot
+	for i := range s.ring.lanes {
+		l := &s.ring.lanes[i]
+		l.mu.Lock()
+		for k := l.n - min(l.n, uint64(s.capacity)); k < l.n; k++ {
+			pos := k % uint64(s.capacity)
+			kept = append(kept, l.chunks[pos/memChunkSlots][pos%memChunkSlots])
 		}
-		sl := &c[(t%uint64(s.capacity))%memChunkSlots]
-		sl.mu.Lock()
-		if sl.seq == t+1 {
-			out = append(out, sl.e)
+		l.mu.Unlock()
+	}
+	// Each lane is in ticket order already; a sort merges them.
+	slices.SortFunc(kept, func(a, b memSlot) int { return cmp.Compare(a.seq, b.seq) })
+	kept = kept[len(kept)-min(len(kept), s.capacity):]
+	out := make([]AuditEvent, len(kept))
+	ms := make([]int64, 3*len(kept))
+	for i := range kept {
+		sl := &kept[i]
+		out[i] = sl.e
+		for j, d := range [3]**int64{&out[i].DurationMs, &out[i].QueueWaitMs, &out[i].ExecutionMs} {
+			if sl.has&(1<<j) != 0 {
+				ms[3*i+j] = sl.ms[j]
+				*d = &ms[3*i+j]
+			}
 		}
-		sl.mu.Unlock()
 	}
 	return out
 }

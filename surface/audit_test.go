@@ -235,3 +235,70 @@ func TestMemorySinkConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A MemorySink keeps durations by value: what a record pointed into may
+// change or be reused after Record returns, and what Events returns is the
+// caller's own.
+func TestMemorySinkKeepsDurationsByValue(t *testing.T) {
+	var sink surface.MemorySink
+	d, q, x := int64(7), int64(3), int64(4)
+	sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, DurationMs: &d, QueueWaitMs: &q})
+	sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, ExecutionMs: &x})
+	d, q, x = 70, 30, 40
+	got := sink.Events()
+	if len(got) != 2 {
+		t.Fatalf("kept %d records, want 2", len(got))
+	}
+	first, second := got[0], got[1]
+	if first.DurationMs == nil || *first.DurationMs != 7 || first.QueueWaitMs == nil || *first.QueueWaitMs != 3 || first.ExecutionMs != nil {
+		t.Fatalf("first record durations = %v %v %v, want 7 3 nil", first.DurationMs, first.QueueWaitMs, first.ExecutionMs)
+	}
+	if second.ExecutionMs == nil || *second.ExecutionMs != 4 || second.DurationMs != nil || second.QueueWaitMs != nil {
+		t.Fatalf("second record durations = %v %v %v, want nil nil 4", second.DurationMs, second.QueueWaitMs, second.ExecutionMs)
+	}
+	*first.DurationMs = 99
+	if again := sink.Events(); *again[0].DurationMs != 7 {
+		t.Fatalf("changing a returned record changed the sink: %d", *again[0].DurationMs)
+	}
+}
+
+// Records made one after another keep that order in Events, whichever
+// goroutines (and so processors and lanes) made them: goroutines pass a
+// baton, each recording the next number while holding it. The newest
+// capacity records are kept.
+func TestMemorySinkOrderAcrossGoroutines(t *testing.T) {
+	const writers, total, capacity = 4, 3000, 500
+	sink := surface.NewMemorySink(capacity)
+	baton := make([]chan int, writers)
+	for i := range baton {
+		baton[i] = make(chan int)
+	}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for n := range baton[w] {
+				if n == total {
+					for _, c := range baton {
+						if c != baton[w] {
+							close(c)
+						}
+					}
+					return
+				}
+				sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, InvocationID: strconv.Itoa(n)})
+				baton[(n+1)%writers] <- n + 1
+			}
+		})
+	}
+	baton[0] <- 0
+	wg.Wait()
+	got := sink.Events()
+	if len(got) != capacity {
+		t.Fatalf("kept %d records, want %d", len(got), capacity)
+	}
+	for i, e := range got {
+		if want := strconv.Itoa(total - capacity + i); e.InvocationID != want {
+			t.Fatalf("record %d is %s, want %s (records out of order or not the newest)", i, e.InvocationID, want)
+		}
+	}
+}

@@ -136,3 +136,26 @@ func BenchmarkHeapPerComponent(b *testing.B) {
 		_ = reg.Close()
 	}
 }
+
+// BenchmarkMemorySink records an invocation-settled record from one
+// goroutine (serial) and from GOMAXPROCS goroutines (parallel; ns/op is
+// wall time per record across all of them). Every invocation records two.
+func BenchmarkMemorySink(b *testing.B) {
+	ms := int64(1)
+	e := surface.AuditEvent{Type: surface.AuditInvocationSettled, CapabilityID: benchAction, RegistrationID: "bench.widget#w0~1abcdef",
+		InvocationID: "inv_0123456789ab", ConsumerID: "test:bench", Status: surface.StatusOK, DurationMs: &ms, ExecutionMs: &ms}
+	b.Run("serial", func(b *testing.B) {
+		var sink surface.MemorySink
+		for b.Loop() {
+			sink.Record(e)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var sink surface.MemorySink
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				sink.Record(e)
+			}
+		})
+	})
+}
