@@ -305,6 +305,51 @@ func TestIdempotencyPerConsumer_AS_IDENT_004(t *testing.T) {
 	surfacetest.RequireOK(t, other)
 }
 
+// AS-IDENT-001: calls without an invocation id get generated ones, unique
+// across goroutines; a retry with a generated id replays the cached result
+// from whichever goroutine makes it (the dedupe shard is read from the id,
+// not from the goroutine that minted it).
+func TestGeneratedIDsReplay_AS_IDENT_001(t *testing.T) {
+	reg := surface.New(&surface.Options{Limits: surface.Limits{DedupeCacheSize: 2000, ActionQueueDepth: 16}})
+	defer reg.Close()
+	p := newProbe()
+	surfacetest.MustRegister(t, reg, p.component("main"))
+	const goroutines, each = 4, 100
+	firsts := make([][]surface.Result, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for range each {
+				firsts[g] = append(firsts[g], reg.Invoke(bg, inv("", selectID, `{"ids":["d1"]}`), as("a")))
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for g := range goroutines {
+		for _, first := range firsts[g] {
+			surfacetest.RequireOK(t, first)
+			if seen[first.InvocationID] {
+				t.Fatalf("generated id %s given twice", first.InvocationID)
+			}
+			seen[first.InvocationID] = true
+		}
+	}
+	for g := range goroutines {
+		wg.Go(func() {
+			for _, first := range firsts[(g+1)%goroutines] { // another goroutine's ids
+				if again := reg.Invoke(bg, inv(first.InvocationID, selectID, `{"ids":["d1"]}`), as("a")); again != first {
+					t.Errorf("retry of %s = %+v, want the replay %+v", first.InvocationID, again, first)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := p.calls.Load(); n != goroutines*each {
+		t.Fatalf("handler ran %d times for %d first calls and as many retries", n, goroutines*each)
+	}
+}
+
 // AS-IDENT-005 and AS-BOUND-002: the dedupe window is bounded by TTL and
 // size, deterministically under a fake clock; an expired key re-runs.
 func TestDedupeBounds_AS_IDENT_005_AS_BOUND_002(t *testing.T) {
