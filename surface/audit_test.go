@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -301,4 +302,51 @@ func TestMemorySinkOrderAcrossGoroutines(t *testing.T) {
 			t.Fatalf("record %d is %s, want %s (records out of order or not the newest)", i, e.InvocationID, want)
 		}
 	}
+}
+
+// keepingSink keeps records as given, duration pointers included.
+type keepingSink struct {
+	mu     sync.Mutex
+	events []surface.AuditEvent
+}
+
+func (s *keepingSink) Record(e surface.AuditEvent) {
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+}
+
+// AS-OBSV-001: a sink of the host's that keeps the records it is given,
+// pointers and all, still reads each invocation's own durations after
+// later invocations ran (the runtime reuses its own storage only for the
+// sinks it knows copy).
+func TestKeepingSinkDurationsStayOwn_AS_OBSV_001(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &keepingSink{}
+		reg := surface.New(&surface.Options{Audit: sink})
+		defer reg.Close()
+		act := surface.Action(surface.ActionDef[struct {
+			Ms int `json:"ms"`
+		}, surface.None]{
+			Description: "Sleeps", Effect: surface.LocalState,
+			Execute: func(_ context.Context, _ *surface.Call, in struct {
+				Ms int `json:"ms"`
+			}) (surface.None, error) {
+				time.Sleep(time.Duration(in.Ms) * time.Millisecond)
+				return surface.None{}, nil
+			}})
+		surfacetest.MustRegister(t, reg, surface.Component{Type: "sleeper", Description: "Sleeps", Actions: map[string]surface.Capability{"sleep": act}})
+		for _, ms := range []int{5, 9, 13} {
+			surfacetest.RequireOK(t, reg.Invoke(context.Background(), surface.Invocation{CapabilityID: "view:sleeper.sleep", Input: json.RawMessage(`{"ms":` + strconv.Itoa(ms) + `}`)}, surface.InvokeOptions{}))
+		}
+		var got []int64
+		for _, e := range sink.events {
+			if e.Type == surface.AuditInvocationSettled {
+				got = append(got, *e.ExecutionMs, *e.DurationMs)
+			}
+		}
+		if want := []int64{5, 5, 9, 9, 13, 13}; !slices.Equal(got, want) {
+			t.Fatalf("execution and total ms per invocation = %v, want %v", got, want)
+		}
+	})
 }

@@ -283,6 +283,7 @@ type pipeline struct {
 	executed     bool
 	pol          *policyState  // set when the capability has policies
 	exec         execution     // phase 9
+	ms           [3]int64      // the settled record's durations, when the sinks copy them
 	budget       time.Duration // the execution's timeout
 	hs           *handlerState // from authorization on
 	replay       Result        // a cached result being replayed
@@ -297,7 +298,6 @@ func (p *pipeline) cap() *regCap { return &p.reg.caps[p.capIdx] }
 type handlerState struct {
 	call Call
 	hctx handlerCtx // the handler's context when it runs inline
-	ms   [3]int64   // audit durations: the settled record points here
 }
 
 // policyState holds the contexts policies see, allocated together.
@@ -329,11 +329,9 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	if !audit {
 		return
 	}
-	var ms *[3]int64 // the record keeps pointers to it
-	if p.hs != nil {
-		ms = &p.hs.ms
-	} else {
-		ms = new([3]int64)
+	ms := &p.ms // the record points here: the sinks copy what it points to
+	if !r.sinksCopy {
+		ms = new([3]int64) // another sink may keep the pointers
 	}
 	ms[0] = d.Milliseconds()
 	ev := AuditEvent{

@@ -176,6 +176,7 @@ type Registry struct {
 	surfaceID  string
 	sink       AuditSink
 	console    AuditSink // development only: audit on stderr
+	sinksCopy  bool      // sink and console keep no pointer of a record
 	redact     func(string, AuditPayload) AuditPayload
 
 	// executor performs procedure calls; replaced, never mutated.
@@ -333,6 +334,10 @@ func New(opts *Options) *Registry {
 	r.pipes.New = func() any { return &pipeline{keep: pipeKeep{lane: r.lanes.Add(1) - 1}} }
 	if r.env == Development {
 		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
+	}
+	switch r.sink.(type) {
+	case *MemorySink, *SlogSink: // they copy a record's values before Record returns
+		r.sinksCopy = true
 	}
 	if r.env == "" {
 		r.env = Production
