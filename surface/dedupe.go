@@ -90,27 +90,21 @@ func (c *dedupeCache) makeShards() {
 	}
 }
 
-// shard returns the shard of a key: the lane a minted invocation id
-// carries (see mintInvocationID), else the key's hash. Invocations that
-// mint their ids so keep to the shard of their processor's lane instead of
-// pulling shards from core to core.
-func (c *dedupeCache) shard(invocationID string, h uint64) *dedupeShard {
+// shard returns the shard of a key hash.
+func (c *dedupeCache) shard(h uint64) *dedupeShard {
 	c.once.Do(c.makeShards)
-	if lane, ok := mintedLane(invocationID); ok {
-		h = uint64(lane)
-	}
 	return &c.shards[h&uint64(len(c.shards)-1)]
 }
 
 // begin records or finds the key; see dedupeShard.begin.
 func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	h := key.hash(seed)
-	return c.shard(key.invocationID, h).begin(key, h, fp, now, replay)
+	return c.shard(h).begin(key, h, fp, now, replay)
 }
 
 // finish settles an entry; see dedupeShard.finish.
 func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
-	c.shard(e.key.invocationID, e.hash).finish(e, res, cache, now, ttl)
+	c.shard(e.hash).finish(e, res, cache, now, ttl)
 }
 
 // dedupeShard is one part of the cache. Entries keep their insertion

@@ -179,51 +179,6 @@ func NewInvocationID() string {
 	return string(appendRandom62(append(make([]byte, 0, 16), "inv_"...), 12))
 }
 
-// mintInvocationID is NewInvocationID for the pipeline of a lane: the
-// first random character's base62 index ≡ lane (mod 8), which the dedupe
-// cache reads back (mintedLane) to keep the key on the lane's shard. The
-// other eleven characters stay random (65 bits).
-func mintInvocationID(lane uint32) string {
-	b := appendRandom62(append(make([]byte, 0, 16), "inv_"...), 12)
-	v := uint32(base62Index(b[4]))&^(maxLanes-1) | lane&(maxLanes-1)
-	if v >= 62 {
-		v -= maxLanes
-	}
-	b[4] = base62[v]
-	return string(b)
-}
-
-// maxLanes is the number of lanes minted ids tell apart (a power of two).
-const maxLanes = 8
-
-// mintedLane returns the lane of an id that may be a minted invocation id
-// (16 bytes, "inv_", then a base62 character): that character's base62
-// index mod maxLanes. Any such id has one, minted here or not; only the
-// fifth character is read.
-func mintedLane(id string) (uint32, bool) {
-	if len(id) != 16 || id[:4] != "inv_" {
-		return 0, false
-	}
-	v := base62Index(id[4])
-	if v < 0 {
-		return 0, false
-	}
-	return uint32(v) & (maxLanes - 1), true
-}
-
-// base62Index returns c's index in base62, or -1.
-func base62Index(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'A' <= c && c <= 'Z':
-		return int(c-'A') + 10
-	case 'a' <= c && c <= 'z':
-		return int(c-'a') + 36
-	}
-	return -1
-}
-
 func newConfirmationID() string {
 	return string(appendRandom62(append(make([]byte, 0, 16), "cnf_"...), 12))
 }

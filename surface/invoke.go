@@ -130,7 +130,7 @@ func (p *pipeline) invoke() Result {
 	p.consumerKey = p.keep.key(p.consumer)
 	p.id = inv.InvocationID
 	if p.id == "" {
-		p.id = mintInvocationID(p.keep.lane)
+		p.id = NewInvocationID()
 	}
 	p.startVersion = r.version.Load()
 	if r.closedFlag.Load() {
@@ -178,8 +178,6 @@ func (p *pipeline) recycle() {
 	*p = pipeline{}
 	if cap(keep.canon) <= maxKeptInput && cap(keep.fp) <= maxKeptInput {
 		p.keep = keep
-	} else {
-		p.keep.lane = keep.lane
 	}
 	r.pipes.Put(p)
 }
@@ -190,7 +188,6 @@ const maxKeptInput = 4 << 10
 // pipeKeep is what a pipeline keeps when it is reused: buffers, and the
 // key of the last consumer it served.
 type pipeKeep struct {
-	lane    uint32            // of the processor that made the pipeline; see mintInvocationID
 	canon   []byte            // canonical input
 	fp      []byte            // the request text the fingerprint hashes
 	scratch canonical.Scratch // canonicalization's working buffers
