@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	fastjson "github.com/segmentio/encoding/json"
 
@@ -273,11 +274,17 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 	// decoded with segmentio's encoding/json, a drop-in reimplementation
 	// (the MCP SDK's own JSON) that decodes the same values several times
 	// faster; its error texts differ, and they never reach the agent.
+	// Top-level slice fields get the capacity of their arrays first: the
+	// decoder appends into it instead of starting at ten elements.
+	presizer := schema.NewPresizer(inType)
 	d.decode = func(raw []byte) (any, error) {
 		if inType == noneType {
 			return nil, nil
 		}
 		in := new(In)
+		if presizer != nil {
+			presizer.Presize(raw, unsafe.Pointer(in))
+		}
 		return in, fastjson.Unmarshal(raw, in)
 	}
 	typed := func(in any) In {
