@@ -55,59 +55,38 @@ type dedupeEntry struct {
 }
 
 // dedupeCache maps consumer + invocation id to requests, bounded by size
-// and TTL (semantics §6). It is split by key hash into shards, each with
-// its own lock and its share of the size, so that concurrent invocations
-// seldom meet on one lock; a cache of fewer than 32 entries is one shard,
-// and every shard holds at least 16.
+// and TTL (semantics §6). It is one FIFO under one lock, so that the size
+// is exact: the size most recent keys are kept, whoever made them. (Split
+// by key into shards, each with its share of the size, a caller's keys
+// crowd some shards before others fill, and a shard evicts keys that a
+// single FIFO would keep.) The body is allocated on first use, so an idle
+// registry stays small and the lock shares no cache line with the
+// registry's read-mostly fields.
 type dedupeCache struct {
-	once   sync.Once // makes the shards on first use: an idle registry stays small
-	size   int
-	shards []dedupeShard
+	once sync.Once
+	size int
+	s    *dedupeShard
 }
 
-// Shard bounds: at most maxDedupeShards, each with at least
-// minDedupeShardSize entries.
-const (
-	maxDedupeShards    = 8
-	minDedupeShardSize = 16
-)
-
-// init sets the size; the shards are made on first use.
+// init sets the size; the body is made on first use.
 func (c *dedupeCache) init(size int) { c.size = size }
 
-func (c *dedupeCache) makeShards() {
-	size := c.size
-	n := 1
-	for n < maxDedupeShards && size/(2*n) >= minDedupeShardSize {
-		n *= 2
-	}
-	c.shards = make([]dedupeShard, n)
-	for i := range c.shards {
-		c.shards[i].capacity = size / n
-		if i < size%n {
-			c.shards[i].capacity++
-		}
-	}
-}
-
-// shard returns the shard of a key hash.
-func (c *dedupeCache) shard(h uint64) *dedupeShard {
-	c.once.Do(c.makeShards)
-	return &c.shards[h&uint64(len(c.shards)-1)]
+func (c *dedupeCache) body() *dedupeShard {
+	c.once.Do(func() { c.s = &dedupeShard{capacity: c.size} })
+	return c.s
 }
 
 // begin records or finds the key; see dedupeShard.begin.
 func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
-	h := key.hash(seed)
-	return c.shard(h).begin(key, h, fp, now, replay)
+	return c.body().begin(key, key.hash(seed), fp, now, replay)
 }
 
 // finish settles an entry; see dedupeShard.finish.
 func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
-	c.shard(e.hash).finish(e, res, cache, now, ttl)
+	c.body().finish(e, res, cache, now, ttl)
 }
 
-// dedupeShard is one part of the cache. Entries keep their insertion
+// dedupeShard is the body of the cache. Entries keep their insertion
 // position when they become terminal; hits do not refresh it; in-flight
 // entries are never evicted. Because the TTL is constant, terminal
 // entries expire in the order they settled, so pruning pops a list head
@@ -121,7 +100,6 @@ type dedupeShard struct {
 	ehead, etail *dedupeEntry            // expiry order
 	free         *dedupeEntry            // removed entries no one can reach, by hnext
 	nfree        int
-	_            [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // begin prunes expired entries, looks the key up and, on a miss, records

@@ -183,7 +183,7 @@ func TestRegistrationIDGrammar_AS_ID_001(t *testing.T) {
 func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var c dedupeCache
-		c.init(rapid.IntRange(1, 600).Draw(rt, "size")) // one to eight shards
+		c.init(rapid.IntRange(1, 600).Draw(rt, "size"))
 		seed := maphash.MakeSeed()
 		now := time.Unix(0, 0)
 		ttl := time.Minute
@@ -237,33 +237,12 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 				default:
 				}
 			}
-			c.once.Do(c.makeShards)
-			for i := range c.shards {
-				s := &c.shards[i]
-				// Eviction stops at an in-flight entry (semantics §6).
-				if (s.n > s.capacity && s.head.terminal) || s.nfree > s.capacity {
-					rt.Fatalf("shard %d holds %d entries (%d free) for capacity %d", i, s.n, s.nfree, s.capacity)
-				}
+			// Eviction stops at an in-flight entry (semantics §6).
+			if s := c.body(); (s.n > s.capacity && s.head.terminal) || s.nfree > s.capacity {
+				rt.Fatalf("cache holds %d entries (%d free) for capacity %d", s.n, s.nfree, s.capacity)
 			}
 		}
 	})
-}
-
-// The shards share the cache's size exactly, and their number follows
-// the documented bounds.
-func TestDedupeShards(t *testing.T) {
-	for _, c := range []struct{ size, shards int }{{1, 1}, {31, 1}, {32, 2}, {63, 2}, {64, 4}, {200, 8}, {255, 8}, {10000, 8}} {
-		var d dedupeCache
-		d.init(c.size)
-		d.once.Do(d.makeShards)
-		total := 0
-		for i := range d.shards {
-			total += d.shards[i].capacity
-		}
-		if len(d.shards) != c.shards || total != c.size {
-			t.Errorf("size %d: %d shards holding %d, want %d shards holding %d", c.size, len(d.shards), total, c.shards, c.size)
-		}
-	}
 }
 
 // isBlank agrees with strings.TrimSpace(s) == "" on any text, Unicode

@@ -307,8 +307,7 @@ func TestIdempotencyPerConsumer_AS_IDENT_004(t *testing.T) {
 
 // AS-IDENT-001: calls without an invocation id get generated ones, unique
 // across goroutines; a retry with a generated id replays the cached result
-// from whichever goroutine makes it (the dedupe shard is read from the id,
-// not from the goroutine that minted it).
+// from whichever goroutine makes it.
 func TestGeneratedIDsReplay_AS_IDENT_001(t *testing.T) {
 	reg := surface.New(&surface.Options{Limits: surface.Limits{DedupeCacheSize: 2000, ActionQueueDepth: 16}})
 	defer reg.Close()
@@ -347,6 +346,27 @@ func TestGeneratedIDsReplay_AS_IDENT_001(t *testing.T) {
 	wg.Wait()
 	if n := p.calls.Load(); n != goroutines*each {
 		t.Fatalf("handler ran %d times for %d first calls and as many retries", n, goroutines*each)
+	}
+}
+
+// AS-IDENT-005: one caller's generated ids use the whole dedupe cache:
+// each of DedupeCacheSize calls made one after another still replays
+// (the cache must not keep a caller's keys in a fraction of itself).
+func TestGeneratedIDsUseWholeCache_AS_IDENT_005(t *testing.T) {
+	const size = 300
+	reg := surface.New(&surface.Options{Limits: surface.Limits{DedupeCacheSize: size}})
+	defer reg.Close()
+	p := newProbe()
+	surfacetest.MustRegister(t, reg, p.component("main"))
+	ids := make([]string, size)
+	for i := range ids {
+		ids[i] = reg.Invoke(bg, inv("", selectID, `{"ids":["d1"]}`), as("a")).InvocationID
+	}
+	for _, id := range ids {
+		surfacetest.RequireOK(t, reg.Invoke(bg, inv(id, selectID, `{"ids":["d1"]}`), as("a")))
+	}
+	if n := p.calls.Load(); n != size {
+		t.Fatalf("handler ran %d times for %d calls and their retries", n, size)
 	}
 }
 

@@ -43,10 +43,9 @@ type Limits struct {
 	// Default 8; negative means none.
 	MaxQueuedObservationsPerConsumer int
 	// DedupeCacheSize bounds the idempotency cache. Default 200 entries.
-	// From 32 entries on the cache is split by key into up to 8 shards,
-	// each with its share of the size and its own lock, and the oldest
-	// entry is evicted per shard; below that, eviction follows insertion
-	// order across the whole cache exactly.
+	// Eviction follows insertion order across the whole cache: the
+	// DedupeCacheSize most recent keys are kept (within their TTL), and
+	// entries still in flight are never evicted.
 	DedupeCacheSize int
 	// DedupeCacheTTL is how long a terminal result is replayed. Default 10m.
 	DedupeCacheTTL time.Duration
