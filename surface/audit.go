@@ -175,14 +175,24 @@ func (s *MemorySink) init() {
 }
 
 // Record implements AuditSink. A zero MemorySink keeps the default 1000.
-func (s *MemorySink) Record(e AuditEvent) { s.record(&e) }
+func (s *MemorySink) Record(e AuditEvent) { s.record(&e, anyLane) }
 
-// record is Record without copying e on the way in.
-func (s *MemorySink) record(e *AuditEvent) {
+// anyLane asks record to write the lane of the calling processor.
+const anyLane = -1
+
+// record is Record without copying e on the way in, to the given lane
+// (reduced modulo the lanes) or, for anyLane, to the calling processor's
+// lane. The registry passes lanes it already knows (a pooled pipeline's),
+// which saves finding one.
+func (s *MemorySink) record(e *AuditEvent, lane int) {
 	s.once.Do(s.init)
-	tok := s.tokens.Get().(*memToken)
 	ring := s.ring
-	l := &ring.lanes[tok.lane]
+	var tok *memToken
+	if lane < 0 {
+		tok = s.tokens.Get().(*memToken)
+		lane = int(tok.lane)
+	}
+	l := &ring.lanes[lane%len(ring.lanes)]
 	l.mu.Lock()
 	pos := l.n % uint64(s.capacity)
 	c := l.chunks[pos/memChunkSlots]
@@ -193,7 +203,9 @@ func (s *MemorySink) record(e *AuditEvent) {
 	l.n++
 	c[pos%memChunkSlots].store(ring.next.Add(1), e)
 	l.mu.Unlock()
-	s.tokens.Put(tok)
+	if tok != nil {
+		s.tokens.Put(tok)
+	}
 }
 
 // store copies e into the slot, its durations by value.
@@ -242,29 +254,43 @@ func (s *MemorySink) Events() []AuditEvent {
 // audit hands e to the registry's sink (and, in development, to the
 // console sink on stderr).
 func (r *Registry) audit(e AuditEvent) {
-	r.auditTo(nil, &e)
+	r.auditLane(&e, 0)
 }
 
-// auditTo hands e to sink, or to the registry's sinks when sink is nil,
-// recovering a panic. Records are passed by pointer until a sink copies
-// them: they are large.
-func (r *Registry) auditTo(sink AuditSink, e *AuditEvent) {
+// auditLane is audit with the MemorySink lane to write: a pooled
+// pipeline's (pools are per processor), else 0, the registry's own. It
+// saves the sink finding the calling processor's lane.
+func (r *Registry) auditLane(e *AuditEvent, lane uint32) {
 	if e.At.IsZero() {
 		e.At = r.now()
 	}
-	if sink != nil {
-		r.record(sink, e)
-		return
+	if ms, ok := r.sink.(*MemorySink); ok {
+		ms.record(e, int(lane%maxMemLanes))
+	} else {
+		r.record(r.sink, e)
 	}
-	r.record(r.sink, e)
 	if r.console != nil {
 		r.record(r.console, e)
 	}
 }
 
+// auditTo hands e to sink (a policy's own), or to the registry's sinks
+// when sink is nil, recovering a panic. Records are passed by pointer
+// until a sink copies them: they are large.
+func (r *Registry) auditTo(sink AuditSink, e *AuditEvent) {
+	if sink == nil {
+		r.auditLane(e, 0)
+		return
+	}
+	if e.At.IsZero() {
+		e.At = r.now()
+	}
+	r.record(sink, e)
+}
+
 func (r *Registry) record(sink AuditSink, e *AuditEvent) {
 	if ms, ok := sink.(*MemorySink); ok { // cannot panic: no recovery needed
-		ms.record(e)
+		ms.record(e, anyLane)
 		return
 	}
 	r.recordGuarded(sink, *e)

@@ -178,6 +178,8 @@ func (p *pipeline) recycle() {
 	*p = pipeline{}
 	if cap(keep.canon) <= maxKeptInput && cap(keep.fp) <= maxKeptInput {
 		p.keep = keep
+	} else {
+		p.keep.lane = keep.lane
 	}
 	r.pipes.Put(p)
 }
@@ -188,6 +190,7 @@ const maxKeptInput = 4 << 10
 // pipeKeep is what a pipeline keeps when it is reused: buffers, and the
 // key of the last consumer it served.
 type pipeKeep struct {
+	lane    uint32            // the audit lane of the processor that made the pipeline (pools are per processor)
 	canon   []byte            // canonical input
 	fp      []byte            // the request text the fingerprint hashes
 	scratch canonical.Scratch // canonicalization's working buffers
@@ -349,7 +352,7 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	if p.level == AuditFull {
 		ev.Payload = r.payload(p.inv.CapabilityID, JSONText(p.effInput), res.Output)
 	}
-	r.audit(ev)
+	r.auditLane(&ev, p.keep.lane)
 }
 
 // payload builds a full-level audit payload: redacted, then capped.
@@ -418,8 +421,8 @@ func (p *pipeline) run() Result {
 // records and the policy contexts, which are large, off the stack frames
 // of the common path.)
 func (p *pipeline) auditStarted() {
-	p.r.audit(AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
-		RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey})
+	p.r.auditLane(&AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
+		RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey}, p.keep.lane)
 }
 
 // authorize runs phase 4 for a capability with policies: discovery again,

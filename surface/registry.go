@@ -197,6 +197,7 @@ type Registry struct {
 	pipes       sync.Pool                  // *pipeline, reused when nothing can reach them
 	outBufs     sync.Pool                  // *[]byte buffers for encoding outputs
 	counter     atomic.Uint64              // registration ids; rejected handles take one too
+	lanes       atomic.Uint32              // pipelines made: each takes the next audit lane
 	idKey       uint64                     // mixes the random part of registration ids
 	entries     entryOrder                 // active registrations in snapshot order
 	byType      map[string]*typeGroup      // active registrations per type; some groups may be empty
@@ -330,7 +331,7 @@ func New(opts *Options) *Registry {
 	r.confirm.r = r
 	r.dedupe.init(r.limits.DedupeCacheSize)
 	r.outBufs.New = func() any { b := make([]byte, 0, 512); return &b }
-	r.pipes.New = func() any { return new(pipeline) }
+	r.pipes.New = func() any { return &pipeline{keep: pipeKeep{lane: r.lanes.Add(1)}} } // lane 0 is the registry's own
 	if r.env == Development {
 		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
 	}
