@@ -131,9 +131,8 @@ func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time, r
 		c.m = make(map[uint64]*dedupeEntry)
 	}
 	e := c.free
-	if e != nil {
+	if e != nil { // zeroed by recycle but for hnext, set below
 		c.free, c.nfree = e.hnext, c.nfree-1
-		*e = dedupeEntry{}
 	} else {
 		e = new(dedupeEntry)
 	}
