@@ -117,6 +117,9 @@ const (
 // and fails INVOCATION_CONFLICT if it differs.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
 	p := r.pipes.Get().(*pipeline) // zeroed by recycle, but for keep
+	if p.keep.lane == 0 {
+		p.keep.lane = r.lanes.Add(1) // a new pipeline; lane 0 is the registry's own
+	}
 	p.r, p.ctx, p.inv, p.opts, p.start = r, ctx, inv, opts, r.now()
 	res := p.invoke()
 	p.recycle()

@@ -331,7 +331,7 @@ func New(opts *Options) *Registry {
 	r.confirm.r = r
 	r.dedupe.init(r.limits.DedupeCacheSize)
 	r.outBufs.New = func() any { b := make([]byte, 0, 512); return &b }
-	r.pipes.New = func() any { return &pipeline{keep: pipeKeep{lane: r.lanes.Add(1)}} } // lane 0 is the registry's own
+	r.pipes.New = func() any { return new(pipeline) }
 	if r.env == Development {
 		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
 	}
