@@ -99,8 +99,9 @@ const defaultMemoryCapacity = 1000
 // MemorySink keeps the most recent audit records in memory. It is safe for
 // concurrent use and scales with cores: a record is numbered by a shared
 // ticket and written to the lane of the processor that records it (at
-// most maxMemLanes lanes, each a ring of capacity slots under its own
-// lock), so concurrent Records seldom touch the same memory. Events merges
+// most maxMemLanes lanes, one per processor, each a ring of capacity
+// slots under its own lock), so concurrent Records seldom touch the same
+// memory. Events merges
 // the lanes by ticket and returns the newest capacity records. A lane's
 // slots are allocated in chunks as it fills: a sink that records little
 // stays small, and one written from n processors holds at most n ×
@@ -145,7 +146,7 @@ type memChunk [memChunkSlots]memSlot
 // memSlot holds one record. Its duration pointers are kept as values
 // (ms, has), so a record does not keep alive what they pointed into.
 type memSlot struct {
-	seq uint64 // ticket + 1
+	seq uint64 // ticket, from 1
 	e   AuditEvent
 	ms  [3]int64
 	has uint8 // bit i: ms[i] is set

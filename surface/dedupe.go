@@ -65,33 +65,33 @@ type dedupeEntry struct {
 type dedupeCache struct {
 	once sync.Once
 	size int
-	s    *dedupeShard
+	s    *dedupeStore
 }
 
 // init sets the size; the body is made on first use.
 func (c *dedupeCache) init(size int) { c.size = size }
 
-func (c *dedupeCache) body() *dedupeShard {
-	c.once.Do(func() { c.s = &dedupeShard{capacity: c.size} })
+func (c *dedupeCache) body() *dedupeStore {
+	c.once.Do(func() { c.s = &dedupeStore{capacity: c.size} })
 	return c.s
 }
 
-// begin records or finds the key; see dedupeShard.begin.
+// begin records or finds the key; see dedupeStore.begin.
 func (c *dedupeCache) begin(key dedupeKey, seed maphash.Seed, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	return c.body().begin(key, key.hash(seed), fp, now, replay)
 }
 
-// finish settles an entry; see dedupeShard.finish.
+// finish settles an entry; see dedupeStore.finish.
 func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
 	c.body().finish(e, res, cache, now, ttl)
 }
 
-// dedupeShard is the body of the cache. Entries keep their insertion
+// dedupeStore is the body of the cache: one FIFO. Entries keep their insertion
 // position when they become terminal; hits do not refresh it; in-flight
 // entries are never evicted. Because the TTL is constant, terminal
 // entries expire in the order they settled, so pruning pops a list head
 // instead of scanning.
-type dedupeShard struct {
+type dedupeStore struct {
 	mu           sync.Mutex
 	m            map[uint64]*dedupeEntry // by key hash, chained on collision
 	n            int                     // entries
@@ -108,7 +108,7 @@ type dedupeShard struct {
 // copy of the cached result in *replay, taken under the lock because the
 // entry may be reused once it is evicted. h is the key's hash, computed
 // before the lock is taken.
-func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
+func (c *dedupeStore) begin(key dedupeKey, h uint64, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.ehead != nil && !c.ehead.expires.After(now) {
@@ -150,7 +150,7 @@ func (c *dedupeShard) begin(key dedupeKey, h uint64, fp uint64, now time.Time, r
 
 // finish stores the result of an in-flight entry and wakes its joiners. A
 // cacheable result makes the entry terminal; any other removes the key.
-func (c *dedupeShard) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
+func (c *dedupeStore) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.result = res
@@ -176,14 +176,14 @@ func (c *dedupeShard) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 
 // evict drops the oldest entries while over size, stopping at one still
 // in flight.
-func (c *dedupeShard) evict() {
+func (c *dedupeStore) evict() {
 	for c.n > c.capacity && c.head != nil && c.head.terminal {
 		c.remove(c.head)
 	}
 }
 
 // lookup returns the entry of key, whose hash is h, or nil.
-func (c *dedupeShard) lookup(key dedupeKey, h uint64) *dedupeEntry {
+func (c *dedupeStore) lookup(key dedupeKey, h uint64) *dedupeEntry {
 	for e := c.m[h]; e != nil; e = e.hnext {
 		if e.key == key {
 			return e
@@ -192,7 +192,7 @@ func (c *dedupeShard) lookup(key dedupeKey, h uint64) *dedupeEntry {
 	return nil
 }
 
-func (c *dedupeShard) remove(e *dedupeEntry) {
+func (c *dedupeStore) remove(e *dedupeEntry) {
 	switch first := c.m[e.hash]; {
 	case first == e && e.hnext == nil:
 		delete(c.m, e.hash)
@@ -239,7 +239,7 @@ func (c *dedupeShard) remove(e *dedupeEntry) {
 // recycle keeps a removed entry for reuse unless someone may still read
 // it: its in-flight caller (until finish) or a joiner (any entry that got
 // a done channel).
-func (c *dedupeShard) recycle(e *dedupeEntry) {
+func (c *dedupeStore) recycle(e *dedupeEntry) {
 	if !e.finished || e.done != nil || c.nfree >= c.capacity {
 		return
 	}
