@@ -45,7 +45,7 @@ type dedupeEntry struct {
 	hnext       *dedupeEntry // next entry with the same hash
 	fingerprint uint64
 	done        chan struct{} // made for the first joiner; closed when finished
-	linked      bool          // in the shard's map and lists
+	linked      bool          // in the store's map and lists
 	finished    bool
 	result      Result // written once, before finished is set
 	terminal    bool
