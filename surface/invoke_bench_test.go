@@ -54,11 +54,8 @@ func benchInvoke(b *testing.B, reg *surface.Registry, inv surface.Invocation) {
 	}
 }
 
-// BenchmarkInvokeAction: a no-op action, a fresh minted invocation id per
-// call (target ≤ 3 µs, ≤ 25 allocs).
-func BenchmarkInvokeAction(b *testing.B) {
-	reg, hs := benchInvokeRegistry(b, 1, surface.Limits{})
-	inv := surface.Invocation{CapabilityID: benchAction, RegistrationID: hs[0].ID(), Input: benchInput}
+// benchInvokeLoop times inv, called over and over, after one untimed call.
+func benchInvokeLoop(b *testing.B, reg *surface.Registry, inv surface.Invocation) {
 	benchInvoke(b, reg, inv)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -67,36 +64,27 @@ func BenchmarkInvokeAction(b *testing.B) {
 			b.Fatal(res.Error)
 		}
 	}
+}
+
+// BenchmarkInvokeAction: a no-op action, a fresh minted invocation id per
+// call (target ≤ 3 µs, ≤ 25 allocs).
+func BenchmarkInvokeAction(b *testing.B) {
+	reg, hs := benchInvokeRegistry(b, 1, surface.Limits{})
+	benchInvokeLoop(b, reg, surface.Invocation{CapabilityID: benchAction, RegistrationID: hs[0].ID(), Input: benchInput})
 }
 
 // BenchmarkInvokeObservation: a no-op observation returning {n: 1}
 // (target ≤ 2 µs).
 func BenchmarkInvokeObservation(b *testing.B) {
 	reg, hs := benchInvokeRegistry(b, 1, surface.Limits{})
-	inv := surface.Invocation{CapabilityID: benchObservation, RegistrationID: hs[0].ID()}
-	benchInvoke(b, reg, inv)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if res := reg.Invoke(ctx, inv, benchConsumer); res.Error != nil {
-			b.Fatal(res.Error)
-		}
-	}
+	benchInvokeLoop(b, reg, surface.Invocation{CapabilityID: benchObservation, RegistrationID: hs[0].ID()})
 }
 
 // BenchmarkInvokeActionReusedID: the same invocation id every call, so
 // every timed call is a replay of the cached result.
 func BenchmarkInvokeActionReusedID(b *testing.B) {
 	reg, hs := benchInvokeRegistry(b, 1, surface.Limits{})
-	inv := surface.Invocation{InvocationID: "bench-reused", CapabilityID: benchAction, RegistrationID: hs[0].ID(), Input: benchInput}
-	benchInvoke(b, reg, inv)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if res := reg.Invoke(ctx, inv, benchConsumer); res.Error != nil {
-			b.Fatal(res.Error)
-		}
-	}
+	benchInvokeLoop(b, reg, surface.Invocation{InvocationID: "bench-reused", CapabilityID: benchAction, RegistrationID: hs[0].ID(), Input: benchInput})
 }
 
 // BenchmarkInvokeActionFreshID: explicit fresh invocation ids, made in
