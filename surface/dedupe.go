@@ -102,8 +102,12 @@ type dedupeStore struct {
 	nfree        int
 }
 
-// begin prunes expired entries, looks the key up and, on a miss, records
-// the request as in flight before any pipeline work is observable. A join
+// begin prunes expired entries, evicts the oldest while over size
+// (stopping at one in flight), looks the key up and, on a miss, records
+// the request as in flight before any pipeline work is observable. As in
+// semantics §6, eviction comes before the new key is added, so the cache
+// may hold size + 1 entries until the next begin: if the new entry is
+// then dropped (an uncacheable result), the oldest one stays. A join
 // gets the channel that closes when the entry finishes; a replay gets a
 // copy of the cached result in *replay, taken under the lock because the
 // entry may be reused once it is evicted. h is the key's hash, computed
@@ -114,6 +118,7 @@ func (c *dedupeStore) begin(key dedupeKey, h uint64, fp uint64, now time.Time, r
 	for c.ehead != nil && !c.ehead.expires.After(now) {
 		c.remove(c.ehead)
 	}
+	c.evict()
 	if e := c.lookup(key, h); e != nil {
 		switch {
 		case e.fingerprint != fp:
@@ -144,12 +149,12 @@ func (c *dedupeStore) begin(key dedupeKey, h uint64, fp uint64, now time.Time, r
 	} else {
 		e.prev, c.tail.next, c.tail = c.tail, e, e
 	}
-	c.evict()
 	return e, dedupeMiss, nil
 }
 
 // finish stores the result of an in-flight entry and wakes its joiners. A
 // cacheable result makes the entry terminal; any other removes the key.
+// Nothing is evicted here: the next begin does it, before its lookup.
 func (c *dedupeStore) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -171,7 +176,6 @@ func (c *dedupeStore) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	if !e.terminal && live {
 		c.remove(e) // after finished is set: remove may reuse it
 	}
-	c.evict()
 }
 
 // evict drops the oldest entries while over size, stopping at one still

@@ -1,0 +1,105 @@
+package surface
+
+import (
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// dedupeModel is semantics §6 written as plainly as possible: entries in
+// insertion order; on each begin, prune the expired terminal entries, then
+// evict the oldest while over size, stopping at one in flight, then look
+// the key up.
+type dedupeModel struct {
+	size    int
+	entries []modelEntry
+}
+
+type modelEntry struct {
+	key      string
+	fp       uint64
+	terminal bool
+	expires  time.Time
+}
+
+func (m *dedupeModel) begin(key string, fp uint64, now time.Time) dedupeHit {
+	m.entries = slices.DeleteFunc(m.entries, func(e modelEntry) bool { return e.terminal && !e.expires.After(now) })
+	for len(m.entries) > m.size && m.entries[0].terminal {
+		m.entries = m.entries[1:]
+	}
+	i := slices.IndexFunc(m.entries, func(e modelEntry) bool { return e.key == key })
+	switch {
+	case i < 0:
+		m.entries = append(m.entries, modelEntry{key: key, fp: fp})
+		return dedupeMiss
+	case m.entries[i].fp != fp:
+		return dedupeConflict
+	case m.entries[i].terminal:
+		return dedupeReplay
+	}
+	return dedupeJoin
+}
+
+func (m *dedupeModel) finish(key string, cache bool, now time.Time, ttl time.Duration) {
+	i := slices.IndexFunc(m.entries, func(e modelEntry) bool { return e.key == key && !e.terminal })
+	if !cache {
+		m.entries = slices.Delete(m.entries, i, i+1)
+		return
+	}
+	m.entries[i].terminal, m.entries[i].expires = true, now.Add(ttl)
+}
+
+// AS-BOUND-002, AS-IDENT-005: property — the dedupe cache answers every
+// lookup exactly as the plain model of semantics §6 does (miss, join,
+// replay or conflict), whatever the interleaving of new keys, retries
+// with the same or another request, settlements cached or not, and time
+// passing; a replay returns the result stored for its own key.
+func TestDedupeMatchesModel_AS_BOUND_002(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		size := rapid.IntRange(1, 12).Draw(rt, "size")
+		var c dedupeCache
+		c.init(size)
+		model := dedupeModel{size: size}
+		seed := maphash.MakeSeed()
+		now := time.Unix(0, 0)
+		const ttl = time.Minute
+		inflight := map[string]*dedupeEntry{}
+		var keys []string // in flight, in the order they began
+		for step := range rapid.IntRange(1, 400).Draw(rt, "steps") {
+			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
+			case op <= 4: // begin
+				key := "k" + strconv.Itoa(rapid.IntRange(0, 3*size).Draw(rt, "key"))
+				fp := uint64(rapid.IntRange(1, 2).Draw(rt, "fp"))
+				var cached Result
+				dk := dedupeKey{kind: "test", consumer: "c", invocationID: key}
+				e, hit, _ := c.begin(dk, seed, fp, now, &cached)
+				if want := model.begin(key, fp, now); hit != want {
+					rt.Fatalf("step %d: begin %s (fp %d) = %d, model says %d", step, key, fp, hit, want)
+				}
+				switch hit {
+				case dedupeMiss:
+					inflight[key] = e
+					keys = append(keys, key)
+				case dedupeReplay:
+					if cached.InvocationID != key {
+						rt.Fatalf("replay of %s got the result of %s", key, cached.InvocationID)
+					}
+				}
+			case op <= 7 && len(keys) > 0: // finish one in flight
+				k := rapid.IntRange(0, len(keys)-1).Draw(rt, "flight")
+				key := keys[k]
+				keys = slices.Delete(keys, k, k+1)
+				cache := rapid.IntRange(0, 3).Draw(rt, "cache") > 0
+				c.finish(inflight[key], Result{InvocationID: key}, cache, now, ttl)
+				delete(inflight, key)
+				model.finish(key, cache, now, ttl)
+			default: // time passes
+				now = now.Add(time.Duration(rapid.IntRange(0, 40).Draw(rt, "seconds")) * time.Second)
+			}
+		}
+	})
+}
