@@ -57,6 +57,19 @@ func BenchmarkDigest32KB(b *testing.B) {
 	})
 }
 
+// BenchmarkAppendSmallMap measures Append of a small nested map to a
+// reused buffer: one map per depth, so no key order is remembered.
+func BenchmarkAppendSmallMap(b *testing.B) {
+	v := map[string]any{"n": 1.0, "ids": []any{"a"}, "meta": map[string]any{"x": "y"}}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Append(buf[:0], v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkCanonicalize32KB measures Canonicalize of the 400-row value's JSON
 // text, whose rows have their members out of order.
 func BenchmarkCanonicalize32KB(b *testing.B) {

@@ -81,10 +81,13 @@ type encoder struct {
 	pairs []pair[any]
 	order []sortKey
 	// shapes holds, per depth (up to maxShapeDepth), the sorted keys of
-	// the last map encoded there without duplicates. A map with the same
-	// keys (the rows of a table, say) is encoded in that order, looked
-	// up key by key, without iterating and sorting it again.
-	shapes [][]string
+	// the last map encoded there without duplicates, from the second map
+	// at that depth on. A map with the same keys (the rows of a table,
+	// say) is encoded in that order, looked up key by key, without
+	// iterating and sorting it again. A value with one map per depth
+	// remembers nothing.
+	shapes [maxShapeDepth][]string
+	sorted [maxShapeDepth]bool // a map at this depth was sorted
 	// scan is reused for json.RawMessage values and the encoding/json
 	// fallback.
 	scan scanner
@@ -241,7 +244,7 @@ func (e *encoder) object(m map[string]any, depth int) error {
 		e.order = make([]sortKey, 0, max(len(m), stackCap))
 	}
 	base, obase := len(e.pairs), len(e.order)
-	if depth < len(e.shapes) && len(e.shapes[depth]) == len(m) && len(m) > 0 {
+	if depth < maxShapeDepth && len(e.shapes[depth]) == len(m) && len(m) > 0 {
 		if keys := e.shapes[depth]; e.lookupShape(m, keys) {
 			err := e.members(e.pairs[base:], depth)
 			e.pairs = e.pairs[:base]
@@ -261,7 +264,10 @@ func (e *encoder) object(m map[string]any, depth int) error {
 		return strings.Compare(ps[i].key, ps[j].key)
 	})
 	if !dups && depth < maxShapeDepth {
-		e.rememberShape(depth, ps, order)
+		if e.sorted[depth] {
+			e.rememberShape(depth, ps, order)
+		}
+		e.sorted[depth] = true
 	}
 	e.buf = append(e.buf, '{')
 	first := true
@@ -303,9 +309,6 @@ func (e *encoder) lookupShape(m map[string]any, keys []string) bool {
 
 // rememberShape keeps the keys of ps, in order, as the shape of depth.
 func (e *encoder) rememberShape(depth int, ps []pair[any], order []sortKey) {
-	if depth >= len(e.shapes) {
-		e.shapes = append(e.shapes, make([][]string, depth+1-len(e.shapes))...)
-	}
 	keys := e.shapes[depth][:0]
 	for _, o := range order {
 		keys = append(keys, ps[o.idx].key)
