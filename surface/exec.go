@@ -133,16 +133,7 @@ func (p *pipeline) release(d *capDef) {
 	p.admitted = false
 	r := p.r
 	if d.kind != kindObservation {
-		g := p.group()
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if len(g.waiters) > 0 { // hand the slot to the first waiter
-			w := g.waiters[0]
-			g.waiters = slices.Delete(g.waiters, 0, 1)
-			close(w.ch)
-		} else {
-			g.running = false
-		}
+		p.group().release()
 		return
 	}
 	pool, key := &r.obs, p.consumerKey
@@ -183,6 +174,19 @@ type queueGroup struct {
 	mu      sync.Mutex // guards the rest; taken without Registry.mu
 	running bool
 	waiters []*waiter
+}
+
+// release hands the group's slot to its first waiter, or frees it.
+func (g *queueGroup) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiters) > 0 {
+		w := g.waiters[0]
+		g.waiters = slices.Delete(g.waiters, 0, 1)
+		close(w.ch)
+	} else {
+		g.running = false
+	}
 }
 
 func (r *Registry) admitGroup(g *queueGroup) (*waiter, *Error) {
