@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -103,6 +104,7 @@ type Confirmations struct {
 	order    []*confirmRecord          // every kept record, creation order
 	pending  int
 	resolved int
+	keep     int // resolved records kept; 0 means maxResolvedConfirmations
 	subs     []*func([]PendingConfirmation)
 }
 
@@ -258,7 +260,7 @@ func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 	rec.timer = nil
 	close(rec.resolved)
 	c.resolved++
-	for c.resolved > maxResolvedConfirmations { // drop the oldest resolved
+	for c.resolved > cmp.Or(c.keep, maxResolvedConfirmations) { // drop the oldest resolved
 		i := slices.IndexFunc(c.order, func(x *confirmRecord) bool { return x.state != cPending })
 		old := c.order[i]
 		c.order = slices.Delete(c.order, i, i+1)
