@@ -118,10 +118,11 @@ type MemorySink struct {
 // lanes, and the ticket counter on a cache line of its own (every Record
 // writes it; nothing else it shares a line with should be written).
 type memRing struct {
-	lanes []memLane
-	_     [40]byte
-	next  atomic.Uint64 // tickets issued
-	_     [56]byte
+	lanes  []memLane
+	laneOf [maxMemLanes]uint8 // lane % len(lanes), without a division
+	_      [32]byte
+	next   atomic.Uint64 // tickets issued
+	_      [56]byte
 }
 
 // maxMemLanes bounds the lanes of a MemorySink.
@@ -132,8 +133,9 @@ const maxMemLanes = 8
 type memLane struct {
 	mu     sync.Mutex
 	n      uint64      // records written
+	pos    int         // the slot of the next record: n % capacity
 	chunks []*memChunk // capacity slots, allocated as reached
-	_      [24]byte    // one lane per cache line
+	_      [16]byte    // one lane per cache line
 }
 
 // memToken is a lane assignment, kept per processor by a sync.Pool.
@@ -169,6 +171,9 @@ func (s *MemorySink) init() {
 	for i := range ring.lanes {
 		ring.lanes[i].chunks = make([]*memChunk, (s.capacity+memChunkSlots-1)/memChunkSlots)
 	}
+	for i := range ring.laneOf {
+		ring.laneOf[i] = uint8(i % len(ring.lanes))
+	}
 	s.ring = ring
 	s.tokens.New = func() any {
 		return &memToken{lane: (s.nextLane.Add(1) - 1) % uint32(len(ring.lanes))}
@@ -182,9 +187,9 @@ func (s *MemorySink) Record(e AuditEvent) { s.record(&e, anyLane) }
 const anyLane = -1
 
 // record is Record without copying e on the way in, to the given lane
-// (reduced modulo the lanes) or, for anyLane, to the calling processor's
-// lane. The registry passes lanes it already knows (a pooled pipeline's),
-// which saves finding one.
+// (0 to maxMemLanes-1, reduced modulo the lanes) or, for anyLane, to the
+// calling processor's lane. The registry passes lanes it already knows (a
+// pooled pipeline's), which saves finding one.
 func (s *MemorySink) record(e *AuditEvent, lane int) {
 	s.once.Do(s.init)
 	ring := s.ring
@@ -193,9 +198,12 @@ func (s *MemorySink) record(e *AuditEvent, lane int) {
 		tok = s.tokens.Get().(*memToken)
 		lane = int(tok.lane)
 	}
-	l := &ring.lanes[lane%len(ring.lanes)]
+	l := &ring.lanes[ring.laneOf[lane&(maxMemLanes-1)]]
 	l.mu.Lock()
-	pos := l.n % uint64(s.capacity)
+	pos := l.pos
+	if l.pos++; l.pos == s.capacity {
+		l.pos = 0
+	}
 	c := l.chunks[pos/memChunkSlots]
 	if c == nil {
 		c = new(memChunk)

@@ -189,12 +189,19 @@ func newConfirmationID() string {
 // give distinct draws, and without the registry's random key they cannot
 // be predicted. The counter alone makes the id unique.
 func appendRegistrationID(b []byte, counter, key uint64) []byte {
-	var id [len("reg_") + 13 + 6]byte // 36^13 > 2^64; filled from the end
-	n := len(id)
 	z := counter + key
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	z ^= z >> 31
+	if counter < 36*36*36*36 { // four counter digits: the layout is fixed
+		lo, hi, v := uint32(z), uint32(z>>32), uint32(counter)
+		return append(b, 'r', 'e', 'g', '_',
+			base36[v/(36*36*36)], base36[v/(36*36)%36], base36[v/36%36], base36[v%36],
+			base62[hi/(62*62)%62], base62[hi/62%62], base62[hi%62],
+			base62[lo/(62*62)%62], base62[lo/62%62], base62[lo%62])
+	}
+	var id [len("reg_") + 13 + 6]byte // 36^13 > 2^64; filled from the end
+	n := len(id)
 	// Three digits from each half of z: 32-bit arithmetic (62^3 < 2^32).
 	for _, h := range [2]uint32{uint32(z), uint32(z >> 32)} {
 		for range 3 {

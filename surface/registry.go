@@ -894,11 +894,20 @@ type tombstones struct {
 	head, n int
 }
 
-func (t *tombstones) at(i int) *tombstone { return &t.ring[(t.head+i)%len(t.ring)] }
+// at returns the i-th oldest tombstone, 0 ≤ i < len(t.ring). (A compare
+// instead of a modulo: a division by a variable is slow.)
+func (t *tombstones) at(i int) *tombstone {
+	if i += t.head; i >= len(t.ring) {
+		i -= len(t.ring)
+	}
+	return &t.ring[i]
+}
 
 func (t *tombstones) popOldest() {
 	t.ring[t.head] = tombstone{}
-	t.head = (t.head + 1) % len(t.ring)
+	if t.head++; t.head == len(t.ring) {
+		t.head = 0
+	}
 	t.n--
 }
 
