@@ -249,6 +249,34 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 	})
 }
 
+// AS-ID-001: registration ids are a pure function of counter and key;
+// these pin the encoding, for counters of four base36 digits and more.
+func TestRegistrationIDVectors_AS_ID_001(t *testing.T) {
+	for _, c := range []struct {
+		counter, key uint64
+		want         string
+	}{
+		{0, 0x0, "reg_0000000000"},
+		{0, 0x9e3779b97f4a7c15, "reg_0000MLxq6x"},
+		{1, 0x0, "reg_0001BMDMFp"},
+		{1, 0x9e3779b97f4a7c15, "reg_00018zMpYP"},
+		{1295, 0x0, "reg_00zzqHjaee"},
+		{1295, 0x9e3779b97f4a7c15, "reg_00zzVXXMDD"},
+		{1679615, 0x0, "reg_zzzzwrSR3A"},
+		{1679615, 0x9e3779b97f4a7c15, "reg_zzzzggKDj3"},
+		{1679616, 0x0, "reg_10000DuHK0b"},
+		{1679616, 0x9e3779b97f4a7c15, "reg_10000l9EuEI"},
+		{4294967296, 0x0, "reg_1z141z4QC9zWx"},
+		{4294967296, 0x9e3779b97f4a7c15, "reg_1z141z4i82DFI"},
+		{18446744073709551615, 0x0, "reg_3w5e11264sgsfTYCjSN"},
+		{18446744073709551615, 0x9e3779b97f4a7c15, "reg_3w5e11264sgsfxnLUvQ"},
+	} {
+		if got := string(appendRegistrationID(nil, c.counter, c.key)); got != c.want {
+			t.Errorf("appendRegistrationID(%d, %#x) = %s, want %s", c.counter, c.key, got, c.want)
+		}
+	}
+}
+
 // isBlank agrees with strings.TrimSpace(s) == "" on any text, Unicode
 // spaces and invalid UTF-8 included.
 func TestIsBlankProperty(t *testing.T) {
