@@ -257,22 +257,27 @@ func hex16(r rune) string {
 	return s
 }
 
+// marshalAgrees checks that Marshal of v equals Canonicalize of its
+// encoding/json text, and returns it.
+func marshalAgrees(t *rapid.T, v any) []byte {
+	want, err := Marshal(v)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	enc, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("json.Marshal: %v", err)
+	}
+	if got, err := Canonicalize(enc); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Canonicalize(%s) = %s, %v; want %s", enc, got, err, want)
+	}
+	return want
+}
+
 func TestCanonicalProperties(t *testing.T) {
 	t.Run("json.Marshal then Canonicalize equals Marshal", func(t *testing.T) {
 		rapid.Check(t, func(t *rapid.T) {
-			v := jsonDoc(true).Draw(t, "v")
-			want, err := Marshal(v)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			enc, err := json.Marshal(v)
-			if err != nil {
-				t.Fatalf("json.Marshal: %v", err)
-			}
-			got, err := Canonicalize(enc)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("Canonicalize(%s) = %s, %v; want %s", enc, got, err, want)
-			}
+			marshalAgrees(t, jsonDoc(true).Draw(t, "v"))
 		})
 	})
 	t.Run("objects sharing, or nearly sharing, their keys", func(t *testing.T) {
@@ -294,17 +299,7 @@ func TestCanonicalProperties(t *testing.T) {
 				rows[i] = m
 			}
 			v := map[string]any{"rows": rows}
-			want, err := Marshal(v)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			enc, err := json.Marshal(v)
-			if err != nil {
-				t.Fatalf("json.Marshal: %v", err)
-			}
-			if got, err := Canonicalize(enc); err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("Canonicalize(%s) = %s, %v; want %s", enc, got, err, want)
-			}
+			want := marshalAgrees(t, v)
 			d, err := Digest(v)
 			if err != nil || d != Hex(FNV1a64Bytes(want)) {
 				t.Fatalf("Digest = %s, %v; want the hash of %s", d, err, want)
