@@ -3,6 +3,7 @@ package surface
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,14 +46,27 @@ type dedupeEntry struct {
 	hnext       *dedupeEntry // next entry with the same hash
 	fingerprint uint64
 	done        chan struct{} // made for the first joiner; closed when finished
+	state       atomic.Uint32 // entryInFlight, entryJoined or entrySettled
+	snext       *dedupeEntry  // next on the settled stack
 	linked      bool          // in the store's map and lists
-	finished    bool
-	result      Result // written once, before finished is set
-	terminal    bool
-	expires     time.Time
-	prev, next  *dedupeEntry // insertion order, oldest first
-	eprev, enxt *dedupeEntry // terminal entries in expiry order, soonest first
+	finished    bool          // set under the lock once the finisher is done with the entry
+	result      Result        // written once, by the finisher, before it publishes the entry
+	terminal    bool          // cached: set when a drain links it by expiry
+	expires     time.Time     // written by the finisher, with result
+	prev, next  *dedupeEntry  // insertion order, oldest first
+	eprev, enxt *dedupeEntry  // terminal entries in expiry order, soonest first
 }
+
+// Entry states. The first joiner (under the store's lock) makes done,
+// then moves an in-flight entry to joined; the finisher moves it to
+// settled, and closes done if it finds it joined. Whichever of the two
+// compare-and-swaps loses knows that the other one will not close done:
+// a joiner that finds the entry settled closes it itself.
+const (
+	entryInFlight uint32 = iota
+	entryJoined
+	entrySettled
+)
 
 // dedupeCache maps consumer + invocation id to requests, bounded by size
 // and TTL (semantics §6). It is one FIFO under one lock, so that the size
@@ -91,6 +105,13 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 // entries are never evicted. Because the TTL is constant, terminal
 // entries expire in the order they settled, so pruning pops a list head
 // instead of scanning.
+//
+// A settlement that is cached, the common one, takes no lock: the
+// finisher pushes its entry on the settled stack, and the next holder of
+// the lock drains the stack, in push order, before it reads anything
+// else. A settlement is thus ordered at its push, and every begin sees
+// the ones pushed before it drained. (Each invocation takes the lock once
+// instead of twice, which halves the time two processors wait for it.)
 type dedupeStore struct {
 	mu           sync.Mutex
 	m            map[uint64]*dedupeEntry // by key hash, chained on collision
@@ -100,6 +121,8 @@ type dedupeStore struct {
 	ehead, etail *dedupeEntry            // expiry order
 	free         *dedupeEntry            // removed entries no one can reach, by hnext
 	nfree        int
+	_            [64]byte                    // keeps the lock's line and the stack's apart
+	settled      atomic.Pointer[dedupeEntry] // cached settlements not yet drained, newest first, by snext
 }
 
 // begin prunes expired entries, evicts the oldest while over size
@@ -115,6 +138,7 @@ type dedupeStore struct {
 func (c *dedupeStore) begin(key dedupeKey, h uint64, fp uint64, now time.Time, replay *Result) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.drain()
 	for c.ehead != nil && !c.ehead.expires.After(now) {
 		c.remove(c.ehead)
 	}
@@ -128,7 +152,11 @@ func (c *dedupeStore) begin(key dedupeKey, h uint64, fp uint64, now time.Time, r
 			return nil, dedupeReplay, nil
 		}
 		if e.done == nil {
-			e.done = make(chan struct{}) // joiners read e later: it is never reused
+			// Joiners read e later: an entry with done is never reused.
+			e.done = make(chan struct{})
+			if !e.state.CompareAndSwap(entryInFlight, entryJoined) {
+				close(e.done) // settled since the drain: nothing will close it
+			}
 		}
 		return e, dedupeJoin, e.done
 	}
@@ -155,26 +183,61 @@ func (c *dedupeStore) begin(key dedupeKey, h uint64, fp uint64, now time.Time, r
 // finish stores the result of an in-flight entry and wakes its joiners. A
 // cacheable result makes the entry terminal; any other removes the key.
 // Nothing is evicted here: the next begin does it, before its lookup.
+//
+// A cacheable result takes no lock: the entry is published on the settled
+// stack, which the next begin drains under the lock before anything else,
+// so every begin sees the settlements that came before it.
 func (c *dedupeStore) finish(e *dedupeEntry, res Result, cache bool, now time.Time, ttl time.Duration) {
+	e.result = res
+	if cache {
+		e.expires = now.Add(ttl)
+		if !e.state.CompareAndSwap(entryInFlight, entrySettled) {
+			close(e.done) // a joiner made it before marking the entry joined
+		}
+		// The push is the last touch of e: once it is on the stack, a
+		// drain may make it terminal, evict it and reuse it.
+		for {
+			top := c.settled.Load()
+			e.snext = top
+			if c.settled.CompareAndSwap(top, e) {
+				return
+			}
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e.result = res
-	live := e.linked // in-flight entries are never evicted or pruned: always true
-	if cache && live {
-		e.terminal = true
-		e.expires = now.Add(ttl)
+	c.drain()
+	if e.state.Swap(entrySettled) == entryJoined {
+		close(e.done)
+	}
+	e.finished = true
+	c.remove(e) // after finished is set: remove may reuse it
+}
+
+// drain makes the settlements on the settled stack terminal, in the order
+// they were pushed, appending them to the expiry list. Called under mu.
+func (c *dedupeStore) drain() {
+	top := c.settled.Swap(nil)
+	if top == nil {
+		return
+	}
+	// Reverse the stack, newest first, into push order.
+	var first *dedupeEntry
+	for e := top; e != nil; {
+		next := e.snext
+		e.snext, first = first, e
+		e = next
+	}
+	for e := first; e != nil; {
+		next := e.snext
+		e.snext = nil
+		e.terminal, e.finished = true, true
 		if c.etail == nil {
 			c.ehead, c.etail = e, e
 		} else {
 			e.eprev, c.etail.enxt, c.etail = c.etail, e, e
 		}
-	}
-	e.finished = true
-	if e.done != nil {
-		close(e.done)
-	}
-	if !e.terminal && live {
-		c.remove(e) // after finished is set: remove may reuse it
+		e = next
 	}
 }
 
@@ -247,7 +310,7 @@ func (c *dedupeStore) recycle(e *dedupeEntry) {
 	if !e.finished || e.done != nil || c.nfree >= c.capacity {
 		return
 	}
-	*e = dedupeEntry{hnext: c.free}
+	*e = dedupeEntry{hnext: c.free} // state is entryInFlight again
 	c.free = e
 	c.nfree++
 }

@@ -4,7 +4,9 @@ import (
 	"hash/maphash"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -99,6 +101,59 @@ func TestDedupeMatchesModel_AS_BOUND_002(t *testing.T) {
 				model.finish(key, cache, now, ttl)
 			default: // time passes
 				now = now.Add(time.Duration(rapid.IntRange(0, 40).Draw(rt, "seconds")) * time.Second)
+			}
+		}
+	})
+}
+
+// AS-IDENT-001: joiners racing the settlement of the call they join. A
+// cached settlement takes no lock, so the first joiner and the finisher
+// race to mark the entry; whichever order they take, every joiner is
+// woken (the bubble reports a joiner left waiting as a deadlock) and
+// reads the settled result, and an uncached settlement leaves the key
+// free for a new attempt.
+func TestDedupeJoinRacesSettlement_AS_IDENT_001(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c dedupeCache
+		c.init(4)
+		seed := maphash.MakeSeed()
+		now := time.Unix(0, 0)
+		for round := range 400 {
+			id := "k" + strconv.Itoa(round)
+			dk := dedupeKey{kind: "test", consumer: "c", invocationID: id}
+			var none Result
+			e, hit, _ := c.begin(dk, seed, 1, now, &none)
+			if hit != dedupeMiss {
+				t.Fatalf("round %d: first begin = %d, want a miss", round, hit)
+			}
+			cache := round%3 != 0
+			want := Result{InvocationID: id, Status: "ok"}
+			var wg sync.WaitGroup
+			got := make([]string, 8)
+			for j := range got {
+				wg.Go(func() {
+					var cached Result
+					je, hit, done := c.begin(dk, seed, 1, now, &cached)
+					switch hit {
+					case dedupeJoin:
+						<-done
+						got[j] = je.result.InvocationID
+					case dedupeReplay:
+						got[j] = cached.InvocationID
+					case dedupeMiss: // the uncached settlement came first
+						c.finish(je, Result{InvocationID: id}, false, now, time.Minute)
+						got[j] = id
+					default:
+						got[j] = "conflict"
+					}
+				})
+			}
+			wg.Go(func() { c.finish(e, want, cache, now, time.Minute) })
+			wg.Wait()
+			for j, g := range got {
+				if g != id {
+					t.Fatalf("round %d (cached %v): joiner %d read %q, want %q", round, cache, j, g, id)
+				}
 			}
 		}
 	})
