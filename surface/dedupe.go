@@ -43,7 +43,7 @@ func (k dedupeKey) hash(seed maphash.Seed) uint64 {
 type dedupeEntry struct {
 	key         dedupeKey
 	hash        uint64       // of key
-	hnext       *dedupeEntry // next entry with the same hash
+	nextFree    *dedupeEntry // next on the store's free list
 	fingerprint uint64
 	done        chan struct{} // made for the first joiner; closed when finished
 	state       atomic.Uint32 // entryInFlight, entryJoined or entrySettled
@@ -114,12 +114,11 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 // instead of twice, which halves the time two processors wait for it.)
 type dedupeStore struct {
 	mu           sync.Mutex
-	m            map[uint64]*dedupeEntry // by key hash, chained on collision
-	n            int                     // entries
-	capacity     int                     // entries kept once terminal
-	head, tail   *dedupeEntry            // insertion order
-	ehead, etail *dedupeEntry            // expiry order
-	free         *dedupeEntry            // removed entries no one can reach, by hnext
+	idx          dedupeIndex  // the entries by key hash; idx.n counts them
+	capacity     int          // entries kept once terminal
+	head, tail   *dedupeEntry // insertion order
+	ehead, etail *dedupeEntry // expiry order
+	free         *dedupeEntry // removed entries no one can reach, by nextFree
 	nfree        int
 	_            [64]byte                    // keeps the lock's line and the stack's apart
 	settled      atomic.Pointer[dedupeEntry] // cached settlements not yet drained, newest first, by snext
@@ -160,18 +159,14 @@ func (c *dedupeStore) begin(key dedupeKey, h uint64, fp uint64, now time.Time, r
 		}
 		return e, dedupeJoin, e.done
 	}
-	if c.m == nil {
-		c.m = make(map[uint64]*dedupeEntry)
-	}
 	e := c.free
-	if e != nil { // zeroed by recycle but for hnext, set below
-		c.free, c.nfree = e.hnext, c.nfree-1
+	if e != nil { // zeroed by recycle but for nextFree
+		c.free, c.nfree, e.nextFree = e.nextFree, c.nfree-1, nil
 	} else {
 		e = new(dedupeEntry)
 	}
-	e.key, e.hash, e.fingerprint, e.hnext, e.linked = key, h, fp, c.m[h], true
-	c.m[h] = e
-	c.n++
+	e.key, e.hash, e.fingerprint, e.linked = key, h, fp, true
+	c.idx.add(e, h)
 	if c.tail == nil {
 		c.head, c.tail = e, e
 	} else {
@@ -244,37 +239,18 @@ func (c *dedupeStore) drain() {
 // evict drops the oldest entries while over size, stopping at one still
 // in flight.
 func (c *dedupeStore) evict() {
-	for c.n > c.capacity && c.head != nil && c.head.terminal {
+	for c.idx.n > c.capacity && c.head != nil && c.head.terminal {
 		c.remove(c.head)
 	}
 }
 
 // lookup returns the entry of key, whose hash is h, or nil.
 func (c *dedupeStore) lookup(key dedupeKey, h uint64) *dedupeEntry {
-	for e := c.m[h]; e != nil; e = e.hnext {
-		if e.key == key {
-			return e
-		}
-	}
-	return nil
+	return c.idx.find(key, h)
 }
 
 func (c *dedupeStore) remove(e *dedupeEntry) {
-	switch first := c.m[e.hash]; {
-	case first == e && e.hnext == nil:
-		delete(c.m, e.hash)
-	case first == e:
-		c.m[e.hash] = e.hnext
-	default:
-		for p := first; p != nil; p = p.hnext {
-			if p.hnext == e {
-				p.hnext = e.hnext
-				break
-			}
-		}
-	}
-	e.hnext = nil
-	c.n--
+	c.idx.remove(e, e.hash)
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {
@@ -310,7 +286,7 @@ func (c *dedupeStore) recycle(e *dedupeEntry) {
 	if !e.finished || e.done != nil || c.nfree >= c.capacity {
 		return
 	}
-	*e = dedupeEntry{hnext: c.free} // state is entryInFlight again
+	*e = dedupeEntry{nextFree: c.free} // state is entryInFlight again
 	c.free = e
 	c.nfree++
 }

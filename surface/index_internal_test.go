@@ -208,8 +208,8 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 				e, hit, done := c.begin(dk, seed, 7, now, &cached)
 				// A begin evicts down to the size before it adds its key,
 				// stopping at an entry in flight (semantics §6).
-				if s := c.body(); s.n > s.capacity+1 && s.head.terminal {
-					rt.Fatalf("cache holds %d entries for capacity %d", s.n, s.capacity)
+				if s := c.body(); s.idx.n > s.capacity+1 && s.head.terminal {
+					rt.Fatalf("cache holds %d entries for capacity %d", s.idx.n, s.capacity)
 				}
 				switch hit {
 				case dedupeMiss:
