@@ -163,11 +163,14 @@ func NewMemorySink(capacity int) *MemorySink {
 	return &MemorySink{capacity: capacity}
 }
 
-func (s *MemorySink) init() {
+func (s *MemorySink) init() { s.initLanes(min(runtime.GOMAXPROCS(0), maxMemLanes)) }
+
+// initLanes makes the ring with n lanes (1 ≤ n ≤ maxMemLanes).
+func (s *MemorySink) initLanes(n int) {
 	if s.capacity <= 0 {
 		s.capacity = defaultMemoryCapacity
 	}
-	ring := &memRing{lanes: make([]memLane, min(runtime.GOMAXPROCS(0), maxMemLanes))}
+	ring := &memRing{lanes: make([]memLane, n)}
 	for i := range ring.lanes {
 		ring.lanes[i].chunks = make([]*memChunk, (s.capacity+memChunkSlots-1)/memChunkSlots)
 	}
@@ -189,8 +192,11 @@ const anyLane = -1
 // record is Record without copying e on the way in, to the given lane
 // (0 to maxMemLanes-1, reduced modulo the lanes) or, for anyLane, to the
 // calling processor's lane. The registry passes lanes it already knows (a
-// pooled pipeline's), which saves finding one.
-func (s *MemorySink) record(e *AuditEvent, lane int) {
+// pooled pipeline's), which saves finding one. It returns the lane it
+// wrote, which the caller should pass next time: when the lane asked for
+// is busy, record moves to a free one, so that two processors that came
+// to share a lane part again.
+func (s *MemorySink) record(e *AuditEvent, lane int) int {
 	s.once.Do(s.init)
 	ring := s.ring
 	var tok *memToken
@@ -198,8 +204,11 @@ func (s *MemorySink) record(e *AuditEvent, lane int) {
 		tok = s.tokens.Get().(*memToken)
 		lane = int(tok.lane)
 	}
-	l := &ring.lanes[ring.laneOf[lane&(maxMemLanes-1)]]
-	l.mu.Lock()
+	lane &= maxMemLanes - 1
+	l := ring.lock(&lane)
+	if tok != nil {
+		tok.lane = uint32(lane)
+	}
 	pos := l.pos
 	if l.pos++; l.pos == s.capacity {
 		l.pos = 0
@@ -215,6 +224,26 @@ func (s *MemorySink) record(e *AuditEvent, lane int) {
 	if tok != nil {
 		s.tokens.Put(tok)
 	}
+	return lane
+}
+
+// lock locks the lane *lane names or, if another processor holds it, the
+// first free one after it, and sets *lane to the one locked. When all are
+// busy it waits for the one asked for.
+func (ring *memRing) lock(lane *int) *memLane {
+	l := &ring.lanes[ring.laneOf[*lane]]
+	if l.mu.TryLock() {
+		return l
+	}
+	for k := 1; k < len(ring.lanes); k++ {
+		next := (*lane + k) & (maxMemLanes - 1)
+		if c := &ring.lanes[ring.laneOf[next]]; c != l && c.mu.TryLock() {
+			*lane = next
+			return c
+		}
+	}
+	l.mu.Lock()
+	return l
 }
 
 // store copies e into the slot, its durations by value.
@@ -268,19 +297,26 @@ func (r *Registry) audit(e AuditEvent) {
 
 // auditLane is audit with the MemorySink lane to write: a pooled
 // pipeline's (pools are per processor), else 0, the registry's own. It
-// saves the sink finding the calling processor's lane.
-func (r *Registry) auditLane(e *AuditEvent, lane uint32) {
+// saves the sink finding the calling processor's lane. It returns the
+// lane to pass next time (the sink may have moved to a free one).
+func (r *Registry) auditLane(e *AuditEvent, lane uint32) uint32 {
 	if e.At.IsZero() {
 		e.At = r.now()
 	}
 	if ms, ok := r.sink.(*MemorySink); ok {
-		ms.record(e, int(lane%maxMemLanes))
+		// The same lane modulo maxMemLanes, or the one the sink moved to;
+		// never 0, which marks a pipeline without one.
+		lane = lane&^(maxMemLanes-1) | uint32(ms.record(e, int(lane)))
+		if lane == 0 {
+			lane = maxMemLanes
+		}
 	} else {
 		r.record(r.sink, e)
 	}
 	if r.console != nil {
 		r.record(r.console, e)
 	}
+	return lane
 }
 
 // auditTo hands e to sink (a policy's own), or to the registry's sinks

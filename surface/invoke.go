@@ -193,7 +193,7 @@ const maxKeptInput = 4 << 10
 // pipeKeep is what a pipeline keeps when it is reused: buffers, and the
 // key of the last consumer it served.
 type pipeKeep struct {
-	lane    uint32            // the audit lane of the processor that made the pipeline (pools are per processor)
+	lane    uint32            // its audit lane modulo maxMemLanes: the registry's next when made (pools are per processor), moved off a busy one; 0 until made
 	canon   []byte            // canonical input
 	fp      []byte            // the request text the fingerprint hashes
 	scratch canonical.Scratch // canonicalization's working buffers
@@ -355,7 +355,7 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	if p.level == AuditFull {
 		ev.Payload = r.payload(p.inv.CapabilityID, JSONText(p.effInput), res.Output)
 	}
-	r.auditLane(&ev, p.keep.lane)
+	p.keep.lane = r.auditLane(&ev, p.keep.lane)
 }
 
 // payload builds a full-level audit payload: redacted, then capped.
@@ -424,7 +424,7 @@ func (p *pipeline) run() Result {
 // records and the policy contexts, which are large, off the stack frames
 // of the common path.)
 func (p *pipeline) auditStarted() {
-	p.r.auditLane(&AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
+	p.keep.lane = p.r.auditLane(&AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
 		RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey}, p.keep.lane)
 }
 
