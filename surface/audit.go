@@ -205,9 +205,12 @@ func (s *MemorySink) record(e *AuditEvent, lane int) int {
 		lane = int(tok.lane)
 	}
 	lane &= maxMemLanes - 1
-	l := ring.lock(&lane)
-	if tok != nil {
-		tok.lane = uint32(lane)
+	l := &ring.lanes[ring.laneOf[lane]]
+	if !l.mu.TryLock() {
+		l, lane = ring.lockOther(lane)
+		if tok != nil {
+			tok.lane = uint32(lane)
+		}
 	}
 	pos := l.pos
 	if l.pos++; l.pos == s.capacity {
@@ -227,23 +230,19 @@ func (s *MemorySink) record(e *AuditEvent, lane int) int {
 	return lane
 }
 
-// lock locks the lane *lane names or, if another processor holds it, the
-// first free one after it, and sets *lane to the one locked. When all are
-// busy it waits for the one asked for.
-func (ring *memRing) lock(lane *int) *memLane {
-	l := &ring.lanes[ring.laneOf[*lane]]
-	if l.mu.TryLock() {
-		return l
-	}
+// lockOther locks, and returns with its number, the first free lane after
+// lane, which another processor holds; when all are busy it waits for
+// lane itself.
+func (ring *memRing) lockOther(lane int) (*memLane, int) {
+	l := &ring.lanes[ring.laneOf[lane]]
 	for k := 1; k < len(ring.lanes); k++ {
-		next := (*lane + k) & (maxMemLanes - 1)
+		next := (lane + k) & (maxMemLanes - 1)
 		if c := &ring.lanes[ring.laneOf[next]]; c != l && c.mu.TryLock() {
-			*lane = next
-			return c
+			return c, next
 		}
 	}
 	l.mu.Lock()
-	return l
+	return l, lane
 }
 
 // store copies e into the slot, its durations by value.
