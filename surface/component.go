@@ -299,8 +299,12 @@ func sortedCaps(m map[string]Capability, buf []namedCap) []namedCap {
 	if len(m) == 0 {
 		return buf
 	}
+	n := len(buf) + len(m)
 	for k, c := range m {
 		buf = append(buf, namedCap{k, c})
+		if len(buf) == n { // all in: skip the iterator's search for more
+			break
+		}
 	}
 	if len(buf) > 1 {
 		slices.SortFunc(buf, func(a, b namedCap) int { return strings.Compare(a.name, b.name) })
