@@ -893,8 +893,9 @@ func (p *pipeline) resolve() *Error {
 	if !ok {
 		return NewError(CapabilityNotFound, "", nil)
 	}
-	r.mu.RLock() // resolution only reads
-	defer r.mu.RUnlock()
+	lane := p.keep.lane // the processor's: readers there share a slot
+	waited := r.mu.RLock(lane)
+	defer r.mu.RUnlock(lane, waited)
 	var buf [4]*registration
 	cands := buf[:0]
 	var idx [4]int

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,11 +187,7 @@ type Registry struct {
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
-	// Every invocation read-locks mu, a write to its cache line: the pads
-	// keep the fields around it, read by every invocation, off that line.
-	_   [64]byte
-	mu  sync.RWMutex // invocations only read-lock it, to resolve
-	_   [64]byte
+	mu  readLock   // invocations only read-lock it, to resolve
 	mem MemorySink // the default sink
 	obs obsPool    // observation admission
 
@@ -333,6 +330,7 @@ func New(opts *Options) *Registry {
 		r.sink = &r.mem
 	}
 	r.confirm.r = r
+	r.mu.init(runtime.GOMAXPROCS(0))
 	r.dedupe.init(r.limits.DedupeCacheSize)
 	r.outBufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	r.pipes.New = func() any { return new(pipeline) }
