@@ -63,7 +63,11 @@ type Component struct {
 
 // checkDescription reports a missing or over-long description.
 func checkDescription(s string, max int) *DefinitionError {
-	return describeProblem(isBlank(s), jsLen(s), max)
+	n := len(s) // never fewer UTF-8 bytes than UTF-16 units: count those only when over
+	if n > max {
+		n = jsLen(s)
+	}
+	return describeProblem(isBlank(s), n, max)
 }
 
 // isBlank reports whether s is empty or white space, as

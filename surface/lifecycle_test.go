@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -260,6 +261,27 @@ func TestDefinitionErrors(t *testing.T) {
 	mustVersion(t, reg, "0")
 	if n := len(rec.Events()); n != 0 {
 		t.Fatalf("definition errors emitted %d events", n)
+	}
+}
+
+// Description limits count UTF-16 code units, as the spec does: at the
+// limit of 500, text of two-byte characters (1000 bytes) and of emoji (two
+// units each) registers, and one character more is refused with its count
+// in units.
+func TestDescriptionLimitCountsUTF16(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	for i, text := range []string{strings.Repeat("é", 500), strings.Repeat("😀", 250), strings.Repeat("x", 500)} {
+		c := surface.Component{Type: "devices.table", InstanceID: "t" + strconv.Itoa(i), Description: text}
+		if _, err := reg.Register(c); err != nil {
+			t.Fatalf("description of %d bytes, 500 units: %v", len(text), err)
+		}
+	}
+	for text, units := range map[string]string{strings.Repeat("é", 501): "501", strings.Repeat("😀", 251): "502", strings.Repeat("x", 501): "501"} {
+		_, err := reg.Register(surface.Component{Type: "devices.table", InstanceID: "over", Description: text})
+		de := surfacetest.RequireDefinitionError(t, err, surface.LimitExceeded)
+		if !strings.Contains(de.Error(), "description is "+units+" characters") {
+			t.Errorf("%d bytes: %v, want a count of %s", len(text), de, units)
+		}
 	}
 }
 
