@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Component is the definition of anything with a lifecycle that exposes
@@ -206,20 +207,15 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 // "reg_…view:T.aview:T.b…", which the tombstone keeps after unregistration
 // (see tombstone.ids); idLen is the length of the view ids.
 func (r *Registry) assignIDs(reg *registration, idLen int) {
-	var buf [24]byte
-	regID := appendRegistrationID(buf[:0], r.counter.Add(1), r.idKey)
-	var all strings.Builder
-	all.Grow(len(regID) + idLen)
-	all.Write(regID)
-	var pbuf [len("view:") + MaxIDLength + 1]byte
-	prefix := append(append(append(pbuf[:0], "view:"...), reg.typ...), '.') // "view:T."
+	b := make([]byte, 0, maxRegistrationIDLen+idLen)
+	b = appendRegistrationID(b, r.counter.Add(1), r.idKey)
+	regLen := len(b)
 	for i := range reg.nView {
-		all.Write(prefix)
-		all.WriteString(reg.caps[i].name)
+		b = append(append(append(append(b, "view:"...), reg.typ...), '.'), reg.caps[i].name...)
 	}
-	ids := all.String()
+	ids := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
 	reg.ids = ids
-	reg.id, ids = ids[:len(regID)], ids[len(regID):]
+	reg.id, ids = ids[:regLen], ids[regLen:]
 	for i := range reg.nView {
 		n := len("view:") + len(reg.typ) + 1 + len(reg.caps[i].name)
 		reg.caps[i].id, ids = ids[:n], ids[n:]

@@ -183,6 +183,10 @@ func newConfirmationID() string {
 	return string(appendRandom62(append(make([]byte, 0, 16), "cnf_"...), 12))
 }
 
+// maxRegistrationIDLen bounds the length of a registration id: 13 base36
+// digits hold any uint64 counter (36^13 > 2^64).
+const maxRegistrationIDLen = len("reg_") + 13 + 6
+
 // appendRegistrationID appends "reg_" + counter in lowercase base36,
 // zero-padded to at least 4, + 6 base62 characters drawn from key and
 // counter by a bijective mix (splitmix64's finaliser): distinct counters
@@ -200,7 +204,7 @@ func appendRegistrationID(b []byte, counter, key uint64) []byte {
 			base62[hi/(62*62)%62], base62[hi/62%62], base62[hi%62],
 			base62[lo/(62*62)%62], base62[lo/62%62], base62[lo%62])
 	}
-	var id [len("reg_") + 13 + 6]byte // 36^13 > 2^64; filled from the end
+	var id [maxRegistrationIDLen]byte // filled from the end
 	n := len(id)
 	// Three digits from each half of z: 32-bit arithmetic (62^3 < 2^32).
 	for _, h := range [2]uint32{uint32(z), uint32(z >> 32)} {
