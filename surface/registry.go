@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -330,7 +329,6 @@ func New(opts *Options) *Registry {
 		r.sink = &r.mem
 	}
 	r.confirm.r = r
-	r.mu.init(runtime.GOMAXPROCS(0))
 	r.dedupe.init(r.limits.DedupeCacheSize)
 	r.outBufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	r.pipes.New = func() any { return new(pipeline) }

@@ -25,41 +25,42 @@ import (
 // atomics are sequentially consistent, so at least one of them sees the
 // other: a reader never reads while a writer writes.
 type readLock struct {
-	mu     sync.Mutex  // writers, and readers that found a writer
-	writer atomic.Bool // raised by a writer from before it waits for readers until it unlocks
-	mask   uint32      // slots in use - 1: a power of two, fixed before first use
-	_      [cacheLine]byte
-	slots  [readSlots]readSlot
+	mu     sync.Mutex                 // writers, and readers that found a writer
+	writer atomic.Bool                // raised by a writer from before it waits for readers until it unlocks
+	slots  atomic.Pointer[[]readSlot] // made by the first reader: a registry never invoked stays small
+	procs  int                        // processors to make slots for; 0: GOMAXPROCS at the first reader
 }
 
-// readSlots is the number of reader slots: readers whose slots differ
-// share no cache line.
-const readSlots = maxMemLanes
-
-// init sizes the slots in use for procs processors: as many, rounded up to
-// a power of two, up to readSlots. Fewer slots are fewer for a writer to
-// check. A zero readLock uses one.
-func (l *readLock) init(procs int) {
-	n := uint32(1)
-	for int(n) < procs && n < readSlots {
-		n *= 2
-	}
-	l.mask = n - 1
-}
+// maxReadSlots bounds the reader slots.
+const maxReadSlots = maxMemLanes
 
 // cacheLine is the cache line size the layout assumes.
 const cacheLine = 64
 
+// readSlot is a reader count on a cache line of its own (slot arrays are
+// allocated whole, and their size classes are multiples of 64 bytes).
 type readSlot struct {
 	n atomic.Int32 // readers inside
 	_ [cacheLine - 4]byte
 }
 
+// slotsFor is the number of slots for procs processors: as many, rounded
+// up to a power of two, up to maxReadSlots. Fewer slots are fewer for a
+// writer to check.
+func slotsFor(procs int) int {
+	n := 1
+	for n < procs && n < maxReadSlots {
+		n *= 2
+	}
+	return n
+}
+
 // RLock read-locks l, counting the reader in the given slot (reduced
-// modulo the slots in use). It returns whether the reader had to wait
-// behind a writer, which RUnlock needs to know.
+// modulo the slots). It returns whether the reader had to wait behind a
+// writer, which RUnlock needs to know.
 func (l *readLock) RLock(slot uint32) (waited bool) {
-	s := &l.slots[slot&l.mask]
+	slots := l.slotsMade()
+	s := &slots[int(slot)&(len(slots)-1)]
 	s.n.Add(1)
 	if !l.writer.Load() {
 		return false
@@ -69,13 +70,32 @@ func (l *readLock) RLock(slot uint32) (waited bool) {
 	return true
 }
 
+// slotsMade returns the slots, making them on first use. (A writer that
+// finds none has no reader to wait for: a reader makes them before it
+// counts itself, and counts itself before it looks for a writer.)
+func (l *readLock) slotsMade() []readSlot {
+	if p := l.slots.Load(); p != nil {
+		return *p
+	}
+	procs := l.procs
+	if procs == 0 {
+		procs = runtime.GOMAXPROCS(0)
+	}
+	made := make([]readSlot, slotsFor(procs))
+	if l.slots.CompareAndSwap(nil, &made) {
+		return made
+	}
+	return *l.slots.Load()
+}
+
 // RUnlock undoes RLock(slot) that returned waited.
 func (l *readLock) RUnlock(slot uint32, waited bool) {
 	if waited {
 		l.mu.Unlock()
 		return
 	}
-	l.slots[slot&l.mask].n.Add(-1)
+	slots := *l.slots.Load()
+	slots[int(slot)&(len(slots)-1)].n.Add(-1)
 }
 
 // Lock write-locks l: it waits for the readers inside to leave.
@@ -87,11 +107,15 @@ func (l *readLock) Lock() {
 	}
 }
 
-// readers reports whether a slot in use counts a reader.
+// readers reports whether a slot counts a reader.
 func (l *readLock) readers() bool {
+	p := l.slots.Load()
+	if p == nil {
+		return false
+	}
 	var n int32
-	for i := range l.mask + 1 {
-		n |= l.slots[i].n.Load()
+	for i := range *p {
+		n |= (*p)[i].n.Load()
 	}
 	return n != 0
 }

@@ -13,8 +13,7 @@ import (
 // Readers use all slots, several per slot, so that some meet a writer and
 // take the waiting path.
 func TestReadLockExcludesWriters(t *testing.T) {
-	var l readLock
-	l.init(8)
+	l := readLock{procs: 8}
 	var x, y int
 	const readers, writers, rounds = 12, 3, 3000
 	var wg sync.WaitGroup
@@ -51,8 +50,9 @@ func TestReadLockExcludesWriters(t *testing.T) {
 	if x != writers*rounds/10 || x != y {
 		t.Fatalf("x=%d y=%d, want both %d", x, y, writers*rounds/10)
 	}
-	for i := range l.slots {
-		if n := l.slots[i].n.Load(); n != 0 {
+	slots := *l.slots.Load()
+	for i := range slots {
+		if n := slots[i].n.Load(); n != 0 {
 			t.Fatalf("slot %d counts %d readers after all left", i, n)
 		}
 	}
@@ -61,8 +61,7 @@ func TestReadLockExcludesWriters(t *testing.T) {
 // A writer waits for a reader inside, and announces itself first: readers
 // that come later wait behind it.
 func TestReadLockWriterWaitsForReader(t *testing.T) {
-	var l readLock
-	l.init(5) // 8 slots
+	l := readLock{procs: 5} // 8 slots
 	if waited := l.RLock(3); waited {
 		t.Fatal("a reader waited with no writer about")
 	}
@@ -93,26 +92,35 @@ func TestReadLockWriterWaitsForReader(t *testing.T) {
 	l.RUnlock(11, false)
 }
 
-// Slots are a cache line apart, and the first is a line away from the
-// words every reader reads (the writer flag).
+// Slots are a cache line apart, made by the first reader, and none of
+// them shares a line with another allocation: the slot array's size is a
+// multiple of the line, and so is its alignment.
 func TestReadLockLayout(t *testing.T) {
-	var l readLock
-	if d := uintptr(unsafe.Pointer(&l.slots[1])) - uintptr(unsafe.Pointer(&l.slots[0])); d < cacheLine {
-		t.Fatalf("slots %d bytes apart", d)
-	}
-	if d := uintptr(unsafe.Pointer(&l.slots[0])) - uintptr(unsafe.Pointer(&l.writer)); d < cacheLine {
-		t.Fatalf("first slot %d bytes after the writer flag", d)
+	for _, procs := range []int{1, 2, 3, 8} {
+		l := readLock{procs: procs}
+		if l.slots.Load() != nil {
+			t.Fatal("slots made before a reader came")
+		}
+		l.RUnlock(0, l.RLock(0))
+		slots := *l.slots.Load()
+		if len(slots) != slotsFor(procs) {
+			t.Fatalf("%d slots for %d processors", len(slots), procs)
+		}
+		if a := uintptr(unsafe.Pointer(&slots[0])); a%cacheLine != 0 {
+			t.Errorf("%d processors: slots at %#x, not on a line boundary", procs, a)
+		}
+		if d := unsafe.Sizeof(slots[0]); d != cacheLine {
+			t.Errorf("slot is %d bytes", d)
+		}
 	}
 }
 
-// The slots in use are the processors rounded up to a power of two, at
-// most readSlots; a zero lock uses one.
+// The slots are the processors rounded up to a power of two, at most
+// maxReadSlots.
 func TestReadLockSlots(t *testing.T) {
-	for _, c := range []struct{ procs, slots uint32 }{{0, 1}, {1, 1}, {2, 2}, {3, 4}, {4, 4}, {5, 8}, {8, 8}, {64, 8}} {
-		var l readLock
-		l.init(int(c.procs))
-		if l.mask+1 != c.slots {
-			t.Errorf("%d processors: %d slots, want %d", c.procs, l.mask+1, c.slots)
+	for _, c := range []struct{ procs, slots int }{{1, 1}, {2, 2}, {3, 4}, {4, 4}, {5, 8}, {8, 8}, {64, 8}} {
+		if n := slotsFor(c.procs); n != c.slots {
+			t.Errorf("%d processors: %d slots, want %d", c.procs, n, c.slots)
 		}
 	}
 }
