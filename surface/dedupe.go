@@ -39,22 +39,25 @@ func (k dedupeKey) hash(seed maphash.Seed) uint64 {
 }
 
 // dedupeEntry is one idempotency key: in flight until finished, then
-// terminal (cached) or removed.
+// terminal (cached) or removed. The fields the store reads and links under
+// its lock come first, on the first cache line or two; the key, compared
+// only when a hash matches, and the result, read only by replays and
+// joins, come last.
 type dedupeEntry struct {
-	key         dedupeKey
-	hash        uint64       // of key
-	nextFree    *dedupeEntry // next on the store's free list
-	fingerprint uint64
-	done        chan struct{} // made for the first joiner; closed when finished
-	state       atomic.Uint32 // entryInFlight, entryJoined or entrySettled
-	snext       *dedupeEntry  // next on the settled stack
-	linked      bool          // in the store's map and lists
-	finished    bool          // set under the lock once the finisher is done with the entry
-	result      Result        // written once, by the finisher, before it publishes the entry
-	terminal    bool          // cached: set when a drain links it by expiry
-	expires     time.Time     // written by the finisher, with result
+	hash        uint64        // of key
 	prev, next  *dedupeEntry  // insertion order, oldest first
 	eprev, enxt *dedupeEntry  // terminal entries in expiry order, soonest first
+	nextFree    *dedupeEntry  // next on the store's free list
+	snext       *dedupeEntry  // next on the settled stack
+	state       atomic.Uint32 // entryInFlight, entryJoined or entrySettled
+	linked      bool          // in the store's map and lists
+	finished    bool          // set under the lock once the finisher is done with the entry
+	terminal    bool          // cached: set when a drain links it by expiry
+	expires     time.Time     // written by the finisher, with result
+	fingerprint uint64
+	done        chan struct{} // made for the first joiner; closed when finished
+	key         dedupeKey
+	result      Result // written once, by the finisher, before it publishes the entry
 }
 
 // Entry states. The first joiner (under the store's lock) makes done,
