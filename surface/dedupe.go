@@ -50,7 +50,7 @@ type dedupeEntry struct {
 	nextFree    *dedupeEntry  // next on the store's free list
 	snext       *dedupeEntry  // next on the settled stack
 	state       atomic.Uint32 // entryInFlight, entryJoined or entrySettled
-	linked      bool          // in the store's map and lists
+	linked      bool          // in the store's index and lists
 	finished    bool          // set under the lock once the finisher is done with the entry
 	terminal    bool          // cached: set when a drain links it by expiry
 	expires     time.Time     // written by the finisher, with result
