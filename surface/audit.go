@@ -248,6 +248,9 @@ func (ring *memRing) lockOther(lane int) (*memLane, int) {
 // store copies e into the slot, its durations by value.
 func (sl *memSlot) store(seq uint64, e *AuditEvent) {
 	sl.seq, sl.e, sl.has = seq, *e, 0
+	if e.DurationMs == nil && e.QueueWaitMs == nil && e.ExecutionMs == nil {
+		return // registrations, invocation-started records
+	}
 	for i, d := range [3]**int64{&sl.e.DurationMs, &sl.e.QueueWaitMs, &sl.e.ExecutionMs} {
 		if *d != nil {
 			sl.ms[i], sl.has = **d, sl.has|1<<i
