@@ -363,9 +363,12 @@ func (p *pipeline) executeInline(d *capDef, call *Call, in any, start time.Time)
 	c.deadline = clock.Add(c.timeout)
 	out, err := p.callUser(c, d, call, in)
 	e := p.handlerOutcome(c, d, err)
-	returned := time.Now()
+	var returned time.Time
 	if r.realClock {
+		returned = r.clock.now()
 		p.returned = returned
+	} else {
+		returned = time.Now() // deadlines are real time
 	}
 	c.end(errSettled)
 	c.release()

@@ -65,7 +65,7 @@ func (c *handlerCtx) Err() error {
 	inner, ended := c.innerLocked(), c.cause != nil
 	c.mu.Unlock()
 	if inner == nil {
-		if !ended && c.parent.Err() == nil && time.Now().Before(c.deadline) {
+		if !ended && c.parent.Err() == nil && time.Until(c.deadline) > 0 {
 			return nil
 		}
 		inner = c.arm()
@@ -79,7 +79,7 @@ func (c *handlerCtx) Value(key any) any {
 	c.mu.Lock()
 	inner, ended := c.innerLocked(), c.cause != nil
 	c.mu.Unlock()
-	if inner == nil && (ended || !time.Now().Before(c.deadline)) {
+	if inner == nil && (ended || time.Until(c.deadline) <= 0) {
 		inner = c.arm()
 	}
 	if inner != nil {

@@ -432,7 +432,7 @@ func (p *pipeline) auditStarted() {
 // then the authorize hooks around the later phases.
 func (p *pipeline) authorize(c *regCap, call *Call, host map[string]any) Result {
 	r := p.r
-	p.pol = &policyState{pc: PolicyContext{Consumer: p.consumer, Host: host, Environment: r.env, now: r.now, r: r}}
+	p.pol = &policyState{pc: PolicyContext{Consumer: p.consumer, Host: host, Environment: r.env, r: r}}
 	pc := &p.pol.pc
 	pc.fill(p.reg, c)
 	if c.discovers {

@@ -66,13 +66,17 @@ type PolicyContext struct {
 	// never serialised for agents. Read-only.
 	Internal    map[string]any
 	Environment Environment
-	now         func() time.Time
 	r           *Registry
 }
 
 // Now is the registry's clock. Policies must use it rather than
 // time.Now, so tests with a fake clock stay deterministic.
-func (pc *PolicyContext) Now() time.Time { return pc.now() }
+func (pc *PolicyContext) Now() time.Time {
+	if pc.r == nil { // a context a test made
+		return time.Now()
+	}
+	return pc.r.now()
+}
 
 // InvokeContext is what an invoke hook sees: the policy context plus the
 // invocation id and the validated effective input — never the raw agent

@@ -170,8 +170,9 @@ type Registry struct {
 	route      func() *Route
 	limits     Limits
 	log        *slog.Logger
-	now        func() time.Time
-	realClock  bool // now is time.Now
+	userNow    func() time.Time // Options.Now; nil for the real clock
+	realClock  bool             // userNow is nil: now reads clock
+	clock      wallClock
 	isolate    bool // Options.IsolateHandlers
 	surfaceID  string
 	sink       AuditSink
@@ -317,7 +318,7 @@ func New(opts *Options) *Registry {
 		route:      o.Route,
 		limits:     o.Limits.withDefaults(),
 		log:        o.Logger,
-		now:        o.Now,
+		userNow:    o.Now,
 		isolate:    o.IsolateHandlers,
 		surfaceID:  newSurfaceID(),
 		fpSeed:     maphash.MakeSeed(),
@@ -345,10 +346,16 @@ func New(opts *Options) *Registry {
 	if r.log == nil {
 		r.log = discardLogger
 	}
-	if r.now == nil {
-		r.now, r.realClock = time.Now, true
-	}
+	r.realClock = r.userNow == nil
 	return r
+}
+
+// now reads the registry's clock.
+func (r *Registry) now() time.Time {
+	if r.realClock {
+		return r.clock.now()
+	}
+	return r.userNow()
 }
 
 // SurfaceID identifies this registry ("srf_" + 22 base62 characters); a

@@ -282,7 +282,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			decision := Decision{}
 			if rc.discovers {
 				if pc == nil {
-					pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, now: r.now, r: r}
+					pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, r: r}
 				}
 				pc.fill(reg, rc)
 				decision = r.discover(rc.chain, pc)
