@@ -135,14 +135,15 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 		priority:    c.Priority,
 		ext:         &noExtras,
 	}
-	if ext.internal = maps.Clone(c.Internal); ext.parent != (Parent{}) || ext.meta != "" || ext.internal != nil {
+	if c.Parent != nil || ext.meta != "" || c.Internal != nil {
+		ext.internal = maps.Clone(c.Internal)
 		ext.metaMap = thawMeta(ext.meta)
 		reg.ext = new(ext) // a copy: ext itself stays on the stack
 	}
 
-	var obsBuf, actBuf [8]namedCap
-	obs := sortedCaps(c.Observations, obsBuf[:0])
-	acts := sortedCaps(c.Actions, actBuf[:0])
+	var buf [8]namedCap // both lists, for the usual small components
+	obs := sortedCaps(c.Observations, buf[:0])
+	acts := sortedCaps(c.Actions, obs[len(obs):len(obs)])
 	if n := len(obs) + len(acts) + len(c.Procedures); n <= len(reg.capsBuf) { // small components: no separate allocations
 		reg.caps = reg.capsBuf[:0:n]
 	} else {
@@ -163,14 +164,15 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 		if e := d.check(group, name, kind, lim); e != nil {
 			return e
 		}
-		var meta JSONText
-		if len(d.meta) > 0 {
-			var e *DefinitionError
-			if meta, e = freezeMeta(d.meta, group+"."+name+".meta", lim.MaxMetaBytes); e != nil {
-				return e
-			}
+		if len(d.meta) == 0 {
+			reg.caps = append(reg.caps, regCap{name: name, def: d, x: &noCapExtras})
+			return nil
 		}
-		reg.caps = append(reg.caps, regCap{name: name, def: d, meta: meta, metaMap: thawMeta(meta)})
+		meta, e := freezeMeta(d.meta, group+"."+name+".meta", lim.MaxMetaBytes)
+		if e != nil {
+			return e
+		}
+		reg.caps = append(reg.caps, regCap{name: name, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta)}})
 		return nil
 	}
 	j := 0 // both lists are sorted: walk acts alongside to find a shared name
@@ -185,13 +187,13 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 			return nil, e
 		}
 	}
-	reg.nObs = len(reg.caps)
+	reg.nObs = int32(len(reg.caps))
 	for _, nc := range acts {
 		if e := add("actions", nc, kindAction); e != nil {
 			return nil, e
 		}
 	}
-	reg.nView = len(reg.caps)
+	reg.nView = int32(len(reg.caps))
 	if e := r.addProcedures(reg, c.Procedures); e != nil {
 		return nil, e
 	}
@@ -210,13 +212,13 @@ func (r *Registry) assignIDs(reg *registration, idLen int) {
 	b := make([]byte, 0, maxRegistrationIDLen+idLen)
 	b = appendRegistrationID(b, r.counter.Add(1), r.idKey)
 	regLen := len(b)
-	for i := range reg.nView {
+	for i := range int(reg.nView) {
 		b = append(append(append(append(b, "view:"...), reg.typ...), '.'), reg.caps[i].name...)
 	}
 	ids := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
 	reg.ids = ids
 	reg.id, ids = ids[:regLen], ids[regLen:]
-	for i := range reg.nView {
+	for i := range int(reg.nView) {
 		n := len("view:") + len(reg.typ) + 1 + len(reg.caps[i].name)
 		reg.caps[i].id, ids = ids[:n], ids[n:]
 	}
@@ -241,7 +243,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		case box.paths != nil && !slices.Contains(box.paths, path):
 			return defErr(PlaneViolation, field, fmt.Sprintf("the executor does not expose %q", path))
 		}
-		for k := reg.nView; k < len(reg.caps); k++ {
+		for k := int(reg.nView); k < len(reg.caps); k++ {
 			if reg.caps[k].name == path {
 				return defErr(DuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
 			}
@@ -258,7 +260,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 			return e
 		}
 		id := "domain:" + path
-		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
+		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta), bound: b}})
 	}
 	return nil
 }
@@ -270,7 +272,7 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 	if r.suffix == SuffixOff || box == nil || len(box.paths) == 0 {
 		return nil
 	}
-	for i := range reg.nView {
+	for i := range int(reg.nView) {
 		rc := &reg.caps[i]
 		path := reg.typ + "." + rc.name
 		if !slices.Contains(box.paths, path) {

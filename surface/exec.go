@@ -162,8 +162,8 @@ func (p *pipeline) release(d *capDef) {
 // group is the serialization group of the call: one per component
 // instance for actions, one per reference for procedures (semantics §7.1).
 func (p *pipeline) group() *queueGroup {
-	if c := p.cap(); c.bound != nil {
-		return &c.bound.group
+	if c := p.cap(); c.x.bound != nil {
+		return &c.x.bound.group
 	}
 	return &p.reg.actions
 }

@@ -31,7 +31,7 @@ func (g *typeGroup) instance(id string) *registration {
 }
 
 func (g *typeGroup) add(reg *registration) {
-	reg.typeIdx = len(g.regs)
+	reg.typeIdx = int32(len(g.regs))
 	g.regs = append(g.regs, reg)
 	switch {
 	case g.byInstance != nil:

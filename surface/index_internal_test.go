@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -62,7 +63,7 @@ func TestEntryOrderProperty_AS_SNAP_003(t *testing.T) {
 				rt.Fatalf("type %s finds an instance never registered", typ)
 			}
 			for i, reg := range g.regs {
-				if reg.typeIdx != i || reg.status != Active {
+				if int(reg.typeIdx) != i || reg.status != Active {
 					rt.Fatalf("type %s: slot %d holds a registration at %d, status %v", typ, i, reg.typeIdx, reg.status)
 				}
 			}
@@ -84,9 +85,9 @@ func TestTombstoneLists_AS_STALE_001(t *testing.T) {
 		defer r.Close()
 		reg := &registration{typ: typ}
 		for _, n := range names {
-			reg.caps = append(reg.caps, regCap{name: n})
+			reg.caps = append(reg.caps, regCap{name: n, x: &noCapExtras})
 		}
-		reg.nView = len(reg.caps)
+		reg.nView = int32(len(reg.caps))
 		idLen := 0
 		for _, n := range names {
 			idLen += len("view:" + typ + "." + n)
@@ -122,32 +123,55 @@ func TestTypeGroupsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 1000 {
-		h, err := r.Register(Component{Type: "t" + strconv.Itoa(i), Description: "short-lived"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Unregister()
+	// check verifies the count of empty groups and that the group
+	// groupLocked caches is the one the index holds for its type.
+	check := func(i int) {
+		t.Helper()
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		empty := 0
 		for _, g := range r.byType {
 			if len(g.regs) == 0 {
 				empty++
 			}
 		}
-		n, counted := len(r.byType), r.emptyGroups
-		r.mu.Unlock()
-		if empty != counted {
-			t.Fatalf("after %d: %d empty groups, counted %d", i, empty, counted)
+		if empty != r.emptyGroups {
+			t.Fatalf("after %d: %d empty groups, counted %d", i, empty, r.emptyGroups)
 		}
-		if n > 2*66 {
+		if n := len(r.byType); n > 2*66 {
 			t.Fatalf("after %d: %d groups for 1 live registration", i, n)
 		}
+		if r.lastGroup != nil && r.byType[r.lastType] != r.lastGroup {
+			t.Fatalf("after %d: the cached group of %q is not in the index", i, r.lastType)
+		}
+	}
+	for i := range 1000 {
+		typ := "t" + strconv.Itoa(i)
+		var hs [2]*Handle
+		for k, inst := range []string{"a", "b"} { // the second finds the group made for the first
+			if hs[k], err = r.Register(Component{Type: typ, InstanceID: inst, Description: "short-lived"}); err != nil {
+				t.Fatal(err)
+			}
+			check(i)
+		}
+		hs[0].Unregister()
+		hs[1].Unregister()
+		check(i)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.byType["kept"]; g == nil || g.instance(DefaultInstanceID) != keep.reg || len(r.entries.live()) != 1 {
 		t.Fatal("the sweep lost the live registration")
+	}
+}
+
+// A registration fits the 416-byte allocation size class; the next is 448.
+// A component registered and unregistered costs about 500 bytes of
+// allocation, so its size sets how often the collector runs in registries
+// that mount and unmount a lot.
+func TestRegistrationSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(registration{}); n > 416 {
+		t.Fatalf("a registration is %d bytes, more than the 416-byte size class", n)
 	}
 }
 

@@ -477,7 +477,7 @@ func (p *pipeline) afterAuthorize(ctx context.Context, call *Call, pc *PolicyCon
 			return p.result(e)
 		}
 	case kindProcedure:
-		eff, v, e := p.procedureInput(d, c.bound)
+		eff, v, e := p.procedureInput(d, c.x.bound)
 		if e != nil {
 			return p.result(e)
 		}
@@ -958,7 +958,7 @@ func (p *pipeline) resolve() *Error {
 // the component's instance for view capabilities, the reference's context
 // instance for procedures.
 func (reg *registration) instanceOf(i int) string {
-	if b := reg.caps[i].bound; b != nil {
+	if b := reg.caps[i].x.bound; b != nil {
 		return b.context.InstanceID
 	}
 	return reg.instance
@@ -1010,7 +1010,7 @@ func (r *Registry) noneOrMany(inv *Invocation, cands []*registration, idxs []int
 	refs := make([]InstanceRef, len(cands))
 	for i, c := range cands {
 		refs[i] = InstanceRef{InstanceID: c.instanceOf(idxs[i]), RegistrationID: c.id}
-		if b := c.caps[idxs[i]].bound; b != nil {
+		if b := c.caps[idxs[i]].x.bound; b != nil {
 			ctx := b.context
 			refs[i].Context = &ctx
 		} else {
@@ -1022,7 +1022,7 @@ func (r *Registry) noneOrMany(inv *Invocation, cands []*registration, idxs []int
 
 // procIndex returns the index of the procedure reference with path, or -1.
 func (reg *registration) procIndex(path string) int {
-	for i := reg.nView; i < len(reg.caps); i++ {
+	for i := int(reg.nView); i < len(reg.caps); i++ {
 		if reg.caps[i].name == path {
 			return i
 		}
@@ -1032,7 +1032,7 @@ func (reg *registration) procIndex(path string) int {
 
 // capIndex returns the index of the named capability, or -1.
 func (reg *registration) capIndex(name string) int {
-	for i := range reg.nView {
+	for i := range int(reg.nView) {
 		if reg.caps[i].name == name {
 			return i
 		}

@@ -132,7 +132,7 @@ const (
 )
 
 // Status is the state of a registration handle.
-type Status int
+type Status uint8
 
 const (
 	// Active: the registration is live.
@@ -203,6 +203,8 @@ type Registry struct {
 	entries     entryOrder                 // active registrations in snapshot order
 	byType      map[string]*typeGroup      // active registrations per type; some groups may be empty
 	emptyGroups int                        // groups in byType without registrations
+	lastType    string                     // the type groupLocked found last: registrations often come in runs of one type
+	lastGroup   *typeGroup                 // its group in byType, or nil
 	byProc      map[string][]*registration // active registrations per procedure path
 	tombs       tombstones
 	closingCh   chan struct{}   // closed by Close: queued invocations give up; made on first use
@@ -254,24 +256,29 @@ type registration struct {
 	ext         *regExtras // never nil; &noExtras when nothing is set
 	priority    int
 	caps        []regCap // observations, actions (each by name), then procedure references
-	nObs        int
-	nView       int       // observations and actions
+	nObs        int32
+	nView       int32     // observations and actions
 	capsBuf     [2]regCap // backing of caps for small components
 
 	h Handle // the one handle of this registration
 
-	// Guarded by xmu, taken after Registry.mu when both are held.
+	// Guarded by xmu, taken after Registry.mu when both are held (with
+	// gone, below).
 	xmu      sync.Mutex
-	gone     bool          // unregistered or closed: no handler may start
 	inflight []*execution  // running handlers
 	drained  chan struct{} // made once gone with handlers running; closed when the last returns
 
-	// Guarded by Registry.mu.
+	// Guarded by Registry.mu (with typeIdx and status, below).
 	st      *regState  // current state; replaced, never mutated
 	actions queueGroup // the instance's action slot and queue
-	typeIdx int        // position in its typeGroup.regs
-	status  Status
+	group   *typeGroup // its type's group while active
 	stopCtx func() bool
+
+	// Small fields last, in one word: a registration fits a smaller
+	// allocation size class.
+	typeIdx int32  // position in group.regs; Registry.mu
+	status  Status // Registry.mu
+	gone    bool   // unregistered or closed: no handler may start; xmu
 }
 
 // regExtras holds the parts of a registration that components seldom
@@ -291,15 +298,24 @@ type regCap struct {
 	id         string
 	name       string
 	def        *capDef
-	meta       JSONText
-	metaMap    map[string]any // decoded meta for policies; nil when none
-	chain      []Policy       // registry ++ component ++ guard ++ capability
-	discovers  bool           // some policy in chain has a Discover hook
-	authorizes bool           // … an Authorize hook
-	invokes    bool           // … an Invoke hook or a confirmation escalation
-	whenOff    bool           // Refresh last announced When false; guarded by Registry.mu
-	bound      *binding       // procedure references only
+	chain      []Policy   // registry ++ component ++ guard ++ capability
+	x          *capExtras // never nil; &noCapExtras when there is neither meta nor a binding
+	discovers  bool       // some policy in chain has a Discover hook
+	authorizes bool       // … an Authorize hook
+	invokes    bool       // … an Invoke hook or a confirmation escalation
+	whenOff    bool       // Refresh last announced When false; guarded by Registry.mu
 }
+
+// capExtras holds the parts of a capability that are seldom set.
+type capExtras struct {
+	meta    JSONText
+	metaMap map[string]any // decoded meta for policies; nil when none
+	bound   *binding       // procedure references only
+}
+
+// noCapExtras is the shared extras of capabilities without meta or a
+// binding; never written.
+var noCapExtras capExtras
 
 // New returns a registry. A nil opts means all defaults.
 func New(opts *Options) *Registry {
@@ -540,19 +556,23 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 // group sweeps them once they outnumber the others (plus a margin), so
 // they stay bounded.
 func (r *Registry) groupLocked(typ string) *typeGroup {
-	if g := r.byType[typ]; g != nil {
+	if g := r.lastGroup; g != nil && typ == r.lastType { // usually the same bytes: a pointer compare
 		return g
 	}
-	if r.byType == nil {
-		r.byType = make(map[string]*typeGroup)
+	g := r.byType[typ]
+	if g == nil {
+		if r.byType == nil {
+			r.byType = make(map[string]*typeGroup)
+		}
+		if r.emptyGroups > 64 && 2*r.emptyGroups > len(r.byType) {
+			maps.DeleteFunc(r.byType, func(_ string, g *typeGroup) bool { return len(g.regs) == 0 })
+			r.emptyGroups = 0
+		}
+		g = &typeGroup{}
+		r.byType[typ] = g
+		r.emptyGroups++ // until insertLocked adds to it
 	}
-	if r.emptyGroups > 64 && 2*r.emptyGroups > len(r.byType) {
-		maps.DeleteFunc(r.byType, func(_ string, g *typeGroup) bool { return len(g.regs) == 0 })
-		r.emptyGroups = 0
-	}
-	g := &typeGroup{}
-	r.byType[typ] = g
-	r.emptyGroups++ // until insertLocked adds to it
+	r.lastType, r.lastGroup = typ, g // stays in byType: only this function sweeps it, and Close clears both
 	return g
 }
 
@@ -563,7 +583,8 @@ func (r *Registry) insertLocked(reg *registration, g *typeGroup) {
 		r.emptyGroups--
 	}
 	g.add(reg)
-	for i := reg.nView; i < len(reg.caps); i++ {
+	reg.group = g
+	for i := int(reg.nView); i < len(reg.caps); i++ {
 		if r.byProc == nil {
 			r.byProc = make(map[string][]*registration)
 		}
@@ -588,7 +609,7 @@ func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 		r.unmounting = append(r.unmounting, ch)
 	}
 	r.entries.remove()
-	for i := reg.nView; i < len(reg.caps); i++ {
+	for i := int(reg.nView); i < len(reg.caps); i++ {
 		path := reg.caps[i].name
 		refs := slices.DeleteFunc(slices.Clone(r.byProc[path]), func(x *registration) bool { return x == reg })
 		if len(refs) == 0 {
@@ -597,14 +618,15 @@ func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 			r.byProc[path] = refs
 		}
 	}
-	g := r.byType[reg.typ]
+	g := reg.group
+	reg.group = nil
 	if g.remove(reg); len(g.regs) == 0 {
 		r.emptyGroups++
 	}
 	// Ids only: nothing executable outlives the registration.
 	ts := tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, ids: reg.ids}
-	if len(reg.caps) > reg.nView {
-		ts.procIDs = make([]string, 0, len(reg.caps)-reg.nView)
+	if len(reg.caps) > int(reg.nView) {
+		ts.procIDs = make([]string, 0, len(reg.caps)-int(reg.nView))
 		for _, rc := range reg.caps[reg.nView:] {
 			ts.procIDs = append(ts.procIDs, rc.id)
 		}
@@ -826,7 +848,7 @@ func (r *Registry) Close() error {
 	unmounting := r.unmounting
 	r.unmounting = nil
 	r.entries.reset()
-	r.byType, r.byProc, r.emptyGroups = nil, nil, 0
+	r.byType, r.byProc, r.emptyGroups, r.lastType, r.lastGroup = nil, nil, 0, "", nil
 	r.tombs = tombstones{}
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })

@@ -109,7 +109,7 @@ func (c ComponentDescriptor) state(i int) capView {
 // Observations returns the listed observations, by name, as a fresh slice.
 func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 	out := make([]ObservationDescriptor, 0, c.reg.nObs)
-	for i := range c.reg.nObs {
+	for i := range int(c.reg.nObs) {
 		st := c.state(i)
 		if st.omitted {
 			continue
@@ -118,7 +118,7 @@ func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 		out = append(out, ObservationDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
 			OutputSchema: JSONText(rc.def.output.JSON()),
-			Available:    st.available, UnavailableReason: st.reason, Meta: rc.meta,
+			Available:    st.available, UnavailableReason: st.reason, Meta: rc.x.meta,
 		})
 	}
 	return out
@@ -127,7 +127,7 @@ func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 // Actions returns the listed actions, by name, as a fresh slice.
 func (c ComponentDescriptor) Actions() []ActionDescriptor {
 	out := make([]ActionDescriptor, 0, c.reg.nView-c.reg.nObs)
-	for i := c.reg.nObs; i < c.reg.nView; i++ {
+	for i := int(c.reg.nObs); i < int(c.reg.nView); i++ {
 		st := c.state(i)
 		if st.omitted {
 			continue
@@ -138,7 +138,7 @@ func (c ComponentDescriptor) Actions() []ActionDescriptor {
 			CapabilityID: rc.id, Name: rc.name, Description: d.description,
 			InputSchema: JSONText(d.input.JSON()), Effect: d.effect,
 			Idempotent: d.idempotent, Reversible: d.reversible, Confirmation: d.confirmation,
-			Available: st.available, UnavailableReason: st.reason, Meta: rc.meta,
+			Available: st.available, UnavailableReason: st.reason, Meta: rc.x.meta,
 		}
 		if d.output != nil {
 			ad.OutputSchema = JSONText(d.output.JSON())
@@ -255,7 +255,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	live := r.entries.live()
 	comps := make([]ComponentDescriptor, 0, len(live))
 	for _, reg := range live {
-		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
+		if int(reg.nView) < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
 			comps = append(comps, ComponentDescriptor{reg: reg, st: reg.st})
 		}
 	}
@@ -290,7 +290,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			avail, reason := false, ""
 			switch decision.verdict {
 			case hide:
-				if i < reg.nView {
+				if i < int(reg.nView) {
 					hidden++
 				}
 			case disable:
@@ -318,7 +318,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			continue // procedure-only: no component entry
 		case len(opts.Scope) > 0 && !inScope(reg.typ, opts.Scope):
 			continue // listed only for its procedures
-		case hidden > 0 && hidden == reg.nView:
+		case hidden > 0 && hidden == int(reg.nView):
 			continue // every capability is hidden: the component does not exist for this consumer
 		}
 		kept = append(kept, comps[k])
@@ -335,10 +335,10 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 // registration.
 func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDescriptor, scope []string) []ProcedureDescriptor {
 	reg := c.reg
-	for i := reg.nView; i < len(reg.caps); i++ {
+	for i := int(reg.nView); i < len(reg.caps); i++ {
 		st := c.state(i)
 		rc := &reg.caps[i]
-		b := rc.bound
+		b := rc.x.bound
 		if st.omitted {
 			continue
 		}
@@ -357,7 +357,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 			Effect:         d.effect, Confirmation: d.confirmation,
 			Available: st.available, UnavailableReason: st.reason,
 			BoundFields:    slices.Clone(b.fields),
-			RegistrationID: reg.id, Meta: rc.meta,
+			RegistrationID: reg.id, Meta: rc.x.meta,
 		}
 		if pd.BoundFields == nil {
 			pd.BoundFields = []BoundField{}
@@ -399,7 +399,7 @@ func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id
 	pc.ComponentMeta = reg.ext.metaMap
-	pc.CapabilityMeta = rc.metaMap
+	pc.CapabilityMeta = rc.x.metaMap
 	pc.Internal = reg.ext.internal
 }
 
