@@ -162,3 +162,23 @@ func TestComponentTypeGrammarProperty_AS_ID_001(t *testing.T) {
 		}
 	})
 }
+
+// AS-ID-001: property — ValidCapabilityName and ValidInstanceID agree with
+// their grammars' regular expressions on strings over the characters that
+// matter, bytes outside ASCII included.
+func TestNameAndInstanceGrammarProperty_AS_ID_001(t *testing.T) {
+	name := regexp.MustCompile(`^[a-z][A-Za-z0-9]*$`)
+	instance := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	rapid.Check(t, func(rt *rapid.T) {
+		s := rapid.StringOfN(rapid.SampledFrom([]rune("azAZ09-_.: \u00e9\x00\x7f")), 0, 12, -1).Draw(rt, "s")
+		if rapid.Bool().Draw(rt, "long") {
+			s += strings.Repeat("b", 120)
+		}
+		if got, want := surface.ValidCapabilityName(s), name.MatchString(s); got != want {
+			rt.Fatalf("ValidCapabilityName(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := surface.ValidInstanceID(s), instance.MatchString(s) && len(s) <= surface.MaxIDLength; got != want {
+			rt.Fatalf("ValidInstanceID(%q) = %v, want %v", s, got, want)
+		}
+	})
+}

@@ -883,15 +883,15 @@ func (r *Registry) closingLocked() <-chan struct{} {
 	return r.closingCh
 }
 
-// tombstone remembers an unregistered registration: ids and a deadline,
-// never anything executable.
+// tombstone remembers an unregistered registration: ids and when it was
+// unregistered, never anything executable.
 type tombstone struct {
 	regID    string
 	typ      string
 	instance string
-	ids      string   // registration.ids: the view capability ids follow regID
-	procIDs  []string // procedure reference ids
-	expires  time.Time
+	ids      string    // registration.ids: the view capability ids follow regID
+	procIDs  []string  // procedure reference ids
+	at       time.Time // when unregistered
 }
 
 // lists reports whether the tombstone's registration had the capability.
@@ -921,7 +921,13 @@ func (ts *tombstone) lists(capID string) bool {
 type tombstones struct {
 	ring    []tombstone
 	head, n int
+	ttl     time.Duration // Limits.TombstoneTTL, set by the first add
 }
+
+// live reports whether ts has not expired at now. (A subtraction of
+// monotonic readings, where a deadline would take a Time.Add per
+// tombstone.)
+func (t *tombstones) live(ts *tombstone, now time.Time) bool { return now.Sub(ts.at) < t.ttl }
 
 // at returns the i-th oldest tombstone, 0 ≤ i < len(t.ring). (A compare
 // instead of a modulo: a division by a variable is slow.)
@@ -941,8 +947,8 @@ func (t *tombstones) popOldest() {
 }
 
 func (t *tombstones) add(ts tombstone, now time.Time, lim *Limits) {
-	ts.expires = now.Add(lim.TombstoneTTL)
-	for t.n > 0 && !t.at(0).expires.After(now) {
+	ts.at, t.ttl = now, lim.TombstoneTTL
+	for t.n > 0 && !t.live(t.at(0), now) {
 		t.popOldest()
 	}
 	for t.n > 0 && t.n >= lim.TombstoneSize {
@@ -962,7 +968,7 @@ func (t *tombstones) add(ts tombstone, now time.Time, lim *Limits) {
 // byRegistration returns the live tombstone of a registration id.
 func (t *tombstones) byRegistration(regID string, now time.Time) (tombstone, bool) {
 	for i := t.n - 1; i >= 0; i-- {
-		if ts := t.at(i); ts.regID == regID && ts.expires.After(now) {
+		if ts := t.at(i); ts.regID == regID && t.live(ts, now) {
 			return *ts, true
 		}
 	}
@@ -972,7 +978,7 @@ func (t *tombstones) byRegistration(regID string, now time.Time) (tombstone, boo
 // listing reports whether a live tombstone lists the capability id.
 func (t *tombstones) listing(capID string, now time.Time) bool {
 	for i := t.n - 1; i >= 0; i-- {
-		if ts := t.at(i); ts.expires.After(now) && ts.lists(capID) {
+		if ts := t.at(i); t.live(ts, now) && ts.lists(capID) {
 			return true
 		}
 	}
