@@ -117,11 +117,11 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 // instead of twice, which halves the time two processors wait for it.)
 type dedupeStore struct {
 	mu           sync.Mutex
-	idx          dedupeIndex  // the entries by key hash; idx.n counts them
-	capacity     int          // entries kept once terminal
-	head, tail   *dedupeEntry // insertion order
-	ehead, etail *dedupeEntry // expiry order
-	free         *dedupeEntry // removed entries no one can reach, by nextFree
+	idx          hashIndex[dedupeEntry] // the entries by key hash; idx.n counts them
+	capacity     int                    // entries kept once terminal
+	head, tail   *dedupeEntry           // insertion order
+	ehead, etail *dedupeEntry           // expiry order
+	free         *dedupeEntry           // removed entries no one can reach, by nextFree
 	nfree        int
 	_            [64]byte                    // keeps the lock's line and the stack's apart
 	settled      atomic.Pointer[dedupeEntry] // cached settlements not yet drained, newest first, by snext
@@ -249,7 +249,7 @@ func (c *dedupeStore) evict() {
 
 // lookup returns the entry of key, whose hash is h, or nil.
 func (c *dedupeStore) lookup(key dedupeKey, h uint64) *dedupeEntry {
-	return c.idx.find(key, h)
+	return c.idx.find(h, func(e *dedupeEntry) bool { return e.key == key })
 }
 
 func (c *dedupeStore) remove(e *dedupeEntry) {

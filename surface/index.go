@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
 )
@@ -9,18 +10,20 @@ import (
 
 // typeGroup holds the live registrations of one component type.
 type typeGroup struct {
-	regs       []*registration          // unordered; registration.typeIdx is the position
-	byInstance map[string]*registration // made once the group outgrows a scan
+	regs       []*registration         // unordered; registration.typeIdx is the position
+	indexed    bool                    // byInstance is in use: the group outgrew a scan
+	seed       maphash.Seed            // of byInstance's hashes
+	byInstance hashIndex[registration] // by instance id
 }
 
 // scanInstances is the group size up to which an instance is found by a
-// scan rather than a map.
+// scan rather than the index.
 const scanInstances = 8
 
 // instance returns the live registration with the instance id, or nil.
 func (g *typeGroup) instance(id string) *registration {
-	if g.byInstance != nil {
-		return g.byInstance[id]
+	if g.indexed {
+		return g.byInstance.find(maphash.String(g.seed, id), func(reg *registration) bool { return reg.instance == id })
 	}
 	for _, reg := range g.regs {
 		if reg.instance == id {
@@ -34,12 +37,12 @@ func (g *typeGroup) add(reg *registration) {
 	reg.typeIdx = int32(len(g.regs))
 	g.regs = append(g.regs, reg)
 	switch {
-	case g.byInstance != nil:
-		g.byInstance[reg.instance] = reg
+	case g.indexed:
+		g.byInstance.add(reg, maphash.String(g.seed, reg.instance))
 	case len(g.regs) > scanInstances:
-		g.byInstance = make(map[string]*registration, 2*len(g.regs))
+		g.indexed, g.seed = true, maphash.MakeSeed()
 		for _, x := range g.regs {
-			g.byInstance[x.instance] = x
+			g.byInstance.add(x, maphash.String(g.seed, x.instance))
 		}
 	}
 }
@@ -51,8 +54,8 @@ func (g *typeGroup) remove(reg *registration) {
 	g.regs[reg.typeIdx], last.typeIdx = last, reg.typeIdx
 	g.regs[n] = nil
 	g.regs = g.regs[:n]
-	if g.byInstance != nil {
-		delete(g.byInstance, reg.instance)
+	if g.indexed {
+		g.byInstance.remove(reg, maphash.String(g.seed, reg.instance))
 	}
 }
 
