@@ -177,6 +177,7 @@ type capDef struct {
 	policies     []Policy
 	timeout      time.Duration
 	passed       atomic.Pointer[checkedLimits] // the limits check last passed under
+	named        atomic.Pointer[string]        // the first name it was registered under (a valid one)
 
 	when     func() bool
 	reason   string
@@ -358,6 +359,26 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 	}
 	d.passed.Store(new(checked)) // a copy: checked itself stays on the stack
 	return nil
+}
+
+// validName reports whether name is a valid capability name. A definition
+// is usually registered under one name, in many components: it remembers
+// the first valid one, which it then knows without a scan. d may be nil.
+func (d *capDef) validName(name string) bool {
+	if d != nil {
+		if p := d.named.Load(); p != nil && *p == name { // usually the same bytes: a pointer compare
+			return true
+		}
+	}
+	if !ValidCapabilityName(name) {
+		return false
+	}
+	if d != nil && d.named.Load() == nil {
+		p := new(string)
+		*p = name
+		d.named.CompareAndSwap(nil, p)
+	}
+	return true
 }
 
 // checkedLimits are the limits a definition's check depends on.

@@ -151,8 +151,8 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	}
 	idLen := 0 // of the view capability ids
 	add := func(group string, nc namedCap, kind capKind) *DefinitionError {
-		name := nc.name
-		if !ValidCapabilityName(name) {
+		name, d := nc.name, nc.c.def
+		if !d.validName(name) {
 			return defErr(InvalidID, group+"."+name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 		}
 		n := len("view:") + len(reg.typ) + 1 + len(name)
@@ -160,7 +160,6 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", "view:"+reg.typ+"."+name, MaxIDLength))
 		}
 		idLen += n
-		d := nc.c.def
 		if e := d.check(group, name, kind, lim); e != nil {
 			return e
 		}
@@ -209,19 +208,19 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 // "reg_…view:T.aview:T.b…", which the tombstone keeps after unregistration
 // (see tombstone.ids); idLen is the length of the view ids.
 func (r *Registry) assignIDs(reg *registration, idLen int) {
-	b := make([]byte, 0, maxRegistrationIDLen+idLen)
+	b := make([]byte, 0, maxRegistrationIDLen+idLen) // never reallocated: each id is final once appended
+	base := unsafe.SliceData(b)
+	at := func(from int) string {
+		return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(base), from)), len(b)-from)
+	}
 	b = appendRegistrationID(b, r.counter.Add(1), r.idKey)
-	regLen := len(b)
+	reg.id = at(0)
 	for i := range int(reg.nView) {
+		from := len(b)
 		b = append(append(append(append(b, "view:"...), reg.typ...), '.'), reg.caps[i].name...)
+		reg.caps[i].id = at(from)
 	}
-	ids := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
-	reg.ids = ids
-	reg.id, ids = ids[:regLen], ids[regLen:]
-	for i := range int(reg.nView) {
-		n := len("view:") + len(reg.typ) + 1 + len(reg.caps[i].name)
-		reg.caps[i].id, ids = ids[:n], ids[n:]
-	}
+	reg.ids = at(0)
 }
 
 // addProcedures validates and binds the component's procedure references.

@@ -553,3 +553,29 @@ func TestClose(t *testing.T) {
 		t.Fatal("Close must not leave tombstones")
 	}
 }
+
+// AS-ID-001: a capability definition remembers a name it was registered
+// under; registering it again under another name still checks that one.
+func TestCapabilityNameCheckedPerRegistration_AS_ID_001(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	obs := surfacetest.Value("Reads a number", 1)
+	register := func(instance, name string) error {
+		_, err := reg.Register(surface.Component{
+			Type: "named", InstanceID: instance, Description: "Named",
+			Observations: map[string]surface.Capability{name: obs},
+		})
+		return err
+	}
+	for i, c := range []struct {
+		name string
+		ok   bool
+	}{{"readState", true}, {"readState", true}, {"Bad-Name", false}, {"read-state", false}, {"other", true}, {"", false}, {"readState", true}} {
+		err := register("i"+strconv.Itoa(i), c.name)
+		if c.ok && err != nil {
+			t.Fatalf("%q: %v", c.name, err)
+		}
+		if !c.ok {
+			surfacetest.RequireDefinitionError(t, err, surface.InvalidID)
+		}
+	}
+}
