@@ -16,20 +16,32 @@ import (
 // line moves between them twice per invocation. Here a reader counts itself
 // in a slot of its own, one per cache line, chosen by the caller (a
 // pipeline's audit lane: pipelines are pooled per processor). A writer
-// takes mu, raises the writer flag, which readers only read, and waits for
-// every slot to empty; a reader that finds the flag raised leaves its slot
-// and reads under mu instead, behind the writer.
+// takes the state word, which readers only read, and waits for every slot
+// to empty; a reader that finds the state taken leaves its slot and takes
+// the lock as a writer would, behind the writer.
 //
 // Each side writes its own word before it reads the other's (the reader
-// its slot, then the flag; the writer the flag, then the slots), and
+// its slot, then the state; the writer the state, then the slots), and
 // atomics are sequentially consistent, so at least one of them sees the
 // other: a reader never reads while a writer writes.
+//
+// The state is also the writers' mutex: an uncontended Lock is one
+// compare-and-swap and Unlock one swap. Contended lockers queue on mu, and
+// the first in line sleeps on wake until Unlock signals it.
 type readLock struct {
-	mu     sync.Mutex                 // writers, and readers that found a writer
-	writer atomic.Bool                // raised by a writer from before it waits for readers until it unlocks
-	slots  atomic.Pointer[[]readSlot] // made by the first reader: a registry never invoked stays small
-	procs  int                        // processors to make slots for; 0: GOMAXPROCS at the first reader
+	state atomic.Int32               // unlocked, locked or lockedWaited
+	mu    sync.Mutex                 // lockers that found the lock taken, in line
+	wake  chan struct{}              // Unlock's signal to the first in line; made by the first to wait
+	slots atomic.Pointer[[]readSlot] // made by the first reader: a registry never invoked stays small
+	procs int                        // processors to make slots for; 0: GOMAXPROCS at the first reader
 }
+
+// The states of a readLock.
+const (
+	unlocked     = iota
+	locked       // by a writer, or by a reader that met one
+	lockedWaited // and a locker sleeps on wake: Unlock must signal it
+)
 
 // maxReadSlots bounds the reader slots.
 const maxReadSlots = maxMemLanes
@@ -62,11 +74,11 @@ func (l *readLock) RLock(slot uint32) (waited bool) {
 	slots := l.slotsMade()
 	s := &slots[int(slot)&(len(slots)-1)]
 	s.n.Add(1)
-	if !l.writer.Load() {
+	if l.state.Load() == unlocked {
 		return false
 	}
 	s.n.Add(-1) // let the writer in, and read behind it
-	l.mu.Lock()
+	l.Lock()
 	return true
 }
 
@@ -91,7 +103,7 @@ func (l *readLock) slotsMade() []readSlot {
 // RUnlock undoes RLock(slot) that returned waited.
 func (l *readLock) RUnlock(slot uint32, waited bool) {
 	if waited {
-		l.mu.Unlock()
+		l.Unlock()
 		return
 	}
 	slots := *l.slots.Load()
@@ -100,10 +112,30 @@ func (l *readLock) RUnlock(slot uint32, waited bool) {
 
 // Lock write-locks l: it waits for the readers inside to leave.
 func (l *readLock) Lock() {
-	l.mu.Lock()
-	l.writer.Store(true)
+	if !l.state.CompareAndSwap(unlocked, locked) {
+		l.lockSlow()
+	}
 	if l.readers() {
 		l.waitReaders()
+	}
+}
+
+// lockSlow waits for the state, in line on mu. The first in line marks
+// the state lockedWaited before it sleeps, so the Unlock that frees it
+// signals wake; a signal sent before the sleep waits in the channel. Only
+// the first in line marks the state and sleeps, and it takes the state
+// (as locked) before it lets the next in, so at most one signal is ever
+// pending and Unlock's send never blocks.
+func (l *readLock) lockSlow() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wake == nil {
+		l.wake = make(chan struct{}, 1) // before the mark that lets Unlock see it
+	}
+	for !l.state.CompareAndSwap(unlocked, locked) {
+		if l.state.CompareAndSwap(locked, lockedWaited) {
+			<-l.wake
+		}
 	}
 }
 
@@ -127,8 +159,9 @@ func (l *readLock) waitReaders() {
 	}
 }
 
-// Unlock releases the write lock.
+// Unlock releases the write lock, and wakes the first locker in line.
 func (l *readLock) Unlock() {
-	l.writer.Store(false)
-	l.mu.Unlock()
+	if l.state.Swap(unlocked) == lockedWaited {
+		l.wake <- struct{}{}
+	}
 }

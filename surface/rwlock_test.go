@@ -58,6 +58,41 @@ func TestReadLockExcludesWriters(t *testing.T) {
 	}
 }
 
+// Writers alone contend for the state: they yield while holding it, so the
+// others queue and sleep, and each Unlock must wake the first in line. A
+// lost wake-up hangs the test; a writer let in early is a race on n.
+func TestReadLockWritersQueue(t *testing.T) {
+	var l readLock
+	n := 0
+	const writers, rounds = 8, 500
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range rounds {
+				l.Lock()
+				n++
+				runtime.Gosched()
+				l.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if n != writers*rounds {
+		t.Fatalf("n = %d, want %d", n, writers*rounds)
+	}
+	if st := l.state.Load(); st != unlocked {
+		t.Fatalf("state %d after every writer left", st)
+	}
+	if l.wake == nil {
+		t.Fatal("no writer ever waited: the queue was not exercised")
+	}
+	select {
+	case <-l.wake:
+		t.Fatal("a wake-up was left pending")
+	default:
+	}
+}
+
 // A writer waits for a reader inside, and announces itself first: readers
 // that come later wait behind it.
 func TestReadLockWriterWaitsForReader(t *testing.T) {
@@ -71,7 +106,7 @@ func TestReadLockWriterWaitsForReader(t *testing.T) {
 		close(done)
 		l.Unlock()
 	}()
-	for !l.writer.Load() { // until the writer is in, waiting for slot 3
+	for l.state.Load() == unlocked { // until the writer is in, waiting for slot 3
 		select {
 		case <-done:
 			t.Fatal("the writer went in while a reader was inside")
