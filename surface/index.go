@@ -10,6 +10,7 @@ import (
 
 // typeGroup holds the live registrations of one component type.
 type typeGroup struct {
+	typ        string
 	regs       []*registration         // unordered; registration.typeIdx is the position
 	indexed    bool                    // byInstance is in use: the group outgrew a scan
 	seed       maphash.Seed            // of byInstance's hashes

@@ -141,8 +141,8 @@ func TestTypeGroupsBounded(t *testing.T) {
 		if n := len(r.byType); n > 2*66 {
 			t.Fatalf("after %d: %d groups for 1 live registration", i, n)
 		}
-		if r.lastGroup != nil && r.byType[r.lastType] != r.lastGroup {
-			t.Fatalf("after %d: the cached group of %q is not in the index", i, r.lastType)
+		if g := r.lastGroup; g != nil && r.byType[g.typ] != g {
+			t.Fatalf("after %d: the cached group of %q is not in the index", i, g.typ)
 		}
 	}
 	for i := range 1000 {
@@ -172,6 +172,16 @@ func TestTypeGroupsBounded(t *testing.T) {
 func TestRegistrationSizeClass(t *testing.T) {
 	if n := unsafe.Sizeof(registration{}); n > 416 {
 		t.Fatalf("a registration is %d bytes, more than the 416-byte size class", n)
+	}
+}
+
+// A Registry fits the 1024-byte allocation size class; the next is 1152.
+// Objects over 512 bytes that hold pointers take an 8-byte header, so a
+// Registry may be 1016 bytes. Its size is most of what an empty registry
+// costs to make.
+func TestRegistrySizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(Registry{}); n+8 > 1024 {
+		t.Fatalf("a Registry is %d bytes, more than the 1024-byte size class holds with its header", n)
 	}
 }
 

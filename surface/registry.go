@@ -172,12 +172,12 @@ type Registry struct {
 	log        *slog.Logger
 	userNow    func() time.Time // Options.Now; nil for the real clock
 	realClock  bool             // userNow is nil: now reads clock
+	isolate    bool             // Options.IsolateHandlers
+	sinksCopy  bool             // sink and console keep no pointer of a record
 	clock      wallClock
-	isolate    bool // Options.IsolateHandlers
 	surfaceID  string
 	sink       AuditSink
 	console    AuditSink // development only: audit on stderr
-	sinksCopy  bool      // sink and console keep no pointer of a record
 	redact     func(string, AuditPayload) AuditPayload
 
 	// executor performs procedure calls; replaced, never mutated.
@@ -192,6 +192,8 @@ type Registry struct {
 	obs obsPool    // observation admission
 
 	closed      bool
+	scPending   bool          // queue holds a SurfaceChanged placeholder
+	draining    bool          // some goroutine is delivering the queue
 	version     atomic.Uint64 // written under mu, read anywhere
 	verText     atomic.Pointer[versionText]
 	fpSeed      maphash.Seed               // request fingerprints
@@ -203,8 +205,7 @@ type Registry struct {
 	entries     entryOrder                 // active registrations in snapshot order
 	byType      map[string]*typeGroup      // active registrations per type; some groups may be empty
 	emptyGroups int                        // groups in byType without registrations
-	lastType    string                     // the type groupLocked found last: registrations often come in runs of one type
-	lastGroup   *typeGroup                 // its group in byType, or nil
+	lastGroup   *typeGroup                 // the group groupLocked found last (registrations often come in runs of one type), or nil
 	byProc      map[string][]*registration // active registrations per procedure path
 	tombs       tombstones
 	closingCh   chan struct{}   // closed by Close: queued invocations give up; made on first use
@@ -214,8 +215,6 @@ type Registry struct {
 	dedupe      dedupeCache     // idempotency keys (own lock)
 	confirm     Confirmations   // confirmation store (own lock)
 	queue       []Event         // undelivered events, in mutation order
-	scPending   bool            // queue holds a SurfaceChanged placeholder
-	draining    bool            // some goroutine is delivering the queue
 	ctxWG       sync.WaitGroup  // RegisterContext unregistrations and confirmation expiries in progress
 }
 
@@ -556,7 +555,7 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 // group sweeps them once they outnumber the others (plus a margin), so
 // they stay bounded.
 func (r *Registry) groupLocked(typ string) *typeGroup {
-	if g := r.lastGroup; g != nil && typ == r.lastType { // usually the same bytes: a pointer compare
+	if g := r.lastGroup; g != nil && typ == g.typ { // usually the same bytes: a pointer compare
 		return g
 	}
 	g := r.byType[typ]
@@ -568,11 +567,11 @@ func (r *Registry) groupLocked(typ string) *typeGroup {
 			maps.DeleteFunc(r.byType, func(_ string, g *typeGroup) bool { return len(g.regs) == 0 })
 			r.emptyGroups = 0
 		}
-		g = &typeGroup{}
+		g = &typeGroup{typ: typ}
 		r.byType[typ] = g
 		r.emptyGroups++ // until insertLocked adds to it
 	}
-	r.lastType, r.lastGroup = typ, g // stays in byType: only this function sweeps it, and Close clears both
+	r.lastGroup = g // stays in byType: only this function sweeps it, and Close clears it
 	return g
 }
 
@@ -848,7 +847,7 @@ func (r *Registry) Close() error {
 	unmounting := r.unmounting
 	r.unmounting = nil
 	r.entries.reset()
-	r.byType, r.byProc, r.emptyGroups, r.lastType, r.lastGroup = nil, nil, 0, "", nil
+	r.byType, r.byProc, r.emptyGroups, r.lastGroup = nil, nil, 0, nil
 	r.tombs = tombstones{}
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })

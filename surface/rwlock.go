@@ -30,10 +30,10 @@ import (
 // the first in line sleeps on wake until Unlock signals it.
 type readLock struct {
 	state atomic.Int32               // unlocked, locked or lockedWaited
+	procs int32                      // processors to make slots for; 0: GOMAXPROCS at the first reader
 	mu    sync.Mutex                 // lockers that found the lock taken, in line
 	wake  chan struct{}              // Unlock's signal to the first in line; made by the first to wait
 	slots atomic.Pointer[[]readSlot] // made by the first reader: a registry never invoked stays small
-	procs int                        // processors to make slots for; 0: GOMAXPROCS at the first reader
 }
 
 // The states of a readLock.
@@ -89,7 +89,7 @@ func (l *readLock) slotsMade() []readSlot {
 	if p := l.slots.Load(); p != nil {
 		return *p
 	}
-	procs := l.procs
+	procs := int(l.procs)
 	if procs == 0 {
 		procs = runtime.GOMAXPROCS(0)
 	}

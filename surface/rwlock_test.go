@@ -132,7 +132,7 @@ func TestReadLockWriterWaitsForReader(t *testing.T) {
 // multiple of the line, and so is its alignment.
 func TestReadLockLayout(t *testing.T) {
 	for _, procs := range []int{1, 2, 3, 8} {
-		l := readLock{procs: procs}
+		l := readLock{procs: int32(procs)}
 		if l.slots.Load() != nil {
 			t.Fatal("slots made before a reader came")
 		}
