@@ -110,7 +110,11 @@ type Options struct {
 	// an action holds its queue slot until then.
 	IsolateHandlers bool
 	// Now is the registry's clock, used for every timestamp, TTL check and
-	// duration, and by policies (PolicyContext.Now). Default time.Now.
+	// duration, and by policies (PolicyContext.Now). Default: the system
+	// clock, read as time.Now reads it but with one clock read instead of
+	// two (the wall reading is an anchor at most 100 ms old plus the
+	// monotonic time since, so a step of the wall clock shows in
+	// timestamps within 100 ms; durations are exact).
 	// Timers (invocation timeouts, confirmation expiry) run on the runtime
 	// clock; run tests of them under testing/synctest, which virtualizes
 	// both.
