@@ -23,23 +23,33 @@ const scanInstances = 8
 
 // instance returns the live registration with the instance id, or nil.
 func (g *typeGroup) instance(id string) *registration {
-	if g.indexed {
-		return g.byInstance.find(maphash.String(g.seed, id), func(reg *registration) bool { return reg.instance == id })
-	}
-	for _, reg := range g.regs {
-		if reg.instance == id {
-			return reg
-		}
-	}
-	return nil
+	reg, _ := g.lookup(id)
+	return reg
 }
 
-func (g *typeGroup) add(reg *registration) {
+// lookup is instance, and also returns the hash of id for add once the
+// group is indexed (else 0), so that Register hashes the id once.
+func (g *typeGroup) lookup(id string) (*registration, uint64) {
+	if !g.indexed {
+		for _, reg := range g.regs {
+			if reg.instance == id {
+				return reg, 0
+			}
+		}
+		return nil, 0
+	}
+	h := maphash.String(g.seed, id)
+	return g.byInstance.find(h, func(reg *registration) bool { return reg.instance == id }), h
+}
+
+// add adds reg; h is what lookup(reg.instance) returned, under the
+// registry lock held since.
+func (g *typeGroup) add(reg *registration, h uint64) {
 	reg.typeIdx = int32(len(g.regs))
 	g.regs = append(g.regs, reg)
 	switch {
 	case g.indexed:
-		g.byInstance.add(reg, maphash.String(g.seed, reg.instance))
+		g.byInstance.add(reg, h)
 	case len(g.regs) > scanInstances:
 		g.indexed, g.seed = true, maphash.MakeSeed()
 		for _, x := range g.regs {

@@ -34,7 +34,8 @@ func TestEntryOrderProperty_AS_SNAP_003(t *testing.T) {
 				if groups[typ] == nil {
 					groups[typ] = &typeGroup{}
 				}
-				groups[typ].add(reg)
+				_, h := groups[typ].lookup(inst)
+				groups[typ].add(reg, h)
 				live = append(live, reg)
 			case op <= 8: // unregister
 				k := rapid.IntRange(0, len(live)-1).Draw(rt, "victim")

@@ -464,7 +464,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		return nil, ErrClosed
 	}
 	g := r.groupLocked(reg.typ)
-	old := g.instance(reg.instance)
+	old, h := g.lookup(reg.instance)
 	if old != nil {
 		if r.onDup == Reject {
 			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
@@ -478,7 +478,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		st = disabledState
 	}
 	reg.st = st
-	r.insertLocked(reg, g)
+	r.insertLocked(reg, g, h)
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
@@ -579,13 +579,14 @@ func (r *Registry) groupLocked(typ string) *typeGroup {
 	return g
 }
 
-// insertLocked adds reg to the indexes; g is its type's group.
-func (r *Registry) insertLocked(reg *registration, g *typeGroup) {
+// insertLocked adds reg to the indexes; g is its type's group and h what
+// g.lookup returned for reg.instance.
+func (r *Registry) insertLocked(reg *registration, g *typeGroup, h uint64) {
 	r.entries.add(reg)
 	if len(g.regs) == 0 {
 		r.emptyGroups--
 	}
-	g.add(reg)
+	g.add(reg, h)
 	reg.group = g
 	for i := int(reg.nView); i < len(reg.caps); i++ {
 		if r.byProc == nil {
