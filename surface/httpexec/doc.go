@@ -65,8 +65,7 @@
 //	200, 201       the body is the output: JSON of at most MaxResponseBytes
 //	               (an empty body is null)
 //	204            the output is null
-//	401            NOT_AUTHENTICATED
-//	403            NOT_AUTHORIZED, details {"origin":"server"}
+//	401, 403       NOT_AUTHORIZED, details {"origin":"server"}
 //	400, 422       INVALID_INPUT, one fixed issue at the root
 //	404            an error: the manifest lists a path the backend does not serve
 //	408, 429, 5xx  a transient error (EXECUTION_FAILED, retry after a delay)
@@ -79,7 +78,11 @@
 //	{"code":"APPROVAL_REQUIRED", "approvalId":"apr_123"}
 //	{"data":{"approvalRequired":true, "approvalId":"apr_123"}}
 //
-// (approvalId is optional, at the top level or in data). The demand wins
+// (approvalId is optional, at the top level or in data). Any 4xx whose
+// body has a "code" or "status" of "UNAUTHORIZED", "FORBIDDEN", 401 or 403
+// (e.g. {"code":"FORBIDDEN","message":"…"} with a 409) is NOT_AUTHORIZED
+// with details {"origin":"server"}, as a 401 or 403 is: the domain service
+// refused this caller, whatever the status it chose. The demand wins
 // over the plain meaning of the 4xx status and becomes
 // CONFIRMATION_REQUIRED with details {"origin":"server"}, plus
 // "confirmationId" set to the approval id when there is one. The approval

@@ -64,7 +64,7 @@ func ExampleNew() {
 		Input:        json.RawMessage(`{"id":"dev-42"}`),
 		InvocationID: "inv_2",
 	})
-	fmt.Println(errors.Is(err, surface.ErrNotAuthenticated))
+	fmt.Println(errors.Is(err, surface.ErrNotAuthorized))
 
 	// Paths outside the manifest are refused without a request.
 	_, err = exec.Execute(ctx, &surface.ProcedureCall{Path: "devices.delete"})

@@ -347,7 +347,8 @@ func (e *Executor) settle(ctx context.Context, call *surface.ProcedureCall, r *r
 	}
 
 	if r.status >= 400 && r.status < 500 {
-		if demand, id := e.approvalDemand(ctx, call, r); demand {
+		body := parseRefusal(r)
+		if demand, id := e.approvalDemand(ctx, call, r, body); demand {
 			details := map[string]any{"origin": "server"}
 			msg := "The domain service requires the user's approval for this call."
 			if id != "" {
@@ -357,15 +358,13 @@ func (e *Executor) settle(ctx context.Context, call *surface.ProcedureCall, r *r
 			e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend demands approval", call, r)
 			return nil, surface.NewError(surface.ConfirmationRequired, msg, details)
 		}
+		if r.status == http.StatusUnauthorized || r.status == http.StatusForbidden || body.notAuthorized() {
+			e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend refused the caller", call, r)
+			return nil, surface.NewError(surface.NotAuthorized, "", map[string]any{"origin": "server"})
+		}
 	}
 
 	switch r.status {
-	case http.StatusUnauthorized:
-		e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend rejected the credentials", call, r)
-		return nil, surface.NewError(surface.NotAuthenticated, "", nil)
-	case http.StatusForbidden:
-		e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend denied the call", call, r)
-		return nil, surface.NewError(surface.NotAuthorized, "", map[string]any{"origin": "server"})
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend rejected the input", call, r)
 		return nil, surface.NewError(surface.InvalidInput, "", map[string]any{
@@ -386,17 +385,49 @@ func (e *Executor) settle(ctx context.Context, call *surface.ProcedureCall, r *r
 	return nil, &StatusError{Path: call.Path, StatusCode: r.status}
 }
 
-// approvalDemand reports whether a 4xx response demands approval, and the
-// approval id, when the backend gave a safe one.
-func (e *Executor) approvalDemand(ctx context.Context, call *surface.ProcedureCall, r *response) (demand bool, id string) {
+// refusal is what a 4xx response body may say, when it is a JSON object.
+type refusal struct {
+	body map[string]any // nil when the body is not a JSON object
+	data map[string]any // body["data"], when an object
+	code string         // body["code"], when a string
+}
+
+// parseRefusal reads the body of a 4xx response.
+func parseRefusal(r *response) refusal {
 	var body map[string]any
 	if r.over || r.readErr != nil || json.Unmarshal(r.body, &body) != nil {
-		body = nil // not a JSON object: only the status can demand approval
+		return refusal{} // not a JSON object: only the status speaks
 	}
 	data, _ := body["data"].(map[string]any)
 	code, _ := body["code"].(string)
+	return refusal{body: body, data: data, code: code}
+}
+
+// notAuthorized reports whether the body names an authorization refusal:
+// a code or status of UNAUTHORIZED, FORBIDDEN, 401 or 403.
+func (b refusal) notAuthorized() bool {
+	for _, v := range []any{b.body["code"], b.body["status"]} {
+		switch v := v.(type) {
+		case string:
+			switch v {
+			case "UNAUTHORIZED", "FORBIDDEN", "401", "403":
+				return true
+			}
+		case float64:
+			if v == http.StatusUnauthorized || v == http.StatusForbidden {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// approvalDemand reports whether a 4xx response demands approval, and the
+// approval id, when the backend gave a safe one.
+func (e *Executor) approvalDemand(ctx context.Context, call *surface.ProcedureCall, r *response, b refusal) (demand bool, id string) {
+	body, data := b.body, b.data
 	demand = r.status == http.StatusPreconditionRequired ||
-		code == "APPROVAL_REQUIRED" ||
+		b.code == "APPROVAL_REQUIRED" ||
 		data["approvalRequired"] == true
 	if !demand {
 		return false, ""
