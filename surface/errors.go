@@ -277,8 +277,11 @@ var (
 	ErrExecutionFailed      = &Error{Code: ExecutionFailed}
 )
 
-// Issue is one validation problem of an input: a JSON-pointer path into
-// the input ("" for the root) and a message that never echoes input values.
+// Issue is one validation problem of an input: the path of the offending
+// value, in the spec's format — property names joined with ".", "[i]" for
+// array indexes, "" for the root ("ids", "ids[0]", "filter.site"); a
+// missing property is reported at its own path — and a message that never
+// echoes input values.
 type Issue struct {
 	Path    string `json:"path"`
 	Message string `json:"message"`

@@ -100,7 +100,7 @@ func ExampleRegistry_Invoke() {
 	fmt.Println(bad.Error.Code, bad.Error.Retry, bad.Error.Details["issues"])
 	// Output:
 	// ok {"ids":["d1"]}
-	// INVALID_INPUT with-changes [{/ids expected array}]
+	// INVALID_INPUT with-changes [{ids expected array}]
 }
 
 func ExampleNewToolset() {

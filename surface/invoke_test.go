@@ -192,10 +192,10 @@ func TestInvalidInput(t *testing.T) {
 		input string
 		path  string
 	}{
-		{`{"ids":[1]}`, "/ids/0"},
-		{`{"ids":"d1"}`, "/ids"},
-		{`{}`, ""},
-		{`{"ids":[],"extra":1}`, "/extra"},
+		{`{"ids":[1]}`, "ids[0]"},
+		{`{"ids":"d1"}`, "ids"},
+		{`{}`, "ids"}, // AS-ERR-001: a missing property at its own path
+		{`{"ids":[],"extra":1}`, "extra"},
 		{`not json`, ""},
 		{`[1,2`, ""},
 		{`"s"`, ""},

@@ -117,12 +117,12 @@ func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string
 			if name == MetaAct {
 				msg = "unexpected property; put the capability's own input under \"input\""
 			}
-			issues = append(issues, Issue{Path: "/" + escapePointer(k), Message: msg})
+			issues = append(issues, Issue{Path: k, Message: msg})
 		}
 	}
 	if name != MetaDiscover {
 		if _, ok := args["capabilityId"]; !ok {
-			issues = append(issues, Issue{Path: "", Message: `missing required property "capabilityId"`})
+			issues = append(issues, Issue{Path: "capabilityId", Message: `missing required property "capabilityId"`})
 		}
 	}
 	for _, k := range fields {
@@ -132,17 +132,17 @@ func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string
 		case k == "scope":
 			list, isList := v.([]any)
 			if !isList {
-				issues = append(issues, Issue{Path: "/scope", Message: "expected an array of strings"})
+				issues = append(issues, Issue{Path: "scope", Message: "expected an array of strings"})
 				break
 			}
 			for i, x := range list {
 				if s, isStr := x.(string); !isStr || s == "" {
-					issues = append(issues, Issue{Path: "/scope/" + strconv.Itoa(i), Message: "expected a non-empty string"})
+					issues = append(issues, Issue{Path: "scope[" + strconv.Itoa(i) + "]", Message: "expected a non-empty string"})
 				}
 			}
 		default:
 			if s, isStr := v.(string); !isStr || s == "" {
-				issues = append(issues, Issue{Path: "/" + k, Message: "expected a non-empty string"})
+				issues = append(issues, Issue{Path: k, Message: "expected a non-empty string"})
 			}
 		}
 	}
@@ -151,7 +151,7 @@ func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string
 			switch in.(type) {
 			case map[string]any, string:
 			default:
-				issues = append(issues, Issue{Path: "/input", Message: "expected object"})
+				issues = append(issues, Issue{Path: "input", Message: "expected object"})
 			}
 		}
 	}
@@ -254,8 +254,4 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
-}
-
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }

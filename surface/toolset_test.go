@@ -318,14 +318,14 @@ func TestMetaEnvelope_AS_META_007_008(t *testing.T) {
 	for _, c := range []struct {
 		name, args, path, capID string
 	}{
-		{surface.MetaRead, `{}`, "", "meta:surface.read"},
-		{surface.MetaRead, `{"capabilityId":""}`, "/capabilityId", "meta:surface.read"},
-		{surface.MetaRead, `{"capabilityId":"view:x.y","extra":1}`, "/extra", "view:x.y"},
-		{surface.MetaDiscover, `{"scope":"devices"}`, "/scope", "meta:surface.discover"},
-		{surface.MetaDiscover, `{"scope":[1]}`, "/scope/0", "meta:surface.discover"},
+		{surface.MetaRead, `{}`, "capabilityId", "meta:surface.read"},
+		{surface.MetaRead, `{"capabilityId":""}`, "capabilityId", "meta:surface.read"},
+		{surface.MetaRead, `{"capabilityId":"view:x.y","extra":1}`, "extra", "view:x.y"},
+		{surface.MetaDiscover, `{"scope":"devices"}`, "scope", "meta:surface.discover"},
+		{surface.MetaDiscover, `{"scope":[1]}`, "scope[0]", "meta:surface.discover"},
 		{surface.MetaDiscover, `[1]`, "", "meta:surface.discover"},
-		{surface.MetaAct, `{"capabilityId":"view:devices.table.selectRows","ids":["d1"]}`, "/ids", "view:devices.table.selectRows"},
-		{surface.MetaAct, `{"capabilityId":"view:devices.table.selectRows","input":[1]}`, "/input", "view:devices.table.selectRows"},
+		{surface.MetaAct, `{"capabilityId":"view:devices.table.selectRows","ids":["d1"]}`, "ids", "view:devices.table.selectRows"},
+		{surface.MetaAct, `{"capabilityId":"view:devices.table.selectRows","input":[1]}`, "input", "view:devices.table.selectRows"},
 	} {
 		res := metaCall(ts, c.name, c.args)
 		e := surfacetest.RequireCode(t, res, surface.InvalidInput)

@@ -26,8 +26,8 @@ func ExampleFor() {
 	}
 	// Output:
 	// {"additionalProperties":false,"properties":{"ids":{"description":"Row ids to select","items":{"type":"string"},"type":"array"},"mode":{"type":"string"}},"required":["ids"],"type":"object"}
-	// "/ids/1": expected string
-	// "/extra": unexpected property
+	// "ids[1]": expected string
+	// "extra": unexpected property
 }
 
 func ExampleParse() {

@@ -154,7 +154,7 @@ func TestInferShape(t *testing.T) {
 		t.Errorf("IsObject %v Depth %d", s.IsObject(), s.Depth())
 	}
 	// Slices are not nullable (jsonschema-go's default would accept null).
-	if got := s.Validate(decode(t, `{"ids":null}`)); len(got) != 1 || got[0].Path != "/ids" || got[0].Message != "expected array" {
+	if got := s.Validate(decode(t, `{"ids":null}`)); len(got) != 1 || got[0].Path != "ids" || got[0].Message != "expected array" {
 		t.Errorf("ids null: %v", got)
 	}
 	for typ, want := range map[reflect.Type]string{

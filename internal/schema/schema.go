@@ -134,9 +134,11 @@ func (e *Error) Error() string {
 	return msg + e.Reason
 }
 
-// Issue is one reason a value does not validate. Path is a JSON pointer
-// (RFC 6901) into the value ("" for the root, "/ids/0"); Message is a fixed
-// template that never repeats any part of the value.
+// Issue is one reason a value does not validate. Path locates the value in
+// the spec's issue-path format: property names joined with ".", "[i]" for
+// array indexes, "" for the root ("ids", "ids[0]", "filter.site"); a
+// missing required property is reported at its own path. Message is a
+// fixed template that never repeats any part of the value.
 type Issue struct {
 	Path    string `json:"path"`
 	Message string `json:"message"`

@@ -96,7 +96,10 @@ func (vd *validator) pop() {
 	}
 }
 
-// path renders the current location as a JSON pointer.
+// path renders the current location in the spec's issue-path format
+// (semantics.md §4.2): property names joined with ".", "[i]" for array
+// indexes, "" for the root — "ids", "ids[0]", "filter.site", "[2].name".
+// Names are written as they are, without escaping.
 func (vd *validator) path() string {
 	if vd.depth == 0 {
 		return ""
@@ -109,21 +112,16 @@ func (vd *validator) path() string {
 		} else {
 			sg = vd.extra[i-stackSegs]
 		}
-		b = append(b, '/')
 		if sg.index >= 0 {
+			b = append(b, '[')
 			b = strconv.AppendInt(b, int64(sg.index), 10)
+			b = append(b, ']')
 			continue
 		}
-		for j := 0; j < len(sg.key); j++ {
-			switch c := sg.key[j]; c {
-			case '~':
-				b = append(b, '~', '0')
-			case '/':
-				b = append(b, '~', '1')
-			default:
-				b = append(b, c)
-			}
+		if i > 0 {
+			b = append(b, '.')
 		}
+		b = append(b, sg.key...)
 	}
 	return string(b)
 }
@@ -431,7 +429,10 @@ func (vd *validator) checkObject(n *node, o map[string]any) bool {
 	for i, name := range n.required {
 		if _, present := o[name]; !present {
 			ok = false
-			if vd.report(n.msgs.required[i]) {
+			vd.push(name, -1) // a missing property is reported at its own path
+			stop := vd.report(n.msgs.required[i])
+			vd.pop()
+			if stop {
 				return false
 			}
 		}

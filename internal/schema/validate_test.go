@@ -113,28 +113,28 @@ func TestValidateKeywords(t *testing.T) {
 		{"uniqueItems numbers", `{"uniqueItems":true}`, `[1,1.0]`, iss("", "must not contain duplicate items")},
 		{"uniqueItems objects", `{"uniqueItems":true}`, `[{"a":1,"b":2},{"b":2,"a":1}]`, iss("", "must not contain duplicate items")},
 		{"uniqueItems false", `{"uniqueItems":false}`, `[1,1]`, ok},
-		{"items", `{"items":{"type":"string"}}`, `["a",1,"b",2]`, iss("/1", "expected string", "/3", "expected string")},
-		{"array all failures", `{"maxItems":1,"uniqueItems":true,"items":{"type":"integer"}}`, `["a","a"]`, iss("", "must have at most 1 items", "", "must not contain duplicate items", "/0", "expected integer", "/1", "expected integer")},
+		{"items", `{"items":{"type":"string"}}`, `["a",1,"b",2]`, iss("[1]", "expected string", "[3]", "expected string")},
+		{"array all failures", `{"maxItems":1,"uniqueItems":true,"items":{"type":"integer"}}`, `["a","a"]`, iss("", "must have at most 1 items", "", "must not contain duplicate items", "[0]", "expected integer", "[1]", "expected integer")},
 		// objects
 		{"required ok", `{"required":["a"]}`, `{"a":null}`, ok},
-		{"required bad", `{"required":["a","b"]}`, `{"b":1}`, iss("", `missing required property "a"`)},
+		{"required bad", `{"required":["a","b"]}`, `{"b":1}`, iss("a", `missing required property "a"`)},
 		{"required ignores non-objects", `{"required":["a"]}`, `[]`, ok},
-		{"properties", `{"properties":{"a":{"type":"string"},"b":{"type":"integer"}}}`, `{"a":1,"b":"x","c":true}`, iss("/a", "expected string", "/b", "expected integer")},
-		{"additionalProperties false", `{"properties":{"a":{}},"additionalProperties":false}`, `{"a":1,"z":2,"b/c":3,"m~n":4}`, iss("/b~1c", "unexpected property", "/m~0n", "unexpected property", "/z", "unexpected property")},
+		{"properties", `{"properties":{"a":{"type":"string"},"b":{"type":"integer"}}}`, `{"a":1,"b":"x","c":true}`, iss("a", "expected string", "b", "expected integer")},
+		{"additionalProperties false", `{"properties":{"a":{}},"additionalProperties":false}`, `{"a":1,"z":2,"b/c":3,"m~n":4}`, iss("b/c", "unexpected property", "m~n", "unexpected property", "z", "unexpected property")},
 		{"additionalProperties true", `{"properties":{"a":{}},"additionalProperties":true}`, `{"z":2}`, ok},
-		{"object order", `{"properties":{"a":{"type":"string"}},"required":["r"],"additionalProperties":false}`, `{"a":1,"x":1}`, iss("", `missing required property "r"`, "/a", "expected string", "/x", "unexpected property")},
+		{"object order", `{"properties":{"a":{"type":"string"}},"required":["r"],"additionalProperties":false}`, `{"a":1,"x":1}`, iss("r", `missing required property "r"`, "a", "expected string", "x", "unexpected property")},
 		// $ref
 		{"ref ok", `{"$defs":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/s"}}}`, `{"a":"x"}`, ok},
-		{"ref bad", `{"$defs":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/s"}}}`, `{"a":1}`, iss("/a", "expected string")},
+		{"ref bad", `{"$defs":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/s"}}}`, `{"a":1}`, iss("a", "expected string")},
 		{"ref then siblings", `{"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","minLength":3}`, `"ab"`, iss("", "must be at least 3 characters")},
 		{"ref stops node", `{"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","const":"a"}`, `1`, iss("", "expected string")},
-		{"recursive", `{"$defs":{"n":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#/$defs/n"}},"v":{"type":"integer"}},"additionalProperties":false}},"$ref":"#/$defs/n"}`, `{"c":[{"c":[{"v":1},{"v":"x","w":0}]}]}`, iss("/c/0/c/1/v", "expected integer", "/c/0/c/1/w", "unexpected property")},
+		{"recursive", `{"$defs":{"n":{"type":"object","properties":{"c":{"type":"array","items":{"$ref":"#/$defs/n"}},"v":{"type":"integer"}},"additionalProperties":false}},"$ref":"#/$defs/n"}`, `{"c":[{"c":[{"v":1},{"v":"x","w":0}]}]}`, iss("c[0].c[1].v", "expected integer", "c[0].c[1].w", "unexpected property")},
 		// default is never applied, annotations do nothing
-		{"default not applied", `{"type":"object","properties":{"a":{"default":1}},"required":["a"]}`, `{}`, iss("", `missing required property "a"`)},
+		{"default not applied", `{"type":"object","properties":{"a":{"default":1}},"required":["a"]}`, `{}`, iss("a", `missing required property "a"`)},
 		{"annotations", `{"title":"t","description":"d","examples":[1],"deprecated":true}`, `"anything"`, ok},
 		// paths
-		{"deep path", `{"properties":{"ids":{"items":{"properties":{"x":{"type":"null"}}}}}}`, `{"ids":[{},{"x":1}]}`, iss("/ids/1/x", "expected null")},
-		{"empty key path", `{"properties":{"":{"type":"null"}}}`, `{"":1}`, iss("/", "expected null")},
+		{"deep path", `{"properties":{"ids":{"items":{"properties":{"x":{"type":"null"}}}}}}`, `{"ids":[{},{"x":1}]}`, iss("ids[1].x", "expected null")},
+		{"empty key path", `{"properties":{"":{"type":"null"}}}`, `{"":1}`, iss("", "expected null")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +229,7 @@ func TestValidateIssueCap(t *testing.T) {
 	if len(got) != MaxIssues {
 		t.Fatalf("%d issues, want %d", len(got), MaxIssues)
 	}
-	if got[MaxIssues-1].Path != fmt.Sprintf("/%d", MaxIssues-1) {
+	if got[MaxIssues-1].Path != fmt.Sprintf("[%d]", MaxIssues-1) {
 		t.Errorf("last issue %v", got[MaxIssues-1])
 	}
 	o := map[string]any{}
@@ -238,7 +238,7 @@ func TestValidateIssueCap(t *testing.T) {
 	}
 	s = mustParse(t, `{"type":"object","properties":{"a":{}},"additionalProperties":false,"required":["a"]}`)
 	got = s.Validate(o)
-	if len(got) != MaxIssues || got[0].Message != `missing required property "a"` || got[1].Path != "/k00" || got[MaxIssues-1].Path != "/k18" {
+	if len(got) != MaxIssues || got[0].Message != `missing required property "a"` || got[0].Path != "a" || got[1].Path != "k00" || got[MaxIssues-1].Path != "k18" {
 		t.Errorf("issues %v", got)
 	}
 }
@@ -247,10 +247,10 @@ func TestValidateDeepValues(t *testing.T) {
 	s := mustParse(t, `{"$defs":{"a":{"type":"array","items":{"$ref":"#/$defs/a"}}},"$ref":"#/$defs/a"}`)
 	// Deeper than the path stack kept inside the validator.
 	var v any = []any{1.0}
-	want := "/0"
+	want := "[0]"
 	for range 40 {
 		v = []any{v}
-		want = "/0" + want
+		want = "[0]" + want
 	}
 	got := s.Validate(v)
 	if len(got) != 1 || got[0].Path != want || got[0].Message != "expected array" {

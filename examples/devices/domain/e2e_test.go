@@ -272,7 +272,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		res := e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID)
 		cerr := surfacetest.RequireCode(t, res, surface.InvalidInput)
 		issues, _ := cerr.Details["issues"].([]surface.Issue)
-		if len(issues) != 1 || issues[0] != (surface.Issue{Path: "/ids/1", Message: "unknown device id"}) {
+		if len(issues) != 1 || issues[0] != (surface.Issue{Path: "ids[1]", Message: "unknown device id"}) {
 			t.Fatalf("%+v", cerr)
 		}
 		if b, _ := json.Marshal(res.Error); strings.Contains(string(b), "d404") || strings.Contains(string(b), "domain") {

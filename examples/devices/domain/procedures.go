@@ -102,16 +102,16 @@ func agentError(err error, ids []string) error {
 		var issues []surface.Issue
 		for i, id := range ids {
 			if slices.Contains(nf.IDs, id) {
-				issues = append(issues, surface.Issue{Path: fmt.Sprintf("/ids/%d", i), Message: msgUnknownID})
+				issues = append(issues, surface.Issue{Path: fmt.Sprintf("ids[%d]", i), Message: msgUnknownID})
 			}
 		}
 		if len(issues) == 0 {
-			issues = []surface.Issue{{Path: "/ids", Message: msgUnknownID}}
+			issues = []surface.Issue{{Path: "ids", Message: msgUnknownID}}
 		}
 		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": issues})
 	case errors.As(err, &bad):
 		// Field and Problem are fixed texts of this package.
-		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: "/" + bad.Field, Message: bad.Problem}}})
+		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: bad.Field, Message: bad.Problem}}})
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
 		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: "", Message: "the input was rejected"}}})
 	}

@@ -61,18 +61,18 @@ func TestProceduresErrorMapping(t *testing.T) {
 	}
 	_, err = execute(t, x, domain.DisablePath, as(operator), `{"ids":["d404","d1","d405"],"reason":"r"}`)
 	e := requireAgentError(t, err, surface.InvalidInput)
-	want := []surface.Issue{{Path: "/ids/0", Message: "unknown device id"}, {Path: "/ids/2", Message: "unknown device id"}}
+	want := []surface.Issue{{Path: "ids[0]", Message: "unknown device id"}, {Path: "ids[2]", Message: "unknown device id"}}
 	if issues, _ := e.Details["issues"].([]surface.Issue); !slices.Equal(issues, want) || strings.Contains(e.Message, "d40") {
 		t.Fatalf("%+v", e)
 	}
 	_, err = execute(t, x, domain.DisablePath, as(operator), `{"ids":["d1"],"reason":" "}`)
 	e = requireAgentError(t, err, surface.InvalidInput)
-	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "/reason" {
+	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "reason" {
 		t.Fatalf("%+v", e)
 	}
 	_, err = execute(t, x, domain.ListPath, as(viewer), `{"status":"broken"}`)
 	e = requireAgentError(t, err, surface.InvalidInput)
-	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "/status" {
+	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "status" {
 		t.Fatalf("%+v", e)
 	}
 	requireUnchanged(t, before, stateOf(t, db))
