@@ -103,6 +103,13 @@
 // the code and recover. Protocol errors are left to the SDK (malformed
 // requests, unknown tools).
 //
+// A panic in the code a call runs (the registry and, through it, the
+// application's decoders, encoders, handlers and policies) never takes
+// the process down: the call answers EXECUTION_FAILED with reason
+// "handler-error" and the code's fixed message, and the panic value and
+// stack go to [Options.Logger] only. A panicking [Resolver] fails its
+// HTTP request with 500 and a log line.
+//
 // Invocation ids are minted per call ("mcp_<server>_<n>"), unique across
 // servers and sessions. A client that wants idempotent retries sends its
 // own id in the request's _meta field "agentsurface/invocationId"; the

@@ -3,8 +3,10 @@ package mcpsurface
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +18,8 @@ import (
 // Resolver maps an HTTP request to the session's registry and consumer,
 // e.g. by a bearer or pairing token. An error (or a nil registry) means
 // the request is not authenticated: it is answered 401. It is called on
-// every request, so it should be a cheap lookup.
+// every request, so it should be a cheap lookup. A panic is recovered and
+// logged, and the request answered 500.
 type Resolver func(*http.Request) (*surface.Registry, surface.Consumer, error)
 
 // HTTPOptions configure an HTTPHandler. The zero value (or nil) is valid.
@@ -98,7 +101,11 @@ var errHandlerClosed = errors.New("mcpsurface: HTTP handler closed")
 // ServeHTTP authenticates the request with the resolver and serves it with
 // the Server of its (registry, consumer).
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reg, consumer, err := h.resolve(r)
+	reg, consumer, err := h.resolveRecovered(r)
+	if errors.Is(err, errResolverPanicked) {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	if err != nil || reg == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentsurface"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -121,6 +128,20 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.srv.mcp)))
+}
+
+var errResolverPanicked = errors.New("mcpsurface: the resolver panicked")
+
+// resolveRecovered calls the resolver; a panic is logged and returned as
+// errResolverPanicked.
+func (h *HTTPHandler) resolveRecovered(r *http.Request) (reg *surface.Registry, consumer surface.Consumer, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			h.log.Error("mcpsurface: the resolver panicked", "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
+			reg, consumer, err = nil, surface.Consumer{}, errResolverPanicked
+		}
+	}()
+	return h.resolve(r)
 }
 
 // server returns the cached Server of a pair, creating it on first use.
