@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentsurface/agentsurface/internal/canonical"
 	"github.com/agentsurface/agentsurface/surface"
@@ -18,23 +19,48 @@ import (
 // an EXECUTION_FAILED result.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result *mcp.CallToolResult, _ error) {
 	p := req.Params
-	var at attempt
+	f := inflightFrom(ctx)
+	at := &attempt{}
+	if f != nil {
+		at = &f.at
+	}
 	defer func() {
 		if rec := recover(); rec != nil {
-			result = toolResult(s.panicked(rec, p.Name, p.Arguments, &at))
+			result = toolResult(s.panicked(rec, p.Name, p.Arguments, at))
 		}
 	}()
 	if len(p.InputResponses) > 0 || p.RequestState != "" {
-		return toolResult(s.resume(ctx, &at, req)), nil
+		return toolResult(s.resume(ctx, at, req)), nil
 	}
-	res := s.call(ctx, &at, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	res := s.call(ctx, at, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
 	if code(res) == surface.ConfirmationRequired {
 		rec := s.remember(p.Name, p.Arguments, res)
 		if s.elicit && elicitable(req) {
-			return s.elicitation(p.Name, p.Arguments, res, rec), nil
+			cid, _ := res.Error.Details["confirmationId"].(string)
+			if expiresAt, pending := s.expiry(cid); pending {
+				at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
+				if f != nil { // older clients are asked while this call waits: until expiry at most
+					f.expireAt(s, cid, expiresAt)
+				}
+				return s.elicitation(p.Name, p.Arguments, res, rec), nil
+			}
 		}
 	}
 	return toolResult(res), nil
+}
+
+// expiry returns when the pending confirmation cid expires; pending is
+// false once it has been resolved.
+func (s *Server) expiry(cid string) (at time.Time, pending bool) {
+	if cid == "" {
+		return time.Time{}, false
+	}
+	for _, pc := range s.reg.Confirmations().Pending() {
+		if pc.ConfirmationID == cid {
+			return pc.ExpiresAt, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // call runs one tool call. sentID is the client's invocation id, if it

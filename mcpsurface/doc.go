@@ -155,6 +155,14 @@
 // elicitation, and stateless HTTP sessions on protocols older than
 // 2026-07-28, get two-phase.
 //
+// An older client is asked while its tool call waits. The wait ends when
+// the confirmation expires, at the latest (the call then returns
+// CONFIRMATION_INVALID, reason "expired", and the record is expired so a
+// late answer approves nothing), and at once on [Server.Close],
+// [HTTPHandler.Close] or the session's DELETE (the call returns
+// CANCELLED). A 2026-07-28 client answers in a new request: the server
+// holds nothing meanwhile.
+//
 // # HTTP
 //
 // [NewHTTPHandler] serves Streamable HTTP for many user sessions at once.

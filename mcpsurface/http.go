@@ -122,9 +122,16 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.opts.Stateless {
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !strings.HasPrefix(sid, c.prefix+".") {
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid != "" && !strings.HasPrefix(sid, c.prefix+".") {
 			http.Error(w, "session not found", http.StatusNotFound) // as the SDK answers unknown ids
 			return
+		}
+		if sid != "" && r.Method == http.MethodDelete {
+			// The SDK's session Close waits for the calls in progress:
+			// end them first.
+			c.srv.closeSession(sid)
+			defer c.srv.sessionClosed(sid)
 		}
 	}
 	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.srv.mcp)))

@@ -34,7 +34,19 @@ type httpFixture struct {
 func newHTTP(t testing.TB, opts *mcpsurface.HTTPOptions, sessions map[string]*session) *httpFixture {
 	t.Helper()
 	f := &httpFixture{sessions: sessions}
-	f.h = mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+	f.h = mcpsurface.NewHTTPHandler(f.resolver(), opts)
+	f.srv = httptest.NewServer(f.h)
+	t.Cleanup(func() {
+		_ = f.h.Close() // ends the sessions, so the server can close
+		f.srv.Close()
+	})
+	return f
+}
+
+// resolver resolves the fixture's sessions by bearer token, or by the
+// token query parameter for clients that cannot send headers.
+func (f *httpFixture) resolver() mcpsurface.Resolver {
+	return func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
 		f.resolves.Add(1)
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if tok == "" {
@@ -45,13 +57,7 @@ func newHTTP(t testing.TB, opts *mcpsurface.HTTPOptions, sessions map[string]*se
 			return nil, surface.Consumer{}, errors.New("unknown token")
 		}
 		return s.reg, s.consumer, nil
-	}, opts)
-	f.srv = httptest.NewServer(f.h)
-	t.Cleanup(func() {
-		_ = f.h.Close() // ends the sessions, so the server can close
-		f.srv.Close()
-	})
-	return f
+	}
 }
 
 type bearer struct {

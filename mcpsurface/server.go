@@ -101,6 +101,8 @@ type Server struct {
 	dirty   bool // the catalog may have changed since the last sync
 	syncing bool // some goroutine runs the sync loop
 	catalog map[string]surface.Tool
+	calls   map[*inflight]struct{} // tool calls in progress
+	closing map[string]int         // sessions being closed: refuse their calls
 	// defs is the signature of every tool this Server put on the MCP
 	// server, by name. Only the goroutine running the sync loop uses it.
 	defs map[string]string
@@ -139,6 +141,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
 		catalog: map[string]surface.Tool{}, defs: map[string]string{},
+		calls: map[*inflight]struct{}{}, closing: map[string]int{},
 	}
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
@@ -167,6 +170,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		sopts.GetSessionID = func() string { return sessionPrefix + "." + randomID(22) }
 	}
 	s.mcp = mcp.NewServer(impl, sopts)
+	s.mcp.AddReceivingMiddleware(s.guard) // outermost: around the SDK's elicitation round trip too
 	s.handler = s.callTool
 	if !s.meta {
 		// Follow the registry's surface-changed events and read the
@@ -192,9 +196,11 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // e.g. s.Run(ctx, &mcp.StdioTransport{}).
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
 
-// Close stops following the registry, ends pending toolset waits and
-// closes the connected sessions. The tool list stays as it was. Close is
-// idempotent; the Server starts no goroutine that outlives it.
+// Close stops following the registry, ends the tool calls in progress
+// (a call waiting for the client's answer to an elicitation returns
+// CANCELLED) and closes the connected sessions. The tool list stays as it
+// was. Close is idempotent; the Server starts no goroutine that outlives
+// it.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -202,7 +208,14 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	calls := make([]*inflight, 0, len(s.calls))
+	for f := range s.calls {
+		calls = append(calls, f)
+	}
 	s.mu.Unlock()
+	for _, f := range calls {
+		f.cancel(errServerClosed)
+	}
 	if s.unsub != nil {
 		s.unsub()
 	}
