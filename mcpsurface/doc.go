@@ -183,14 +183,22 @@
 //	defer h.Close()
 //	mux.Handle("/mcp", h)
 //
-// When a session's registry closes, call [HTTPHandler.Forget] (the
-// registry offers no close notification); servers idle for
-// [HTTPOptions.IdleTimeout] without sessions are dropped as well.
+// What a client opens is bounded and reclaimed. A stateful session with
+// no request in progress for [HTTPOptions.SessionTimeout] (default 30
+// minutes) is closed, whether or not the client sent DELETE. At most
+// [HTTPOptions.MaxSessions] (default 32) sessions are open per (registry,
+// consumer): one more is refused with 429 Too Many Requests and a JSON-RPC
+// error of code [CodeTooManySessions], so one credential cannot exhaust the
+// server. A Server with no session and no request for
+// [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and dropped,
+// with what it held. When a session's registry closes, its servers go on
+// their next request or sweep; [HTTPHandler.Forget] drops them at once.
 //
 // # Concurrency
 //
 // Servers and handlers are safe for concurrent use. The tool list is
 // updated on the goroutine that changed the registry (the registry's event
-// delivery); no goroutine is started, and Close ends the connected
-// sessions.
+// delivery). A Server starts no goroutine; an HTTPHandler keeps one timer
+// for its sweep while it caches servers. Close ends the calls in progress
+// and the connected sessions, and nothing started outlives it.
 package mcpsurface
