@@ -89,6 +89,11 @@
 // ([surface.Handle.Update], [surface.Handle.Refresh]) reaches clients as a
 // list change. Hints are hints: the registry enforces policy on every call.
 //
+// [Options.Scope] limits discovery, not access: in meta mode
+// surface_read and surface_act reach capabilities outside it by id, as the
+// toolset defines. Restrict access with policies or the consumer's
+// grants.
+//
 // The SDK does not validate arguments; the registry does, for every
 // adapter alike. Tools whose input schema is not a JSON object (which MCP
 // cannot express) are left out and logged.
@@ -150,8 +155,9 @@
 // a denial comes back as CONFIRMATION_INVALID, reason "denied". A decline
 // never executes, even when the record was approved elsewhere meanwhile.
 // The client application answers elicitations, so this is
-// client-mediated approval; keep two-phase (the default) when approval
-// must come from the host application's own UI. Clients without
+// client-mediated approval: the client can approve on the user's behalf.
+// Use it with trusted clients only, and keep two-phase (the default)
+// whenever approval must come from the host application's own UI. Clients without
 // elicitation, and stateless HTTP sessions on protocols older than
 // 2026-07-28, get two-phase.
 //

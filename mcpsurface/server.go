@@ -58,12 +58,26 @@ type Options struct {
 	Implementation *mcp.Implementation
 	// Mode is surface.Direct (the default) or surface.Meta.
 	Mode surface.ToolsetMode
-	// Scope restricts the tools to these component-type prefixes (a floor
-	// in meta mode).
+	// Scope limits discovery to these component-type prefixes: in direct
+	// mode the tool list (a capability outside it is not a tool, so it
+	// cannot be called), in meta mode what surface_discover lists (a
+	// floor the agent's requested scope can only narrow).
+	//
+	// Scope is not an access boundary in meta mode: as the toolset
+	// defines, surface_read and surface_act reach any capability the
+	// consumer may use, by id, inside the scope or not. To restrict what
+	// an agent may call, use policies (surface.Policy) or a consumer
+	// whose grants exclude it.
 	Scope []string
 	// Elicit enables confirmations through MCP elicitation for clients
-	// that support it (the portable input-request route); others, and the
-	// default, use two-phase confirmation.
+	// that support it: the client application shows the question and its
+	// answer approves or denies the registry's confirmation record. The
+	// client thus approves on the user's behalf; enable Elicit only for
+	// clients you trust to ask the user (never for a client an agent or a
+	// third party controls). The default, and clients without
+	// elicitation, use two-phase confirmation: the user approves in the
+	// host application (surface.Confirmations.Resolve) and the agent
+	// calls again.
 	Elicit bool
 	// SigningKey signs the elicitation request state (HMAC-SHA256).
 	// Default: a random key per Server, so state does not survive a
