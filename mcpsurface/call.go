@@ -30,6 +30,9 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 		}
 	}()
 	if len(p.InputResponses) > 0 || p.RequestState != "" {
+		if f != nil {
+			f.answered()
+		}
 		return toolResult(s.resume(ctx, at, req)), nil
 	}
 	res := s.call(ctx, at, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))

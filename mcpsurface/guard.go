@@ -72,8 +72,9 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			f.session = ss.ID()
 		}
 		ctx, f.cancel = context.WithCancelCause(ctx)
-		if !s.begin(f) {
-			f.cancel(errServerClosed)
+		if err := s.begin(f); err != nil {
+			f.cancel(err)
+			return toolResult(s.closedResult(f.at, err)), nil
 		}
 		defer s.end(f)
 		defer func() {
@@ -96,16 +97,19 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// begin registers a call; false means the server or the call's session
-// is closing.
-func (s *Server) begin(f *inflight) bool {
+// begin registers a call, unless the server or the call's session is
+// closing.
+func (s *Server) begin(f *inflight) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || (f.session != "" && s.closing[f.session] > 0) {
-		return false
+	switch {
+	case s.closed:
+		return errServerClosed
+	case f.session != "" && s.closing[f.session] > 0:
+		return errSessionClosed
 	}
 	s.calls[f] = struct{}{}
-	return true
+	return nil
 }
 
 // end unregisters a finished call and releases its context and timer.
@@ -141,6 +145,16 @@ func (f *inflight) expireAt(s *Server, cid string, at time.Time) {
 		s.reg.Confirmations().Expire(cid)
 		f.cancel(&expired{confirmationID: cid})
 	})
+}
+
+// answered stops the expiry timer: the client answered, and the call
+// goes on (executing, if approved) under its own time limits.
+func (f *inflight) answered() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.timer != nil {
+		f.timer.Stop()
+	}
 }
 
 // closeSession ends the calls of a session that is being closed and

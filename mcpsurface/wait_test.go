@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/surfacetest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -194,4 +196,36 @@ func TestHTTPCloseAndDeleteEndUnansweredElicitations(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The expiry bounds only the wait for the answer: a call approved just
+// before the confirmation expires runs to its end (here past the expiry)
+// and succeeds, once.
+func TestElicitationApprovedBeforeExpiryRunsPastIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Minute
+		reg := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{ConfirmationTTL: ttl, ActionTimeout: 5 * time.Minute}})
+		var runs atomic.Int64
+		surfacetest.MustRegister(t, reg, surface.Component{Type: "vault", Description: "Vault",
+			Actions: map[string]surface.Capability{
+				"purge": surface.Action(surface.ActionDef[surface.None, surface.None]{
+					Description: "Purge the vault", Effect: surface.LocalState, Confirmation: surface.ConfirmRequired,
+					Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+						time.Sleep(ttl / 2) // still running when the confirmation would have expired
+						runs.Add(1)
+						return surface.None{}, nil
+					},
+				}),
+			}})
+		srv := newServer(t, reg, &mcpsurface.Options{Elicit: true})
+		var asked atomic.Int64
+		cs := connect(t, srv, v2025, answering("accept", true, &asked, func(*mcp.ElicitRequest) {
+			time.Sleep(ttl - time.Second) // the user takes their time
+		}))
+		start := time.Now()
+		requireOK(t, callTool(t, cs, "view_vault__purge", nil, nil))
+		if runs.Load() != 1 || asked.Load() != 1 || time.Since(start) != ttl-time.Second+ttl/2 {
+			t.Fatalf("runs %d, asked %d, after %v", runs.Load(), asked.Load(), time.Since(start))
+		}
+	})
 }
