@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentsurface/agentsurface/internal/canonical"
 	"github.com/agentsurface/agentsurface/surface"
@@ -13,26 +14,66 @@ import (
 )
 
 // callTool is the raw handler of every tool. Capability failures are
-// results with IsError; it never returns a Go error.
-func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// results with IsError; it never returns a Go error. A panic in the code it
+// runs (the registry, and through it the application's) is recovered as
+// an EXECUTION_FAILED result.
+func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result *mcp.CallToolResult, _ error) {
 	p := req.Params
-	if len(p.InputResponses) > 0 || p.RequestState != "" {
-		return toolResult(s.resume(ctx, req)), nil
+	f := inflightFrom(ctx)
+	at := &attempt{}
+	if f != nil {
+		at = &f.at
 	}
-	res := s.call(ctx, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	defer func() {
+		if rec := recover(); rec != nil {
+			result = toolResult(s.panicked(rec, p.Name, p.Arguments, at))
+		}
+	}()
+	if len(p.InputResponses) > 0 || p.RequestState != "" {
+		if f != nil {
+			f.answered()
+		}
+		return toolResult(s.resume(ctx, at, req)), nil
+	}
+	res := s.call(ctx, at, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
 	if code(res) == surface.ConfirmationRequired {
 		rec := s.remember(p.Name, p.Arguments, res)
 		if s.elicit && elicitable(req) {
-			return s.elicitation(p.Name, p.Arguments, res, rec), nil
+			cid, _ := res.Error.Details["confirmationId"].(string)
+			if expiresAt, pending := s.expiry(cid); pending {
+				at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
+				if f != nil { // older clients are asked while this call waits: until expiry at most
+					f.expireAt(s, cid, expiresAt)
+				}
+				return s.elicitation(p.Name, p.Arguments, res, rec), nil
+			}
 		}
 	}
 	return toolResult(res), nil
 }
 
+// expiry returns when the pending confirmation cid expires; pending is
+// false once it has been resolved.
+func (s *Server) expiry(cid string) (at time.Time, pending bool) {
+	if cid == "" {
+		return time.Time{}, false
+	}
+	for _, pc := range s.reg.Confirmations().Pending() {
+		if pc.ConfirmationID == cid {
+			return pc.ExpiresAt, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // call runs one tool call. sentID is the client's invocation id, if it
-// sent one; cid a confirmation id sent in _meta.
-func (s *Server) call(ctx context.Context, name string, args json.RawMessage, sentID, cid string) surface.Result {
-	fresh := func() string { return firstNonEmpty(sentID, s.newInvocationID()) }
+// sent one; cid a confirmation id sent in _meta. at learns the invocation
+// id used.
+func (s *Server) call(ctx context.Context, at *attempt, name string, args json.RawMessage, sentID, cid string) surface.Result {
+	fresh := func() string {
+		at.invocationID = firstNonEmpty(sentID, s.newInvocationID())
+		return at.invocationID
+	}
 	if s.meta {
 		if cid != "" && name == surface.MetaAct {
 			args = withFields(args, map[string]string{"confirmationId": cid})
@@ -42,22 +83,22 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage, se
 	if cid != "" { // explicit evidence
 		if rec := s.issued.byID(cid); rec != nil && rec.tool == name {
 			if rec.key == callKey(name, args) { // the same call: its retry is idempotent
-				return s.withEvidence(ctx, rec, args, firstNonEmpty(sentID, rec.invocationID))
+				return s.withEvidence(ctx, at, rec, args, firstNonEmpty(sentID, rec.invocationID))
 			}
-			return s.withEvidence(ctx, rec, args, fresh()) // another call: the registry judges the evidence
+			return s.withEvidence(ctx, at, rec, args, fresh()) // another call: the registry judges the evidence
 		}
 		t, ok := s.tool(name)
 		if !ok { // not (or no longer) a tool: the toolset answers
 			return s.ts.Call(ctx, name, args, fresh())
 		}
 		rec := &issued{confirmationID: cid, tool: name, capabilityID: t.CapabilityID, registrationID: t.RegistrationID, kind: t.Kind}
-		return s.withEvidence(ctx, rec, args, fresh())
+		return s.withEvidence(ctx, at, rec, args, fresh())
 	}
 	if rec := s.issued.byCall(name, args); rec != nil && sentID == "" {
 		// The same call again after CONFIRMATION_REQUIRED: present the
 		// confirmation this server issued for it. (A client that sends
 		// _meta sends the confirmation id too.)
-		res := s.withEvidence(ctx, rec, args, rec.invocationID)
+		res := s.withEvidence(ctx, at, rec, args, rec.invocationID)
 		reason := ""
 		if code(res) == surface.ConfirmationInvalid {
 			reason, _ = res.Error.Details["reason"].(string)
@@ -72,7 +113,8 @@ func (s *Server) call(ctx context.Context, name string, args json.RawMessage, se
 
 // withEvidence invokes the registration a confirmation was issued for,
 // with the confirmation as evidence.
-func (s *Server) withEvidence(ctx context.Context, rec *issued, args json.RawMessage, invID string) surface.Result {
+func (s *Server) withEvidence(ctx context.Context, at *attempt, rec *issued, args json.RawMessage, invID string) surface.Result {
+	at.invocationID, at.capabilityID = invID, rec.capabilityID
 	inv := surface.Invocation{
 		InvocationID: invID, CapabilityID: rec.capabilityID, RegistrationID: rec.registrationID,
 		SurfaceVersion: s.reg.Version(), ConfirmationID: rec.confirmationID,

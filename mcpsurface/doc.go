@@ -89,6 +89,11 @@
 // ([surface.Handle.Update], [surface.Handle.Refresh]) reaches clients as a
 // list change. Hints are hints: the registry enforces policy on every call.
 //
+// [Options.Scope] limits discovery, not access: in meta mode
+// surface_read and surface_act reach capabilities outside it by id, as the
+// toolset defines. Restrict access with policies or the consumer's
+// grants.
+//
 // The SDK does not validate arguments; the registry does, for every
 // adapter alike. Tools whose input schema is not a JSON object (which MCP
 // cannot express) are left out and logged.
@@ -102,6 +107,13 @@
 // result with isError set, never a protocol error, so the model can read
 // the code and recover. Protocol errors are left to the SDK (malformed
 // requests, unknown tools).
+//
+// A panic in the code a call runs (the registry and, through it, the
+// application's decoders, encoders, handlers and policies) never takes
+// the process down: the call answers EXECUTION_FAILED with reason
+// "handler-error" and the code's fixed message, and the panic value and
+// stack go to [Options.Logger] only. A panicking [Resolver] fails its
+// HTTP request with 500 and a log line.
 //
 // Invocation ids are minted per call ("mcp_<server>_<n>"), unique across
 // servers and sessions. A client that wants idempotent retries sends its
@@ -143,10 +155,19 @@
 // a denial comes back as CONFIRMATION_INVALID, reason "denied". A decline
 // never executes, even when the record was approved elsewhere meanwhile.
 // The client application answers elicitations, so this is
-// client-mediated approval; keep two-phase (the default) when approval
-// must come from the host application's own UI. Clients without
+// client-mediated approval: the client can approve on the user's behalf.
+// Use it with trusted clients only, and keep two-phase (the default)
+// whenever approval must come from the host application's own UI. Clients without
 // elicitation, and stateless HTTP sessions on protocols older than
 // 2026-07-28, get two-phase.
+//
+// An older client is asked while its tool call waits. The wait ends when
+// the confirmation expires, at the latest (the call then returns
+// CONFIRMATION_INVALID, reason "expired", and the record is expired so a
+// late answer approves nothing), and at once on [Server.Close],
+// [HTTPHandler.Close] or the session's DELETE (the call returns
+// CANCELLED). A 2026-07-28 client answers in a new request: the server
+// holds nothing meanwhile.
 //
 // # HTTP
 //
@@ -168,14 +189,22 @@
 //	defer h.Close()
 //	mux.Handle("/mcp", h)
 //
-// When a session's registry closes, call [HTTPHandler.Forget] (the
-// registry offers no close notification); servers idle for
-// [HTTPOptions.IdleTimeout] without sessions are dropped as well.
+// What a client opens is bounded and reclaimed. A stateful session with
+// no request in progress for [HTTPOptions.SessionTimeout] (default 30
+// minutes) is closed, whether or not the client sent DELETE. At most
+// [HTTPOptions.MaxSessions] (default 32) sessions are open per (registry,
+// consumer): one more is refused with 429 Too Many Requests and a JSON-RPC
+// error of code [CodeTooManySessions], so one credential cannot exhaust the
+// server. A Server with no session and no request for
+// [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and dropped,
+// with what it held. When a session's registry closes, its servers go on
+// their next request or sweep; [HTTPHandler.Forget] drops them at once.
 //
 // # Concurrency
 //
 // Servers and handlers are safe for concurrent use. The tool list is
 // updated on the goroutine that changed the registry (the registry's event
-// delivery); no goroutine is started, and Close ends the connected
-// sessions.
+// delivery). A Server starts no goroutine; an HTTPHandler keeps one timer
+// for its sweep while it caches servers. Close ends the calls in progress
+// and the connected sessions, and nothing started outlives it.
 package mcpsurface

@@ -123,7 +123,7 @@ func (s *Server) elicitation(name string, args json.RawMessage, res surface.Resu
 // resume handles the re-call that carries the client's answer: it checks
 // the state, resolves the registry's record and retries with the evidence.
 // It never asks again.
-func (s *Server) resume(ctx context.Context, req *mcp.CallToolRequest) surface.Result {
+func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolRequest) surface.Result {
 	p := req.Params
 	st, err := s.verify(p.RequestState)
 	if err != nil || st.Tool != p.Name || st.Args != argsDigest(p.Arguments) {
@@ -132,6 +132,7 @@ func (s *Server) resume(ctx context.Context, req *mcp.CallToolRequest) surface.R
 			Error: surface.NewError(surface.ConfirmationInvalid, "The confirmation state could not be verified; call the tool again.",
 				map[string]any{"reason": "mismatch"}), SurfaceVersion: s.reg.Version()}
 	}
+	at.invocationID, at.capabilityID = st.Inv, st.Cap
 	approve, action := answer(p.InputResponses[confirmKey])
 	actor := "mcp-elicitation"
 	if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
@@ -156,7 +157,7 @@ func (s *Server) resume(ctx context.Context, req *mcp.CallToolRequest) surface.R
 	if rec == nil || rec.tool != p.Name || rec.registrationID != st.Reg {
 		rec = &issued{confirmationID: st.CID, tool: p.Name, capabilityID: st.Cap, registrationID: st.Reg, kind: st.Kind}
 	}
-	return s.withEvidence(ctx, rec, p.Arguments, st.Inv)
+	return s.withEvidence(ctx, at, rec, p.Arguments, st.Inv)
 }
 
 // answer reads the client's answer to the confirmation form.

@@ -147,7 +147,13 @@ func (a *app) executor() surface.ProcedureExecutor {
 // newApp returns a registry with the table mounted.
 func newApp(t testing.TB) (*surface.Registry, *app, *surface.Handle) {
 	t.Helper()
-	reg := surfacetest.NewRegistry(t, nil)
+	return newAppWith(t, nil)
+}
+
+// newAppWith is newApp with registry options.
+func newAppWith(t testing.TB, opts *surface.Options) (*surface.Registry, *app, *surface.Handle) {
+	t.Helper()
+	reg := surfacetest.NewRegistry(t, opts)
 	a := &app{}
 	reg.SetProcedureExecutor(a.executor())
 	h := surfacetest.MustRegister(t, reg, a.table("main"))

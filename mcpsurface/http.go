@@ -2,21 +2,27 @@ package mcpsurface
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Resolver maps an HTTP request to the session's registry and consumer,
 // e.g. by a bearer or pairing token. An error (or a nil registry) means
 // the request is not authenticated: it is answered 401. It is called on
-// every request, so it should be a cheap lookup.
+// every request, so it should be a cheap lookup. A panic is recovered and
+// logged, and the request answered 500.
 type Resolver func(*http.Request) (*surface.Registry, surface.Consumer, error)
 
 // HTTPOptions configure an HTTPHandler. The zero value (or nil) is valid.
@@ -27,13 +33,42 @@ type HTTPOptions struct {
 	// Mcp-Session-Id, no server-to-client requests), as
 	// mcp.StreamableHTTPOptions.Stateless.
 	Stateless bool
-	// SessionTimeout closes stateful sessions idle this long; zero never.
+	// SessionTimeout closes a stateful session that has had no request
+	// in progress for this long, freeing what it held; the client must
+	// initialize a new one. Zero means [DefaultSessionTimeout]; negative
+	// never (sessions then live until DELETE, Forget or Close).
 	SessionTimeout time.Duration
-	// IdleTimeout drops a cached Server that has had no request and no
-	// connected session for this long. Zero means 30 minutes; negative
-	// never.
+	// MaxSessions caps the stateful sessions open at once per (registry,
+	// consumer). A request to open one more is answered 429 Too Many
+	// Requests with a JSON-RPC error of code [CodeTooManySessions]; the
+	// client can end a session with DELETE or wait for idle ones to time
+	// out. Zero means [DefaultMaxSessions]; negative means no cap.
+	MaxSessions int
+	// IdleTimeout closes and drops a cached Server that has had no request
+	// and no connected session for this long, checked every IdleTimeout/4
+	// whether requests come or not. Zero means [DefaultIdleTimeout];
+	// negative never.
 	IdleTimeout time.Duration
 }
+
+// Defaults of HTTPOptions.
+const (
+	// DefaultSessionTimeout is the idle timeout of stateful sessions.
+	DefaultSessionTimeout = 30 * time.Minute
+	// DefaultMaxSessions is the cap on stateful sessions per (registry,
+	// consumer): enough for a user's several clients and their
+	// reconnections, small enough that one credential cannot exhaust the
+	// server's memory.
+	DefaultMaxSessions = 32
+	// DefaultIdleTimeout is how long an unused Server stays cached.
+	DefaultIdleTimeout = 30 * time.Minute
+)
+
+// CodeTooManySessions is the JSON-RPC error code of a request refused
+// because its (registry, consumer) has HTTPOptions.MaxSessions sessions
+// open. It is in the range JSON-RPC reserves for implementation-defined
+// server errors.
+const CodeTooManySessions = -32029
 
 // HTTPHandler serves MCP over Streamable HTTP for many user sessions: one
 // Server per (registry, consumer), created on first use and cached. It is
@@ -48,6 +83,10 @@ type HTTPHandler struct {
 	servers   map[serverKey]*cached
 	closed    bool
 	lastSweep time.Time
+	sweeper   *time.Timer // sweeps idle servers while any is cached
+	// sweeping is held by a running sweep timer, so that Close can wait
+	// for it.
+	sweeping sync.Mutex
 }
 
 // serverKey identifies the Server of a (registry, consumer) pair.
@@ -60,6 +99,7 @@ type cached struct {
 	srv      *Server
 	prefix   string // every session id of srv starts with prefix + "."
 	lastUsed time.Time
+	opening  int // sessions being created (guarded by HTTPHandler.mu)
 }
 
 type serverCtxKey struct{}
@@ -80,14 +120,20 @@ func NewHTTPHandler(resolve Resolver, opts *HTTPOptions) *HTTPHandler {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if h.opts.IdleTimeout == 0 {
-		h.opts.IdleTimeout = 30 * time.Minute
+		h.opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if h.opts.SessionTimeout == 0 {
+		h.opts.SessionTimeout = DefaultSessionTimeout
+	}
+	if h.opts.MaxSessions == 0 {
+		h.opts.MaxSessions = DefaultMaxSessions
 	}
 	h.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		s, _ := r.Context().Value(serverCtxKey{}).(*mcp.Server)
 		return s // set by ServeHTTP; the SDK answers 400 to nil
 	}, &mcp.StreamableHTTPOptions{
 		Stateless:      h.opts.Stateless,
-		SessionTimeout: h.opts.SessionTimeout,
+		SessionTimeout: max(h.opts.SessionTimeout, 0),
 		Logger:         h.opts.Logger,
 	})
 	return h
@@ -98,7 +144,11 @@ var errHandlerClosed = errors.New("mcpsurface: HTTP handler closed")
 // ServeHTTP authenticates the request with the resolver and serves it with
 // the Server of its (registry, consumer).
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reg, consumer, err := h.resolve(r)
+	reg, consumer, err := h.resolveRecovered(r)
+	if errors.Is(err, errResolverPanicked) {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	if err != nil || reg == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentsurface"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -115,12 +165,40 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.opts.Stateless {
-		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !strings.HasPrefix(sid, c.prefix+".") {
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid != "" && !strings.HasPrefix(sid, c.prefix+".") {
 			http.Error(w, "session not found", http.StatusNotFound) // as the SDK answers unknown ids
 			return
 		}
+		if sid != "" && r.Method == http.MethodDelete {
+			// The SDK's session Close waits for the calls in progress:
+			// end them first.
+			c.srv.closeSession(sid)
+			defer c.srv.sessionClosed(sid)
+		}
+		if sid == "" && r.Method == http.MethodPost { // opens a session
+			if !h.reserve(c) {
+				h.tooManySessions(w, r)
+				return
+			}
+			defer h.unreserve(c)
+		}
 	}
 	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.srv.mcp)))
+}
+
+var errResolverPanicked = errors.New("mcpsurface: the resolver panicked")
+
+// resolveRecovered calls the resolver; a panic is logged and returned as
+// errResolverPanicked.
+func (h *HTTPHandler) resolveRecovered(r *http.Request) (reg *surface.Registry, consumer surface.Consumer, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			h.log.Error("mcpsurface: the resolver panicked", "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
+			reg, consumer, err = nil, surface.Consumer{}, errResolverPanicked
+		}
+	}()
+	return h.resolve(r)
 }
 
 // server returns the cached Server of a pair, creating it on first use.
@@ -168,6 +246,7 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 		c = &cached{srv: srv, prefix: prefix}
 		h.servers[key] = c
 		srv = nil
+		h.armSweepLocked()
 	}
 	c.lastUsed = now
 	h.mu.Unlock()
@@ -175,6 +254,61 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 		_ = srv.Close()
 	}
 	return c, nil
+}
+
+// reserve counts a session about to be opened for c, unless c has
+// MaxSessions open or opening.
+func (h *HTTPHandler) reserve(c *cached) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if limit := h.opts.MaxSessions; limit > 0 {
+		n := c.opening
+		for range c.srv.mcp.Sessions() {
+			n++
+		}
+		if n >= limit {
+			return false
+		}
+	}
+	c.opening++
+	return true
+}
+
+func (h *HTTPHandler) unreserve(c *cached) {
+	h.mu.Lock()
+	c.opening--
+	h.mu.Unlock()
+}
+
+// tooManySessions answers a request that would open a session beyond
+// MaxSessions: 429 with a JSON-RPC error response to the request.
+func (h *HTTPHandler) tooManySessions(w http.ResponseWriter, r *http.Request) {
+	var id jsonrpc.ID // null unless the body is one request
+	if body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10)); err == nil {
+		if req, ok := decodeRequest(body); ok {
+			id = req.ID
+		}
+	}
+	data, _ := json.Marshal(map[string]int{"maxSessions": h.opts.MaxSessions})
+	resp, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+		Code: CodeTooManySessions,
+		Message: fmt.Sprintf("Too many MCP sessions are open for this user (the limit is %d). "+
+			"End one with an HTTP DELETE of its Mcp-Session-Id, or wait for idle sessions to time out.", h.opts.MaxSessions),
+		Data: data,
+	}})
+	h.log.Warn("mcpsurface: refused a session beyond MaxSessions", "maxSessions", h.opts.MaxSessions)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(resp)
+}
+
+func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		return nil, false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	return req, ok
 }
 
 // sweepLocked removes, at most every IdleTimeout/4, the servers idle
@@ -192,7 +326,7 @@ func (h *HTTPHandler) sweepLocked(now time.Time) []*Server {
 			out = append(out, c.srv)
 			continue
 		}
-		if now.Sub(c.lastUsed) < idle {
+		if now.Sub(c.lastUsed) < idle || c.opening > 0 {
 			continue
 		}
 		busy := false
@@ -206,6 +340,30 @@ func (h *HTTPHandler) sweepLocked(now time.Time) []*Server {
 		}
 	}
 	return out
+}
+
+// armSweepLocked schedules a sweep while servers are cached, so that the
+// servers of pairs that went away are closed without further requests.
+func (h *HTTPHandler) armSweepLocked() {
+	if h.sweeper != nil || h.closed || h.opts.IdleTimeout < 0 || len(h.servers) == 0 {
+		return
+	}
+	h.sweeper = time.AfterFunc(max(h.opts.IdleTimeout/4, 10*time.Millisecond), h.sweepByTimer)
+}
+
+func (h *HTTPHandler) sweepByTimer() {
+	h.sweeping.Lock()
+	defer h.sweeping.Unlock()
+	h.mu.Lock()
+	h.sweeper = nil
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	idle := h.sweepLocked(time.Now())
+	h.armSweepLocked()
+	h.mu.Unlock()
+	closeAll(idle)
 }
 
 // Forget closes and drops the servers of reg, ending their sessions.
@@ -234,8 +392,14 @@ func (h *HTTPHandler) Close() error {
 		out = append(out, c.srv)
 	}
 	clear(h.servers)
+	if h.sweeper != nil {
+		h.sweeper.Stop()
+		h.sweeper = nil
+	}
 	h.mu.Unlock()
 	closeAll(out)
+	h.sweeping.Lock() // a sweep that had started has finished
+	h.sweeping.Unlock()
 	return nil
 }
 

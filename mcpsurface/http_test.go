@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
@@ -34,7 +35,19 @@ type httpFixture struct {
 func newHTTP(t testing.TB, opts *mcpsurface.HTTPOptions, sessions map[string]*session) *httpFixture {
 	t.Helper()
 	f := &httpFixture{sessions: sessions}
-	f.h = mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+	f.h = mcpsurface.NewHTTPHandler(f.resolver(), opts)
+	f.srv = httptest.NewServer(f.h)
+	t.Cleanup(func() {
+		_ = f.h.Close() // ends the sessions, so the server can close
+		f.srv.Close()
+	})
+	return f
+}
+
+// resolver resolves the fixture's sessions by bearer token, or by the
+// token query parameter for clients that cannot send headers.
+func (f *httpFixture) resolver() mcpsurface.Resolver {
+	return func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
 		f.resolves.Add(1)
 		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if tok == "" {
@@ -45,13 +58,7 @@ func newHTTP(t testing.TB, opts *mcpsurface.HTTPOptions, sessions map[string]*se
 			return nil, surface.Consumer{}, errors.New("unknown token")
 		}
 		return s.reg, s.consumer, nil
-	}, opts)
-	f.srv = httptest.NewServer(f.h)
-	t.Cleanup(func() {
-		_ = f.h.Close() // ends the sessions, so the server can close
-		f.srv.Close()
-	})
-	return f
+	}
 }
 
 type bearer struct {
@@ -284,20 +291,29 @@ func TestHTTPCacheForgetClose(t *testing.T) {
 // A cached server idle past IdleTimeout with no session is dropped; the
 // pair gets a new one on its next request (new invocation-id prefix).
 func TestHTTPIdleServersDropped(t *testing.T) {
-	users := twoUsers(t)
-	f := newHTTP(t, &mcpsurface.HTTPOptions{Stateless: true, IdleTimeout: 40 * time.Millisecond}, users)
-	alice := f.mustClient(t, "tok-alice", v2026, nil)
-	bob := f.mustClient(t, "tok-bob", v2026, nil)
-	prefix := func(env envelope) string { return env.InvocationID[:strings.LastIndexByte(env.InvocationID, '_')] }
-	first := prefix(callTool(t, alice, "view_devices__table__readState", nil, nil))
-	if again := prefix(callTool(t, alice, "view_devices__table__readState", nil, nil)); again != first {
-		t.Fatal("the server was not cached")
-	}
-	time.Sleep(60 * time.Millisecond)
-	callTool(t, bob, "domain_devices__list", nil, nil) // sweeps
-	if later := prefix(callTool(t, alice, "view_devices__table__readState", nil, nil)); later == first {
-		t.Fatal("the idle server was kept")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &httpFixture{sessions: twoUsers(t)}
+		f.h = mcpsurface.NewHTTPHandler(f.resolver(), &mcpsurface.HTTPOptions{Stateless: true, IdleTimeout: time.Minute})
+		p := servePipe(f.h)
+		defer p.stop()
+		defer f.h.Close()
+		alice := connectPipe(t, p, "tok-alice", v2026, nil)
+		defer alice.Close()
+		prefix := func(env envelope) string { return env.InvocationID[:strings.LastIndexByte(env.InvocationID, '_')] }
+		first := prefix(callTool(t, alice, "view_devices__table__readState", nil, nil))
+		time.Sleep(59 * time.Second)
+		if again := prefix(callTool(t, alice, "view_devices__table__readState", nil, nil)); again != first {
+			t.Fatal("the server was not cached")
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if n := mcpsurface.CachedServers(f.h); n != 0 {
+			t.Fatalf("%d idle servers kept", n)
+		}
+		if later := prefix(callTool(t, alice, "view_devices__table__readState", nil, nil)); later == first {
+			t.Fatal("the idle server was kept")
+		}
+	})
 }
 
 // A closed registry's server is dropped on the next request for it: its

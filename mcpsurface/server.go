@@ -58,12 +58,26 @@ type Options struct {
 	Implementation *mcp.Implementation
 	// Mode is surface.Direct (the default) or surface.Meta.
 	Mode surface.ToolsetMode
-	// Scope restricts the tools to these component-type prefixes (a floor
-	// in meta mode).
+	// Scope limits discovery to these component-type prefixes: in direct
+	// mode the tool list (a capability outside it is not a tool, so it
+	// cannot be called), in meta mode what surface_discover lists (a
+	// floor the agent's requested scope can only narrow).
+	//
+	// Scope is not an access boundary in meta mode: as the toolset
+	// defines, surface_read and surface_act reach any capability the
+	// consumer may use, by id, inside the scope or not. To restrict what
+	// an agent may call, use policies (surface.Policy) or a consumer
+	// whose grants exclude it.
 	Scope []string
 	// Elicit enables confirmations through MCP elicitation for clients
-	// that support it (the portable input-request route); others, and the
-	// default, use two-phase confirmation.
+	// that support it: the client application shows the question and its
+	// answer approves or denies the registry's confirmation record. The
+	// client thus approves on the user's behalf; enable Elicit only for
+	// clients you trust to ask the user (never for a client an agent or a
+	// third party controls). The default, and clients without
+	// elicitation, use two-phase confirmation: the user approves in the
+	// host application (surface.Confirmations.Resolve) and the agent
+	// calls again.
 	Elicit bool
 	// SigningKey signs the elicitation request state (HMAC-SHA256).
 	// Default: a random key per Server, so state does not survive a
@@ -101,6 +115,8 @@ type Server struct {
 	dirty   bool // the catalog may have changed since the last sync
 	syncing bool // some goroutine runs the sync loop
 	catalog map[string]surface.Tool
+	calls   map[*inflight]struct{} // tool calls in progress
+	closing map[string]int         // sessions being closed: refuse their calls
 	// defs is the signature of every tool this Server put on the MCP
 	// server, by name. Only the goroutine running the sync loop uses it.
 	defs map[string]string
@@ -139,6 +155,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
 		catalog: map[string]surface.Tool{}, defs: map[string]string{},
+		calls: map[*inflight]struct{}{}, closing: map[string]int{},
 	}
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
@@ -167,6 +184,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		sopts.GetSessionID = func() string { return sessionPrefix + "." + randomID(22) }
 	}
 	s.mcp = mcp.NewServer(impl, sopts)
+	s.mcp.AddReceivingMiddleware(s.guard) // outermost: around the SDK's elicitation round trip too
 	s.handler = s.callTool
 	if !s.meta {
 		// Follow the registry's surface-changed events and read the
@@ -192,9 +210,11 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 // e.g. s.Run(ctx, &mcp.StdioTransport{}).
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
 
-// Close stops following the registry, ends pending toolset waits and
-// closes the connected sessions. The tool list stays as it was. Close is
-// idempotent; the Server starts no goroutine that outlives it.
+// Close stops following the registry, ends the tool calls in progress
+// (a call waiting for the client's answer to an elicitation returns
+// CANCELLED) and closes the connected sessions. The tool list stays as it
+// was. Close is idempotent; the Server starts no goroutine that outlives
+// it.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -202,7 +222,14 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	calls := make([]*inflight, 0, len(s.calls))
+	for f := range s.calls {
+		calls = append(calls, f)
+	}
 	s.mu.Unlock()
+	for _, f := range calls {
+		f.cancel(errServerClosed)
+	}
 	if s.unsub != nil {
 		s.unsub()
 	}

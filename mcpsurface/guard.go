@@ -1,0 +1,234 @@
+package mcpsurface
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Every tool call runs under guard: its context ends when the Server
+// closes, when its session is closed through this package (DELETE), and,
+// while the SDK waits for the client's answer to a confirmation
+// elicitation, when the confirmation expires. The SDK's own session Close
+// waits for in-flight calls without cancelling them, so without these
+// bounds an unanswered elicitation would wedge every Close.
+
+// attempt is what a tool call has learned about its invocation, for the
+// result of a panic or an abandoned wait.
+type attempt struct {
+	invocationID string
+	capabilityID string
+}
+
+// inflight is a tool call in progress.
+type inflight struct {
+	session string // the session id; empty for sessions without one
+	cancel  context.CancelCauseFunc
+	at      attempt // written only by the call's goroutine
+
+	mu    sync.Mutex
+	timer *time.Timer // ends an elicitation wait at the confirmation's expiry
+	done  bool
+}
+
+// Causes of a call's context ending.
+var (
+	errServerClosed  = errors.New("mcpsurface: server closed")
+	errSessionClosed = errors.New("mcpsurface: session closed")
+)
+
+// expired is the cause of a call whose confirmation expired while the
+// client was asked.
+type expired struct{ confirmationID string }
+
+func (e *expired) Error() string {
+	return "mcpsurface: confirmation " + e.confirmationID + " expired unanswered"
+}
+
+type inflightKey struct{}
+
+// guard wraps the SDK's handling of tools/call (including its
+// elicitation round trip for older clients): it bounds the call's context,
+// recovers panics and turns an abandoned wait into a result.
+func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (result mcp.Result, err error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		var name string
+		var args json.RawMessage
+		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+			name, args = p.Name, p.Arguments
+		}
+		f := &inflight{}
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			f.session = ss.ID()
+		}
+		ctx, f.cancel = context.WithCancelCause(ctx)
+		if err := s.begin(f); err != nil {
+			f.cancel(err)
+			return toolResult(s.closedResult(f.at, err)), nil
+		}
+		defer s.end(f)
+		defer func() {
+			if rec := recover(); rec != nil {
+				result, err = toolResult(s.panicked(rec, name, args, &f.at)), nil
+			}
+		}()
+		result, err = next(context.WithValue(ctx, inflightKey{}, f), method, req)
+		if err == nil {
+			return result, nil
+		}
+		var exp *expired
+		switch cause := context.Cause(ctx); {
+		case errors.As(cause, &exp):
+			return toolResult(s.expiredResult(f.at)), nil
+		case errors.Is(cause, errServerClosed), errors.Is(cause, errSessionClosed):
+			return toolResult(s.closedResult(f.at, cause)), nil
+		}
+		return result, err
+	}
+}
+
+// begin registers a call, unless the server or the call's session is
+// closing.
+func (s *Server) begin(f *inflight) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return errServerClosed
+	case f.session != "" && s.closing[f.session] > 0:
+		return errSessionClosed
+	}
+	s.calls[f] = struct{}{}
+	return nil
+}
+
+// end unregisters a finished call and releases its context and timer.
+func (s *Server) end(f *inflight) {
+	s.mu.Lock()
+	delete(s.calls, f)
+	s.mu.Unlock()
+	f.mu.Lock()
+	f.done = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	f.mu.Unlock()
+	f.cancel(nil)
+}
+
+// inflightFrom returns the call ctx belongs to, or nil outside guard.
+func inflightFrom(ctx context.Context) *inflight {
+	f, _ := ctx.Value(inflightKey{}).(*inflight)
+	return f
+}
+
+// expireAt ends the call at the confirmation's expiry (if it is still
+// running then), force-expiring the registry's record so that the answer
+// can no longer approve it.
+func (f *inflight) expireAt(s *Server, cid string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done || f.timer != nil {
+		return
+	}
+	f.timer = time.AfterFunc(time.Until(at), func() {
+		s.reg.Confirmations().Expire(cid)
+		f.cancel(&expired{confirmationID: cid})
+	})
+}
+
+// answered stops the expiry timer: the client answered, and the call
+// goes on (executing, if approved) under its own time limits.
+func (f *inflight) answered() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+}
+
+// closeSession ends the calls of a session that is being closed and
+// refuses new ones until reopen.
+func (s *Server) closeSession(id string) {
+	s.mu.Lock()
+	s.closing[id]++
+	var calls []*inflight
+	for f := range s.calls {
+		if f.session == id {
+			calls = append(calls, f)
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range calls {
+		f.cancel(errSessionClosed)
+	}
+}
+
+// sessionClosed undoes closeSession's refusal once the session is gone.
+func (s *Server) sessionClosed(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing[id]--; s.closing[id] <= 0 {
+		delete(s.closing, id)
+	}
+}
+
+// expiredResult is the result of a call whose confirmation expired while
+// the client was asked: the registry's CONFIRMATION_INVALID expired.
+func (s *Server) expiredResult(at attempt) surface.Result {
+	e := surface.NewError(surface.ConfirmationInvalid, "", map[string]any{"reason": "expired"})
+	e.Retry = surface.RetryWithConfirmation
+	return surface.Result{Status: surface.StatusError, InvocationID: firstNonEmpty(at.invocationID, s.newInvocationID()),
+		CapabilityID: at.capabilityID, Error: e, SurfaceVersion: s.reg.Version()}
+}
+
+// closedResult is the result of a call cut short by a Close.
+func (s *Server) closedResult(at attempt, cause error) surface.Result {
+	msg := "The server was closed."
+	if errors.Is(cause, errSessionClosed) {
+		msg = "The session was closed."
+	}
+	e := surface.NewError(surface.Cancelled, msg, nil)
+	e.Retry = surface.RetryNo
+	return surface.Result{Status: surface.StatusError, InvocationID: firstNonEmpty(at.invocationID, s.newInvocationID()),
+		CapabilityID: at.capabilityID, Error: e, SurfaceVersion: s.reg.Version()}
+}
+
+// panicked logs a panic recovered from a tool call and returns the
+// result the agent gets instead: EXECUTION_FAILED handler-error with the
+// code's fixed message. The panic value and stack go to the log only.
+func (s *Server) panicked(rec any, name string, args json.RawMessage, at *attempt) surface.Result {
+	capID := at.capabilityID
+	if capID == "" {
+		if t, ok := s.tool(name); ok {
+			capID = t.CapabilityID
+		}
+	}
+	if capID == "" && s.meta { // surface_read, surface_act: the capability asked for
+		var in struct {
+			CapabilityID string `json:"capabilityId"`
+		}
+		_ = json.Unmarshal(args, &in)
+		capID = in.CapabilityID
+	}
+	capID = firstNonEmpty(capID, name)
+	invID := firstNonEmpty(at.invocationID, s.newInvocationID())
+	s.log.Error("mcpsurface: a tool call panicked; answered EXECUTION_FAILED",
+		"tool", name, "capabilityId", capID, "invocationId", invID,
+		"panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
+	return surface.Result{
+		Status: surface.StatusError, InvocationID: invID, CapabilityID: capID,
+		Error:          surface.NewError(surface.ExecutionFailed, "", map[string]any{"reason": "handler-error"}),
+		SurfaceVersion: s.reg.Version(),
+	}
+}
