@@ -272,7 +272,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		res := e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID)
 		cerr := surfacetest.RequireCode(t, res, surface.InvalidInput)
 		issues, _ := cerr.Details["issues"].([]surface.Issue)
-		if len(issues) != 1 || issues[0] != (surface.Issue{Path: "/ids/1", Message: "unknown device id"}) {
+		if len(issues) != 1 || issues[0] != (surface.Issue{Path: "ids[1]", Message: "unknown device id"}) {
 			t.Fatalf("%+v", cerr)
 		}
 		if b, _ := json.Marshal(res.Error); strings.Contains(string(b), "d404") || strings.Contains(string(b), "domain") {
@@ -298,7 +298,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		if err := json.Unmarshal([]byte(res.Output), &out); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(ids(out.Devices), []string{"d4", "d6", "d10"}) {
+		if !slices.Equal(ids(out.Devices), []string{"d9", "d4", "d6", "d10"}) {
 			t.Fatalf("%s", res.Output)
 		}
 		surfacetest.RequireCode(t, e.invoke("", domain.ListID, `{"status":"broken"}`, ""), surface.InvalidInput)
