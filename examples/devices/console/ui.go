@@ -305,15 +305,15 @@ type columnHead struct{ Key, Label, Arrow string }
 
 type approvalCard struct {
 	ID, Summary, Capability, Consumer, Reason, Input string
-	Devices                                      []string
-	ExpiresAt                                    time.Time
+	Devices                                          []string
+	ExpiresAt                                        time.Time
 }
 
 type activityRow struct {
-	At                                     time.Time
+	At                                         time.Time
 	Type, Capability, Consumer, Outcome, Actor string
-	Millis                                 string
-	Failed                                 bool
+	Millis                                     string
+	Failed                                     bool
 }
 
 type agentData struct {
