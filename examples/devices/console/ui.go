@@ -313,7 +313,7 @@ type activityRow struct {
 	At                                         time.Time
 	Type, Capability, Consumer, Outcome, Actor string
 	Millis                                     string
-	Failed                                     bool
+	Class                                      string
 }
 
 type agentData struct {
@@ -365,6 +365,9 @@ func (s *Session) pageData(ctx context.Context, base string) pageData {
 	for _, e := range s.activity.newestFirst() {
 		if len(d.Activity) == 40 {
 			break
+		}
+		if e.Type == surface.AuditInvocationStarted {
+			continue // its settlement says it all
 		}
 		d.Activity = append(d.Activity, feedRow(e))
 	}
@@ -427,11 +430,22 @@ func (s *Session) card(p surface.PendingConfirmation) approvalCard {
 
 func feedRow(e surface.AuditEvent) activityRow {
 	r := activityRow{At: e.At, Type: string(e.Type), Capability: e.CapabilityID, Consumer: e.ConsumerID, Actor: e.Actor}
+	if r.Capability == "" {
+		r.Capability = e.RegistrationID
+	}
 	switch {
+	case e.Code == surface.ConfirmationRequired:
+		r.Outcome, r.Class = string(e.Code), "pending"
 	case e.Code != "":
-		r.Outcome, r.Failed = string(e.Code), true
+		r.Outcome, r.Class = string(e.Code), "failed"
 	case e.Status != "":
 		r.Outcome = string(e.Status)
+	}
+	switch e.Type {
+	case surface.AuditConfirmationApproved:
+		r.Outcome, r.Class = "approved", "good"
+	case surface.AuditConfirmationDenied, surface.AuditConfirmationExpired:
+		r.Outcome, r.Class = strings.TrimPrefix(string(e.Type), "confirmation-"), "failed"
 	}
 	if e.DurationMs != nil {
 		r.Millis = strconv.FormatInt(*e.DurationMs, 10)

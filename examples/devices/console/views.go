@@ -274,6 +274,10 @@ func (s *Session) register(c surface.Component) *surface.Handle {
 		}
 		panic(fmt.Sprintf("console: %s: %v", c.Type, err))
 	}
+	// Refresh compares When with what it last pushed, and a new
+	// registration starts out as "all available": push the real state at
+	// once, so later flips are seen.
+	h.Refresh()
 	return h
 }
 
