@@ -178,12 +178,8 @@ func (a *App) newSession(o SessionOptions) (*Session, error) {
 	return s, nil
 }
 
-// Sessions returns how many sessions are live.
-func (a *App) Sessions() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.byCookie)
-}
+// Sessions returns the live sessions.
+func (a *App) Sessions() []*Session { return a.all() }
 
 // byBearer returns the session whose MCP token is token.
 func (a *App) byBearer(token string) *Session {
