@@ -22,7 +22,7 @@ import (
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
-	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use")
+	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use (with --scripted: a fresh temporary one unless set)")
 	reset := fs.Bool("reset", false, "delete the database first, for a fresh seed")
 	scripted := fs.Bool("scripted", false, "play the scripted agent over MCP, print its transcript and exit (0 if every step went as expected)")
 	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
@@ -45,6 +45,17 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	dbSet := false
+	fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
+	if *scripted && !dbSet {
+		// The task disables devices: each scripted run starts from the seed.
+		dir, err := os.MkdirTemp("", "agentsurface-demo-")
+		if err != nil {
+			return fail(stderr, "demo", err)
+		}
+		defer os.RemoveAll(dir)
+		*db = filepath.Join(dir, "devices.db")
+	}
 	if *reset {
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			if err := os.Remove(*db + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
