@@ -19,14 +19,14 @@ func Transcript(w io.Writer) func(Step) {
 		defer mu.Unlock()
 		if !header {
 			header = true
-			fmt.Fprintf(w, "%3s  %-44s %-36s %-24s %9s  %s\n", "#", "step", "tool", "outcome", "ms", "detail")
+			fmt.Fprintf(w, "%3s  %-44s %-36s %-24s %1s %9s  %s\n", "#", "step", "tool", "outcome", "", "ms", "detail")
 		}
-		mark := "✓"
+		mark, detail := "✓", oneLine(s.Detail)
 		if !s.Expected() {
-			mark = "✗ want " + s.Want
+			mark, detail = "✗", "want "+s.Want+": "+detail
 		}
-		fmt.Fprintf(w, "%3d  %-44s %-36s %-24s %9.2f  %s\n", s.N, clip(s.Title, 44), clip(s.Tool, 36),
-			clip(s.Outcome+" "+mark, 24), float64(s.Duration.Microseconds())/1000, clip(oneLine(s.Detail), 100))
+		fmt.Fprintf(w, "%3d  %-44s %-36s %-24s %1s %9.2f  %s\n", s.N, clip(s.Title, 44), clip(s.Tool, 36),
+			clip(s.Outcome, 24), mark, float64(s.Duration.Microseconds())/1000, clip(detail, 100))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -110,6 +111,12 @@ func measure(b *testing.B, calls []func(context.Context) error) {
 	// CPU time per call (client and server, this whole process): less
 	// sensitive than wall time to other work on a shared machine.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(len(all)), "cpu-µs/call")
+	// The live heap: the collector marks it on every cycle, and the SDK
+	// allocates about 350 KB per round trip, so a larger one costs.
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "live-heap-MiB")
 }
 
 // cpuTime is the CPU time this process has used, user and system.

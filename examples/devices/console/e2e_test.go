@@ -20,8 +20,11 @@ import (
 // The scripted task over real HTTP, with the go-sdk client: every step
 // gets its expected outcome, the database holds exactly the approved
 // change, and the audit trails say who approved what, on which input.
-// AS-STALE-001 (a call to a replaced registration is STALE_CAPABILITY),
-// AS-CONF (two-phase confirmation bound to the exact input).
+// AS-EXAMPLE-001 (the devices scenario end to end without a model),
+// AS-STALE-001 and AS-LIFE-005 (a call to a replaced registration is
+// STALE_CAPABILITY registration-replaced), AS-NAV-001 (close unmounts its
+// own panel and settles ok), AS-INVOKE-005 and AS-BIND-004 (the approval
+// shows the live bound ids), AS-CONFIRM-003 (the evidence is consumed).
 func TestScriptedTaskOverMCP(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	s := d.session(t)
@@ -103,7 +106,8 @@ func TestScriptedTaskOverMCP(t *testing.T) {
 
 // Two sessions are isolated: B's token lists and calls only B's surface,
 // cannot reach A's MCP session, and cannot approve A's confirmation,
-// neither through the host API nor through the page.
+// neither through the host API nor through the page. AS-CONFIRM-004 (no
+// replay of evidence across registries and consumers).
 func TestSessionsIsolated(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	a, b := d.session(t), d.session(t)
@@ -335,6 +339,7 @@ func TestPageAndForms(t *testing.T) {
 
 // Two tabs of one session see the same registry: the agent's request
 // shows in both, and approving in one removes the card from the other.
+// AS-CONFIRM-006 (a decision is final: approving twice fails).
 func TestTwoTabs(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	s := d.session(t)
@@ -371,6 +376,7 @@ func TestTwoTabs(t *testing.T) {
 
 // The viewer's calls are refused by the domain service itself
 // (NOT_AUTHORIZED, origin server), though the surface offered them.
+// AS-ERR-001 (NOT_AUTHORIZED origin server).
 func TestViewerRefusedByServer(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	s := d.session(t)
@@ -394,7 +400,7 @@ func TestViewerRefusedByServer(t *testing.T) {
 
 // A client that disconnects while its confirmation is pending leaves
 // nothing behind: the approval alone executes nothing; a later identical
-// call of the same consumer executes it once; the evidence is single use.
+// call of the same consumer executes it once. AS-CONFIRM-003.
 func TestClientGoneDuringPendingConfirmation(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	s := d.session(t)
@@ -428,7 +434,8 @@ func TestClientGoneDuringPendingConfirmation(t *testing.T) {
 
 // The embedded agent console with the scripted agent: the destructive
 // call waits for the user's click in the page (embedded topology) and
-// then completes; the stale call is refused as over MCP.
+// then completes; the stale call is refused as over MCP. AS-TOPO-002,
+// AS-EXAMPLE-001.
 func TestEmbeddedConsoleScripted(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	s := d.session(t)
@@ -462,7 +469,8 @@ func TestEmbeddedConsoleScripted(t *testing.T) {
 
 // A page closed while its embedded agent waits for approval: the views
 // unmount, the pending approval expires, and the run settles with the
-// unmount (COMPONENT_UNMOUNTED), executing nothing.
+// unmount (COMPONENT_UNMOUNTED), executing nothing. AS-LIFE-001,
+// AS-STALE-001 (tombstone without a live candidate).
 func TestTabClosedWhileAgentWaits(t *testing.T) {
 	d := newDemo(t, console.Options{PageGrace: 1}) // closed as soon as the stream ends
 	b := d.browser(t)

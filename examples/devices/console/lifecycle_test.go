@@ -18,7 +18,7 @@ import (
 // an open event stream keeps them mounted and the session alive however
 // long; once the stream ends the views unmount after PageGrace; an idle
 // session then expires after IdleTimeout, with its token and registry.
-// AS-LIFE (components live exactly as long as what registered them).
+// AS-LIFE-001 (live on register; removed on unregister), AS-BOUND-001.
 func TestPageLifecycleAndIdleExpiry(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
