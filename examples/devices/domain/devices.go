@@ -305,3 +305,50 @@ func statuses(ctx context.Context, tx *sql.Tx, ids []string) (map[string]Status,
 	}
 	return out, rows.Err()
 }
+
+// Change is one row of the audit log: a status change of one device.
+type Change struct {
+	At     time.Time `json:"at"`
+	UserID string    `json:"userId"`
+	// Action is "disable" or "enable".
+	Action   string `json:"action"`
+	DeviceID string `json:"deviceId"`
+	From     Status `json:"from"`
+	To       Status `json:"to"`
+	Reason   string `json:"reason"`
+}
+
+// History returns the most recent status changes of device id, newest
+// first, at most limit of them (all when limit ≤ 0). It needs PermRead
+// (viewer and up); an unknown id has no history.
+func (s *Store) History(ctx context.Context, u User, id string, limit int) ([]Change, error) {
+	if !u.Can(PermRead) {
+		return nil, forbidden(u, PermRead)
+	}
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT at, user_id, action, device_id, from_status, to_status, reason
+		FROM audit_log WHERE device_id = ? ORDER BY id DESC LIMIT ?`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("domain: history: %w", err)
+	}
+	defer rows.Close()
+	changes := []Change{}
+	for rows.Next() {
+		var c Change
+		var at, from, to string
+		if err := rows.Scan(&at, &c.UserID, &c.Action, &c.DeviceID, &from, &to, &c.Reason); err != nil {
+			return nil, fmt.Errorf("domain: history: %w", err)
+		}
+		if c.At, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		c.From, c.To = Status(from), Status(to)
+		changes = append(changes, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("domain: history: %w", err)
+	}
+	return changes, nil
+}

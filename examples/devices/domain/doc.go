@@ -10,8 +10,8 @@
 // Every operation takes the acting [User] explicitly and checks the
 // user's permission itself:
 //
-//	viewer    List, Get
-//	operator  List, Get, Disable, Enable
+//	viewer    List, Get, History
+//	operator  List, Get, History, Disable, Enable
 //	admin     everything
 //
 // Disable and Enable are all-or-nothing: one transaction checks every id,
@@ -23,7 +23,7 @@
 // # The agent side
 //
 // [Procedures] returns the in-process [surface.FuncExecutor] exposing
-// "devices.list" and "devices.disable". Each call reads the acting user
+// "devices.list", "devices.disable" and "devices.enable". Each call reads the acting user
 // from the host context ([UserFromHost]: host["user"] holds a User) and
 // calls the store, which re-checks the user's authority on every call:
 // neither the client-side policies nor the confirmation evidence are
@@ -34,7 +34,7 @@
 //	ErrNotFound, ErrInvalid      INVALID_INPUT with details.issues
 //	anything else                a plain error: EXECUTION_FAILED transport
 //
-// [DisableRef] and [ListRef] build the procedure references the example's
+// [DisableRef], [EnableRef] and [ListRef] build the procedure references the example's
 // UI components list, for instance a table whose live selection is bound
 // to the ids of "domain:devices.disable":
 //

@@ -298,7 +298,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		if err := json.Unmarshal([]byte(res.Output), &out); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(ids(out.Devices), []string{"d4", "d6", "d10"}) {
+		if !slices.Equal(ids(out.Devices), []string{"d9", "d4", "d6", "d10"}) {
 			t.Fatalf("%s", res.Output)
 		}
 		surfacetest.RequireCode(t, e.invoke("", domain.ListID, `{"status":"broken"}`, ""), surface.InvalidInput)

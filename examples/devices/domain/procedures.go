@@ -15,8 +15,10 @@ import (
 const (
 	ListPath    = "devices.list"
 	DisablePath = "devices.disable"
+	EnablePath  = "devices.enable"
 	ListID      = "domain:" + ListPath
 	DisableID   = "domain:" + DisablePath
+	EnableID    = "domain:" + EnablePath
 )
 
 // ListInput is the input of "devices.list". Zero fields select everything.
@@ -43,6 +45,18 @@ type DisableOutput struct {
 	Disabled int `json:"disabled"`
 }
 
+// EnableInput is the input of "devices.enable".
+type EnableInput struct {
+	IDs    []string `json:"ids" jsonschema:"Ids of the devices to enable."`
+	Reason string   `json:"reason" jsonschema:"Why the devices are enabled; recorded in the audit log."`
+}
+
+// EnableOutput is the output of "devices.enable".
+type EnableOutput struct {
+	// Enabled counts the devices the call enabled.
+	Enabled int `json:"enabled"`
+}
+
 // Messages shown to agents. They are fixed: domain and database error
 // texts never reach the agent.
 const (
@@ -51,8 +65,8 @@ const (
 )
 
 // Procedures returns the in-process executor of the devices domain
-// service, exposing "devices.list" (a server query) and "devices.disable"
-// (destructive) on store. Install it with [surface.Registry.SetProcedureExecutor].
+// service, exposing "devices.list" (a server query), "devices.disable"
+// (destructive) and "devices.enable" (a server mutation) on store. Install it with [surface.Registry.SetProcedureExecutor].
 //
 // Each call reads the acting user from call.Host ([UserFromHost]) and lets
 // the store check that user's permission: the client-side policies and
@@ -60,7 +74,7 @@ const (
 // agent errors with fixed texts: no user is NOT_AUTHENTICATED; a refusal
 // is NOT_AUTHORIZED with details.origin "server"; unknown ids and invalid
 // arguments are INVALID_INPUT with details.issues (one per unknown id at
-// "/ids/<index>"); any other failure is returned as a plain error, which
+// "ids[<index>]", the spec's issue path format); any other failure is returned as a plain error, which
 // the registry reports as a sanitised EXECUTION_FAILED.
 func Procedures(store *Store) *surface.FuncExecutor {
 	x := surface.NewFuncExecutor()
@@ -85,6 +99,17 @@ func Procedures(store *Store) *surface.FuncExecutor {
 			return DisableOutput{}, agentError(err, in.IDs)
 		}
 		return DisableOutput{Disabled: res.Disabled}, nil
+	})
+	surface.AddFunc(x, EnablePath, func(ctx context.Context, call *surface.ProcedureCall, in EnableInput) (EnableOutput, error) {
+		u, ok := UserFromHost(call.Host)
+		if !ok {
+			return EnableOutput{}, surface.NewError(surface.NotAuthenticated, "", nil)
+		}
+		res, err := store.Enable(ctx, u, in.IDs, in.Reason)
+		if err != nil {
+			return EnableOutput{}, agentError(err, in.IDs)
+		}
+		return EnableOutput{Enabled: res.Enabled}, nil
 	})
 	return x
 }
@@ -123,6 +148,8 @@ func agentError(err error, ids []string) error {
 const (
 	disableDescription = "Disable devices. A disabled device stops serving and is skipped by rollouts until an operator enables it again. " +
 		"Needs a reason, which is recorded in the audit log with the acting user."
+	enableDescription = "Enable disabled devices again; they come back offline until they next report in. " +
+		"Needs a reason, which is recorded in the audit log with the acting user."
 	listDescription = "List devices, optionally filtered by status, site or a text query on name and id."
 	// NothingSelected is why the disable reference is unavailable while
 	// its binding selects no device.
@@ -133,27 +160,35 @@ const (
 // DisableInput with the domain's limits, so that a bad input fails before
 // anyone is asked to approve it. TestSchemasMatchTypes keeps the two
 // aligned.
-func disableSchema() json.RawMessage {
+func disableSchema() json.RawMessage { return transitionSchema("disable") }
+
+// enableSchema returns the input schema of "devices.enable", the shape of
+// EnableInput.
+func enableSchema() json.RawMessage { return transitionSchema("enable") }
+
+// transitionSchema is the input schema of the procedure that does verb
+// ("disable" or "enable") to devices.
+func transitionSchema(verb string) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{
 	"type": "object",
 	"properties": {
 		"ids": {
 			"type": "array",
-			"description": "Ids of the devices to disable.",
-			"items": {"type": "string", "minLength": 1, "maxLength": %d},
+			"description": "Ids of the devices to %[4]s.",
+			"items": {"type": "string", "minLength": 1, "maxLength": %[1]d},
 			"minItems": 1,
-			"maxItems": %d
+			"maxItems": %[2]d
 		},
 		"reason": {
 			"type": "string",
-			"description": "Why the devices are disabled; recorded in the audit log.",
+			"description": "Why the devices are %[4]sd; recorded in the audit log.",
 			"pattern": "\\S",
-			"maxLength": %d
+			"maxLength": %[3]d
 		}
 	},
 	"required": ["ids", "reason"],
 	"additionalProperties": false
-}`, MaxIDLength, MaxIDs, MaxReasonLength))
+}`, MaxIDLength, MaxIDs, MaxReasonLength, verb))
 }
 
 // listSchema returns the input schema of "devices.list", the shape of
@@ -228,6 +263,27 @@ func selected(bind func(ctx context.Context) (map[string]any, error)) int {
 		return len(ids)
 	}
 	return -1
+}
+
+// EnableRef returns the procedure reference "domain:devices.enable" (a
+// server mutation: reversible, no confirmation by default) for a UI
+// component to list in Component.Procedures. bind and describe work as for
+// [DisableRef]; while bind selects no id the reference is unavailable
+// ([NothingSelected]).
+func EnableRef(bind func(ctx context.Context) (map[string]any, error), describe func() string) surface.Capability {
+	def := surface.ProcedureDef[EnableInput, EnableOutput]{
+		ID:          EnableID,
+		Description: enableDescription,
+		InputSchema: enableSchema(),
+		Effect:      surface.ServerMutation,
+		Bind:        bind,
+		Describe:    describe,
+	}
+	if bind != nil {
+		def.When = func() bool { return selected(bind) != 0 }
+		def.UnavailableReason = NothingSelected
+	}
+	return surface.Procedure(def)
 }
 
 // ListRef returns the procedure reference "domain:devices.list" (a

@@ -17,7 +17,7 @@ import (
 
 func TestProceduresManifest(t *testing.T) {
 	store, _ := openSeeded(t)
-	if got := domain.Procedures(store).Paths(); !slices.Equal(got, []string{"devices.disable", "devices.list"}) {
+	if got := domain.Procedures(store).Paths(); !slices.Equal(got, []string{"devices.disable", "devices.enable", "devices.list"}) {
 		t.Fatal(got)
 	}
 }
@@ -85,6 +85,26 @@ func TestProceduresErrorMapping(t *testing.T) {
 		t.Fatalf("%+v", log)
 	}
 
+	// Enable is refused to viewers by the store, and counts what changed.
+	_, err = execute(t, x, domain.EnablePath, as(viewer), `{"ids":["d1"],"reason":"r"}`)
+	if e := requireAgentError(t, err, surface.NotAuthorized); !reflect.DeepEqual(e.Details, map[string]any{"origin": "server"}) {
+		t.Fatalf("%+v", e)
+	}
+	_, err = execute(t, x, domain.EnablePath, nil, `{"ids":["d1"],"reason":"r"}`)
+	requireAgentError(t, err, surface.NotAuthenticated)
+	_, err = execute(t, x, domain.EnablePath, as(operator), `{"ids":["d1","d404"],"reason":"r"}`)
+	e = requireAgentError(t, err, surface.InvalidInput)
+	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "ids[1]" {
+		t.Fatalf("%+v", e)
+	}
+	out, err = execute(t, x, domain.EnablePath, as(operator), `{"ids":["d1","d3"],"reason":"back"}`)
+	if err != nil || string(out) != `{"enabled":1}` {
+		t.Fatalf("%s %v", out, err)
+	}
+	if s := statusOf(t, db); s["d1"] != "offline" || s["d3"] != "online" {
+		t.Fatalf("%v", s)
+	}
+
 	// Other failures stay plain errors, for the operator's log.
 	_ = store.Close()
 	_, err = execute(t, x, domain.ListPath, as(viewer), `{}`)
@@ -146,6 +166,8 @@ func shape(doc map[string]any) map[string]any {
 func TestSchemasMatchTypes(t *testing.T) {
 	inferredDisable := surface.Procedure(surface.ProcedureDef[domain.DisableInput, domain.DisableOutput]{
 		ID: domain.DisableID, Description: "Disable devices", Effect: surface.Destructive})
+	inferredEnable := surface.Procedure(surface.ProcedureDef[domain.EnableInput, domain.EnableOutput]{
+		ID: domain.EnableID, Description: "Enable devices", Effect: surface.ServerMutation})
 	inferredList := surface.Procedure(surface.ProcedureDef[domain.ListInput, domain.ListOutput]{
 		ID: domain.ListID, Description: "List devices", Effect: surface.ServerQuery})
 	for _, c := range []struct {
@@ -153,6 +175,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		ours, inferred surface.Capability
 	}{
 		{"disable", domain.DisableRef(nil, nil), inferredDisable},
+		{"enable", domain.EnableRef(nil, nil), inferredEnable},
 		{"list", domain.ListRef(), inferredList},
 	} {
 		ours, inferred := shape(inputSchema(t, c.ours)), shape(inputSchema(t, c.inferred))

@@ -132,7 +132,7 @@ func seedDevices() []Device {
 		{ID: "d6", Name: "edge-gw-fra-02", Status: StatusOffline, Site: "Frankfurt"},
 		{ID: "d7", Name: "pos-terminal-fra-03", Status: StatusOnline, Site: "Frankfurt"},
 		{ID: "d8", Name: "edge-gw-lon-01", Status: StatusOnline, Site: "London"},
-		{ID: "d9", Name: "badge-reader-lon-02", Status: StatusOnline, Site: "London"},
+		{ID: "d9", Name: "badge-reader-lon-02", Status: StatusOffline, Site: "London"},
 		{ID: "d10", Name: "hvac-ctrl-lon-03", Status: StatusOffline, Site: "London"},
 		{ID: "d11", Name: "printer-lon-04", Status: StatusDisabled, Site: "London"},
 		{ID: "d12", Name: "kiosk-ber-01", Status: StatusOnline, Site: "Berlin"},

@@ -152,7 +152,7 @@ func TestListFilters(t *testing.T) {
 		want   []string
 	}{
 		{"all", domain.Filter{}, []string{"d9", "d4", "d1", "d2", "d5", "d6", "d8", "d10", "d12", "d7", "d11", "d3"}},
-		{"status", domain.Filter{Status: domain.StatusOffline}, []string{"d4", "d6", "d10"}},
+		{"status", domain.Filter{Status: domain.StatusOffline}, []string{"d9", "d4", "d6", "d10"}},
 		{"site", domain.Filter{Site: "frankfurt"}, []string{"d5", "d6", "d7"}},
 		{"query name", domain.Filter{Query: "EDGE-GW"}, []string{"d1", "d2", "d5", "d6", "d8"}},
 		{"query id", domain.Filter{Query: "d1"}, []string{"d1", "d10", "d12", "d11"}},
@@ -423,5 +423,36 @@ func TestUserFromHost(t *testing.T) {
 	if !domain.HostCan(map[string]any{"user": operator}, "devices:disable") || domain.HostCan(map[string]any{"user": viewer}, "devices:disable") ||
 		domain.HostCan(nil, "devices:read") || domain.HostCan(map[string]any{"user": admin}, "devices:delete") {
 		t.Fatal("HostCan")
+	}
+}
+
+// History lists a device's audit rows newest first, within the limit, for
+// viewers and up.
+func TestHistory(t *testing.T) {
+	store, _ := openSeeded(t)
+	if _, err := store.Disable(bg, operator, []string{"d4", "d5"}, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Enable(bg, admin, []string{"d4"}, "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := store.History(bg, viewer, "d4", 0)
+	if err != nil || len(h) != 2 {
+		t.Fatalf("%+v %v", h, err)
+	}
+	if h[0].Action != "enable" || h[0].UserID != admin.ID || h[0].From != domain.StatusDisabled || h[0].To != domain.StatusOffline || h[0].Reason != "fixed" {
+		t.Fatalf("newest %+v", h[0])
+	}
+	if h[1].Action != "disable" || h[1].UserID != operator.ID || h[1].DeviceID != "d4" || h[1].At.IsZero() {
+		t.Fatalf("oldest %+v", h[1])
+	}
+	if h, err := store.History(bg, viewer, "d4", 1); err != nil || len(h) != 1 || h[0].Action != "enable" {
+		t.Fatalf("limit 1: %+v %v", h, err)
+	}
+	if h, err := store.History(bg, viewer, "d99", 0); err != nil || len(h) != 0 || h == nil {
+		t.Fatalf("unknown id: %+v %v", h, err)
+	}
+	if _, err := store.History(bg, nobody, "d4", 0); !errors.Is(err, domain.ErrForbidden) {
+		t.Fatalf("nobody: %v", err)
 	}
 }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/agentsurface/agentsurface/examples/devices/agent"
+	"github.com/agentsurface/agentsurface/examples/devices/chat"
+	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/examples/devices/domain"
+)
+
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use (with --scripted: a fresh temporary one unless set)")
+	reset := fs.Bool("reset", false, "delete the database first, for a fresh seed")
+	scripted := fs.Bool("scripted", false, "play the scripted agent over MCP, print its transcript and exit (0 if every step went as expected)")
+	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
+	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
+	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, code, done := parse(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "agentsurface demo: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	if *approve && !*scripted {
+		fmt.Fprintln(stderr, "agentsurface demo: --approve needs --scripted")
+		return exitUsage
+	}
+
+	dbSet := false
+	fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
+	if *scripted && !dbSet {
+		// The task disables devices: each scripted run starts from the seed.
+		dir, err := os.MkdirTemp("", "agentsurface-demo-")
+		if err != nil {
+			return fail(stderr, "demo", err)
+		}
+		defer os.RemoveAll(dir)
+		*db = filepath.Join(dir, "devices.db")
+	}
+	if *reset {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(*db + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fail(stderr, "demo", err)
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(*db), 0o755); err != nil {
+		return fail(stderr, "demo", err)
+	}
+	store, err := domain.Open(ctx, *db)
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	defer store.Close()
+	if err := store.Seed(ctx); err != nil {
+		return fail(stderr, "demo", err)
+	}
+
+	opts := console.Options{Store: store}
+	if *modelURL != "" {
+		opts.Agent, opts.AgentName = chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY")), *model
+	}
+	app, err := console.New(opts)
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	defer app.Close()
+
+	ln, err := net.Listen("tcp", *addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		fmt.Fprintf(stderr, "agentsurface demo: %s is already in use; choose another address with --addr\n", *addr)
+		return exitFail
+	}
+	if err != nil {
+		return fail(stderr, "demo", fmt.Errorf("listen on %s (see --addr): %w", *addr, err))
+	}
+	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		_ = app.Close() // ends the event streams, so Shutdown need not wait for them
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-served
+	}()
+
+	base := "http://" + ln.Addr().String()
+	s, err := app.NewSession(console.SessionOptions{KeepShown: true})
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	fmt.Fprintf(stdout, "Devices console: %s%s\n", base, s.JoinPath())
+	fmt.Fprintf(stdout, "MCP:             claude mcp add --transport http devices %s/mcp --header \"Authorization: Bearer %s\"\n", base, s.Token())
+
+	if !*scripted {
+		fmt.Fprintln(stdout, "Press Ctrl+C to stop.")
+		select {
+		case <-ctx.Done():
+		case err := <-served:
+			return fail(stderr, "demo", err)
+		}
+		return exitOK
+	}
+
+	run := console.ScriptedRun{URL: base + "/mcp", Report: agent.Transcript(stdout)}
+	if *approve {
+		run.Approver = "host (--approve)"
+	} else {
+		run.Waiting = func(summary string) {
+			fmt.Fprintf(stdout, "     … waiting for your approval in the browser (%s%s): %s\n", base, s.JoinPath(), summary)
+		}
+	}
+	start := time.Now()
+	if err := s.PlayScripted(ctx, run); err != nil {
+		fmt.Fprintf(stdout, "FAILED after %s\n", time.Since(start).Round(time.Millisecond))
+		return fail(stderr, "demo", err)
+	}
+	fmt.Fprintf(stdout, "OK: every step got the expected outcome (%s)\n", time.Since(start).Round(time.Millisecond))
+	return exitOK
+}
+
+// defaultDB is the database file under the user's cache directory.
+func defaultDB() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "agentsurface", "devices.db")
+}

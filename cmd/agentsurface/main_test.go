@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// cli runs the command line and returns its exit status and outputs.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := cli(t, "version")
+	if code != exitOK || !strings.HasPrefix(out, "agentsurface ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("%d %q", code, out)
+	}
+}
+
+// Every command has --help (exit 0, usage on stdout); usage errors exit 2
+// with the message on stderr.
+func TestHelpAndUsageErrors(t *testing.T) {
+	for _, cmd := range []string{"demo", "inspect", "call", "version"} {
+		code, out, _ := cli(t, cmd, "--help")
+		if code != exitOK || !strings.Contains(out, "Usage: agentsurface "+cmd) {
+			t.Errorf("%s --help: %d %q", cmd, code, out)
+		}
+	}
+	if code, out, _ := cli(t, "--help"); code != exitOK || !strings.Contains(out, "agentsurface demo") {
+		t.Errorf("--help: %d %q", code, out)
+	}
+	for _, args := range [][]string{
+		{}, {"nope"}, {"inspect"}, {"inspect", "a", "b"}, {"call", "http://x/mcp"}, {"call", "http://x/mcp", "tool", "{not json"},
+		{"demo", "--approve"}, {"demo", "--bogus"}, {"demo", "extra"}, {"version", "x"}, {"inspect", "--token"},
+	} {
+		code, out, errOut := cli(t, args...)
+		if code != exitUsage || errOut == "" || strings.Contains(out, "agentsurface:") {
+			t.Errorf("%q: %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+}
+
+// A port in use is one line on stderr naming --addr, and exit 1.
+func TestDemoPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, _, errOut := cli(t, "demo", "--addr", ln.Addr().String(), "--db", filepath.Join(t.TempDir(), "d.db"))
+	if code != exitFail || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "--addr") || !strings.Contains(errOut, "in use") {
+		t.Fatalf("%d %q", code, errOut)
+	}
+}
+
+// demo --scripted --approve plays the task headless and exits 0; its
+// transcript shows the outcome codes, the stale call among them.
+func TestDemoScripted(t *testing.T) {
+	code, out, errOut := cli(t, "demo", "--scripted", "--approve", "--addr", "127.0.0.1:0")
+	if code != exitOK {
+		t.Fatalf("%d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"Devices console: http://127.0.0.1:", "claude mcp add --transport http devices", "STALE_CAPABILITY         ✓", "CONFIRMATION_REQUIRED    ✓", "OK: every step"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// inspect lists an endpoint's tools; call prints the envelope and exits
+// 1 for an error result; a wrong token fails with exit 1.
+func TestInspectAndCall(t *testing.T) {
+	store, err := domain.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Seed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	app, err := console.New(console.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(app)
+	defer srv.Close()
+	defer app.Close()
+	s, err := app.NewSession(console.SessionOptions{KeepShown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URL + "/mcp"
+
+	code, out, errOut := cli(t, "inspect", url, "--token", s.Token())
+	if code != exitOK {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	for _, want := range []string{"TOOL", "CAPABILITY", "domain_devices__disable", "domain:devices.disable", "destructive", "required", "no: No devices are selected", "view_devices__table__selectRows"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("inspect lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errOut := cli(t, "inspect", url, "--token", "wrong"); code != exitFail || !strings.Contains(errOut, "agentsurface inspect:") {
+		t.Fatalf("wrong token: %d %q", code, errOut)
+	}
+
+	code, out, _ = cli(t, "call", "--token", s.Token(), url, "view_devices__table__setFilter", `{"status":"offline"}`)
+	var env struct {
+		Status       string `json:"status"`
+		CapabilityID string `json:"capabilityId"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &env) != nil || env.Status != "ok" || env.CapabilityID != "view:devices.table.setFilter" {
+		t.Fatalf("call: %d %s", code, out)
+	}
+	code, out, errOut = cli(t, "call", url, "domain_devices__disable", `{"reason":"x"}`, "--token", s.Token())
+	if code != exitFail || !strings.Contains(out, "CAPABILITY_NOT_AVAILABLE") || !strings.Contains(errOut, "CAPABILITY_NOT_AVAILABLE") {
+		t.Fatalf("unavailable: %d %s %s", code, out, errOut)
+	}
+}

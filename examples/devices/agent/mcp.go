@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentsurface/agentsurface/mcpsurface"
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MCP is [Tools] over an MCP client session (the go-sdk client).
+type MCP struct {
+	cs *mcp.ClientSession
+}
+
+// DialOptions configure [Dial]. The zero value is valid.
+type DialOptions struct {
+	// Token, if set, is sent as "Authorization: Bearer <Token>".
+	Token string
+	// HTTPClient makes the requests. Default http.DefaultClient's
+	// transport.
+	HTTPClient *http.Client
+	// Name names the client to the server. Default "agentsurface-agent".
+	Name string
+	// OnToolsChanged, if set, is called when the server says its tool
+	// list changed.
+	OnToolsChanged func()
+}
+
+// Dial connects to the MCP endpoint url over Streamable HTTP. Close the
+// result when done.
+func Dial(ctx context.Context, url string, opts *DialOptions) (*MCP, error) {
+	var o DialOptions
+	if opts != nil {
+		o = *opts
+	}
+	base := http.DefaultTransport
+	if o.HTTPClient != nil && o.HTTPClient.Transport != nil {
+		base = o.HTTPClient.Transport
+	}
+	hc := &http.Client{Transport: base}
+	if o.HTTPClient != nil {
+		c := *o.HTTPClient
+		hc = &c
+		hc.Transport = base
+	}
+	if o.Token != "" {
+		hc.Transport = bearer{token: o.Token, next: base}
+	}
+	copts := &mcp.ClientOptions{}
+	if o.OnToolsChanged != nil {
+		copts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { o.OnToolsChanged() }
+	}
+	name := firstNonEmpty(o.Name, "agentsurface-agent")
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "0.1.0"}, copts)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: connect to %s: %w", url, err)
+	}
+	return &MCP{cs: cs}, nil
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// Session returns the underlying client session.
+func (m *MCP) Session() *mcp.ClientSession { return m.cs }
+
+// Close ends the session.
+func (m *MCP) Close() error { return m.cs.Close() }
+
+// List implements [Tools] with tools/list.
+func (m *MCP) List(ctx context.Context) ([]Tool, error) {
+	var out []Tool
+	for t, err := range m.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, FromMCP(t))
+	}
+	return out, nil
+}
+
+// FromMCP describes an MCP tool of an agentsurface server.
+func FromMCP(t *mcp.Tool) Tool {
+	out := Tool{Name: t.Name, Description: t.Description, Available: true}
+	if b, err := json.Marshal(t.InputSchema); err == nil {
+		out.InputSchema = b
+	}
+	out.CapabilityID, _ = t.Meta[mcpsurface.MetaCapabilityID].(string)
+	out.Effect, _ = t.Meta[mcpsurface.MetaEffect].(string)
+	if v, ok := t.Meta[mcpsurface.MetaAvailable].(bool); ok {
+		out.Available = v
+	}
+	out.UnavailableReason, _ = t.Meta[mcpsurface.MetaUnavailableReason].(string)
+	return out
+}
+
+// RequiresConfirmation reports whether a tool's description says it
+// requires the user's confirmation.
+func RequiresConfirmation(t Tool) bool {
+	head, _, _ := strings.Cut(t.Description, "]")
+	return strings.Contains(head, "requires confirmation")
+}
+
+// Call implements [Tools] with tools/call. A capability failure is a
+// result; an error means the call did not reach the registry (a protocol
+// error such as an unknown tool, or a transport failure).
+func (m *MCP) Call(ctx context.Context, name string, args json.RawMessage) (surface.Result, error) {
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	res, err := m.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return surface.Result{}, err
+	}
+	return Envelope(res)
+}
+
+// Envelope decodes the registry's result envelope from an agentsurface
+// tool result (its structured content, else its text).
+func Envelope(res *mcp.CallToolResult) (surface.Result, error) {
+	var raw []byte
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return surface.Result{}, err
+		}
+		raw = b
+	} else {
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				raw = []byte(t.Text)
+				break
+			}
+		}
+	}
+	var out surface.Result
+	if err := json.Unmarshal(raw, &out); err != nil || out.Status == "" {
+		return surface.Result{}, errors.New("agent: the tool result is not an agentsurface envelope")
+	}
+	return out, nil
+}

@@ -1,0 +1,362 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// Capability ids the scripted task uses.
+const (
+	capReadState  = "view:devices.table.readState"
+	capSetFilter  = "view:devices.table.setFilter"
+	capSelectRows = "view:devices.table.selectRows"
+	capOpenDevice = "view:devices.table.openDevice"
+	capReadDevice = "view:devices.detail.readDevice"
+	capClose      = "view:devices.detail.close"
+	capDisable    = "domain:devices.disable"
+)
+
+// Scripted is an agent without a model: it plays the devices console's
+// demo task and checks the outcome of every step. The task:
+//
+//  1. discover the tools and read the table;
+//  2. filter to the offline devices of one site and select them;
+//  3. open the first one's detail panel, read it, then open the second
+//     one: the first panel closes and another replaces it;
+//  4. call the first panel's readDevice from the catalog it was shown:
+//     STALE_CAPABILITY (the registration was replaced), handled by
+//     discovering again and reading the panel now open;
+//  5. go back (close the panel) and disable the selection: two-phase
+//     tools answer CONFIRMATION_REQUIRED, the user approves, the retry
+//     succeeds; waiting tools return once the user approved;
+//  6. read the table again to verify the devices are disabled.
+//
+// Run returns an error naming the first step whose outcome differs from
+// the expected one; it stops there.
+type Scripted struct {
+	// Site is the site whose offline devices are disabled. Default "London".
+	Site string
+	// Reason is the reason given to devices.disable.
+	// Default "offline during the maintenance window".
+	Reason string
+	// TwoPhase says that the tools answer CONFIRMATION_REQUIRED and expect
+	// a retry (an MCP client); false means a call that needs approval
+	// waits for the user and returns the final result (an embedded loop).
+	TwoPhase bool
+	// AwaitApproval, in two-phase mode, returns once the user decided on
+	// the confirmation (or decides itself, for headless runs). Nil means
+	// retrying every second until the answer is no longer
+	// CONFIRMATION_REQUIRED, as any remote agent can.
+	AwaitApproval func(ctx context.Context, confirmationID, summary string) error
+	// Now is the clock that times the steps. Default time.Now.
+	Now func() time.Time
+}
+
+// Run plays the task; prompt is ignored.
+func (a *Scripted) Run(ctx context.Context, prompt string, tools Tools, report func(Step)) error {
+	r := &run{a: a, tools: tools, report: report, now: a.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.report == nil {
+		r.report = func(Step) {}
+	}
+	return r.play(ctx)
+}
+
+// run is one play of the task.
+type run struct {
+	a      *Scripted
+	tools  Tools
+	report func(Step)
+	now    func() time.Time
+	n      int
+	shown  map[string]Tool // by capability id, from the last discovery
+}
+
+// errStep is returned when a step got an unexpected outcome.
+var errStep = errors.New("agent: unexpected outcome")
+
+func (r *run) play(ctx context.Context) error {
+	site := firstNonEmpty(r.a.Site, "London")
+	reason := firstNonEmpty(r.a.Reason, "offline during the maintenance window")
+
+	if err := r.discover(ctx, "discover the tools", capReadState, capSetFilter, capSelectRows, capOpenDevice, capDisable); err != nil {
+		return err
+	}
+	if _, err := r.call(ctx, "read the devices table", capReadState, nil, "ok"); err != nil {
+		return err
+	}
+	if _, err := r.call(ctx, "filter to offline devices in "+site, capSetFilter, map[string]any{"site": site, "status": "offline"}, "ok"); err != nil {
+		return err
+	}
+	res, err := r.call(ctx, "read the filtered table", capReadState, nil, "ok")
+	if err != nil {
+		return err
+	}
+	var table tableState
+	if err := res.Decode(&table); err != nil || len(table.Rows) < 2 {
+		return r.fail("read the filtered table", fmt.Sprintf("want two offline devices in %s, got %d", site, len(table.Rows)))
+	}
+	ids := make([]string, len(table.Rows))
+	for i, row := range table.Rows {
+		ids[i] = row.ID
+	}
+	if _, err := r.call(ctx, "select them", capSelectRows, map[string]any{"ids": ids}, "ok"); err != nil {
+		return err
+	}
+	first, second := table.Rows[0], table.Rows[1]
+	if _, err := r.call(ctx, "open "+first.Name, capOpenDevice, map[string]any{"id": first.ID}, "ok"); err != nil {
+		return err
+	}
+	if err := r.discover(ctx, "discover the detail panel", capReadDevice, capClose); err != nil {
+		return err
+	}
+	stalePanel := r.shown[capReadDevice] // as shown for the first device
+	if _, err := r.call(ctx, "read "+first.Name, capReadDevice, nil, "ok"); err != nil {
+		return err
+	}
+	if _, err := r.call(ctx, "open "+second.Name+" (the first panel closes)", capOpenDevice, map[string]any{"id": second.ID}, "ok"); err != nil {
+		return err
+	}
+	res, err = r.callTool(ctx, "read the closed panel (stale catalog)", stalePanel, nil, string(surface.StaleCapability))
+	if err != nil {
+		return err
+	}
+	if reason, _ := res.Error.Details["reason"].(string); reason != "registration-replaced" {
+		return r.fail("read the closed panel (stale catalog)", "want reason registration-replaced, got "+reason)
+	}
+	if err := r.discover(ctx, "discover again", capReadDevice, capClose); err != nil {
+		return err
+	}
+	res, err = r.call(ctx, "read "+second.Name, capReadDevice, nil, "ok")
+	if err != nil {
+		return err
+	}
+	var detail struct {
+		Device struct {
+			ID string `json:"id"`
+		} `json:"device"`
+	}
+	if err := res.Decode(&detail); err != nil || detail.Device.ID != second.ID {
+		return r.fail("read "+second.Name, "the panel shows another device")
+	}
+	if _, err := r.call(ctx, "go back (close the panel)", capClose, nil, "ok"); err != nil {
+		return err
+	}
+
+	disable := map[string]any{"reason": reason}
+	if !r.a.TwoPhase {
+		if _, err := r.call(ctx, "disable the selection (waits for approval)", capDisable, disable, "ok"); err != nil {
+			return err
+		}
+	} else {
+		res, err = r.call(ctx, "disable the selection", capDisable, disable, string(surface.ConfirmationRequired))
+		if err != nil {
+			return err
+		}
+		cid, _ := res.Error.Details["confirmationId"].(string)
+		summary, _ := res.Error.Details["summary"].(string)
+		if err := r.awaitApproval(ctx, cid, summary, disable); err != nil {
+			return err
+		}
+	}
+
+	if _, err := r.call(ctx, "show disabled devices in "+site, capSetFilter, map[string]any{"site": site, "status": "disabled"}, "ok"); err != nil {
+		return err
+	}
+	res, err = r.call(ctx, "verify in the table", capReadState, nil, "ok")
+	if err != nil {
+		return err
+	}
+	table = tableState{}
+	_ = res.Decode(&table)
+	for _, id := range ids {
+		if !slices.ContainsFunc(table.Rows, func(row tableRow) bool { return row.ID == id && row.Status == "disabled" }) {
+			return r.fail("verify in the table", id+" is not disabled")
+		}
+	}
+	return nil
+}
+
+// awaitApproval waits for the user's decision and retries the disable
+// call (two-phase mode).
+func (r *run) awaitApproval(ctx context.Context, cid, summary string, args map[string]any) error {
+	const title = "retry after approval"
+	start := r.now()
+	var res surface.Result
+	if r.a.AwaitApproval != nil {
+		err := r.a.AwaitApproval(ctx, cid, summary)
+		step := Step{Title: "wait for the user's approval", Outcome: "decided", Want: "decided", Detail: summary, Duration: r.now().Sub(start)}
+		if err != nil {
+			step.Outcome, step.Detail = "error", err.Error()
+		}
+		r.emit(step)
+		if err != nil {
+			return fmt.Errorf("%w: waiting for approval: %v", errStep, err)
+		}
+		if res, err = r.call(ctx, title, capDisable, args, "ok"); err != nil {
+			return err
+		}
+	} else {
+		// What any remote agent can do: call again until the answer
+		// changes. The server presents the pending confirmation itself.
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+			var err error
+			res, err = r.tools.Call(ctx, r.shown[capDisable].Name, mustJSON(args))
+			if err != nil {
+				return fmt.Errorf("%w: %s: %v", errStep, title, err)
+			}
+			if Outcome(res) != string(surface.ConfirmationRequired) {
+				break
+			}
+		}
+		step := Step{Title: title + " (polled)", Tool: r.shown[capDisable].Name, Args: mustJSON(args), Outcome: Outcome(res), Want: "ok", Detail: detail(res), Duration: r.now().Sub(start)}
+		r.emit(step)
+		if !step.Expected() {
+			return fmt.Errorf("%w: %s: got %s, want ok", errStep, title, step.Outcome)
+		}
+	}
+	var out struct {
+		Disabled int `json:"disabled"`
+	}
+	if err := res.Decode(&out); err != nil || out.Disabled < 1 {
+		return r.fail(title, "nothing was disabled")
+	}
+	return nil
+}
+
+// discover lists the tools and checks that the capabilities want are
+// among them.
+func (r *run) discover(ctx context.Context, title string, want ...string) error {
+	start := r.now()
+	tools, err := r.tools.List(ctx)
+	d := r.now().Sub(start)
+	if err != nil {
+		r.emit(Step{Title: title, Tool: "tools/list", Outcome: "error", Want: "ok", Detail: err.Error(), Duration: d})
+		return fmt.Errorf("%w: %s: %v", errStep, title, err)
+	}
+	r.shown = map[string]Tool{}
+	for _, t := range tools {
+		if _, dup := r.shown[t.CapabilityID]; !dup {
+			r.shown[t.CapabilityID] = t
+		}
+	}
+	var missing []string
+	for _, id := range want {
+		if _, ok := r.shown[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	step := Step{Title: title, Tool: "tools/list", Outcome: "ok", Want: "ok", Detail: fmt.Sprintf("%d tools", len(tools)), Duration: d}
+	if len(missing) > 0 {
+		step.Outcome, step.Detail = "missing-tools", "missing "+strings.Join(missing, ", ")
+	}
+	r.emit(step)
+	if !step.Expected() {
+		return fmt.Errorf("%w: %s: %s", errStep, title, step.Detail)
+	}
+	return nil
+}
+
+// call calls the tool of capability id from the last discovery.
+func (r *run) call(ctx context.Context, title, id string, args any, want string) (surface.Result, error) {
+	t, ok := r.shown[id]
+	if !ok {
+		return surface.Result{}, r.fail(title, "no tool for "+id)
+	}
+	return r.callTool(ctx, title, t, args, want)
+}
+
+// callTool calls t and checks the outcome.
+func (r *run) callTool(ctx context.Context, title string, t Tool, args any, want string) (surface.Result, error) {
+	var raw json.RawMessage
+	if args != nil {
+		raw = mustJSON(args)
+	}
+	start := r.now()
+	res, err := r.tools.Call(ctx, t.Name, raw)
+	d := r.now().Sub(start)
+	step := Step{Title: title, Tool: t.Name, Args: raw, Want: want, Duration: d}
+	if err != nil {
+		step.Outcome, step.Detail = "error", err.Error()
+		r.emit(step)
+		return res, fmt.Errorf("%w: %s: %v", errStep, title, err)
+	}
+	step.Outcome = Outcome(res)
+	step.Detail = detail(res)
+	r.emit(step)
+	if !step.Expected() {
+		return res, fmt.Errorf("%w: %s: got %s, want %s", errStep, title, step.Outcome, want)
+	}
+	return res, nil
+}
+
+// fail reports a failed check of an earlier step's result.
+func (r *run) fail(title, why string) error {
+	r.emit(Step{Title: title, Outcome: "unexpected", Want: "as expected", Detail: why})
+	return fmt.Errorf("%w: %s: %s", errStep, title, why)
+}
+
+func (r *run) emit(s Step) {
+	r.n++
+	s.N = r.n
+	r.report(s)
+}
+
+// detail is a one-line note on a result.
+func detail(res surface.Result) string {
+	if res.Error != nil {
+		if reason, ok := res.Error.Details["reason"].(string); ok {
+			return res.Error.Message + " (" + reason + ")"
+		}
+		return res.Error.Message
+	}
+	s := string(res.Output)
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+// tableState is the part of the table's readState output the task reads.
+type tableState struct {
+	Rows []tableRow `json:"rows"`
+}
+
+type tableRow struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only maps of strings are passed
+	}
+	return b
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

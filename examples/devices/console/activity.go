@@ -1,0 +1,47 @@
+package console
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// activity is a session's audit sink: it keeps the most recent records
+// for the page's activity feed and tells the page when one arrives. It
+// never blocks, as surface.AuditSink requires.
+type activity struct {
+	mu      sync.Mutex
+	ring    []surface.AuditEvent
+	next    int // the oldest record, once the ring is full
+	max     int
+	changed func()
+}
+
+func newActivity(capacity int, changed func()) *activity {
+	return &activity{max: capacity, changed: changed} // grows as records come
+}
+
+// Record implements surface.AuditSink.
+func (a *activity) Record(e surface.AuditEvent) {
+	a.mu.Lock()
+	if len(a.ring) < a.max {
+		a.ring = append(a.ring, e)
+	} else {
+		a.ring[a.next] = e
+		a.next = (a.next + 1) % len(a.ring)
+	}
+	a.mu.Unlock()
+	a.changed()
+}
+
+// newestFirst returns the kept records, newest first.
+func (a *activity) newestFirst() []surface.AuditEvent {
+	a.mu.Lock()
+	out := make([]surface.AuditEvent, 0, len(a.ring))
+	out = append(out, a.ring[a.next:]...)
+	out = append(out, a.ring[:a.next]...)
+	a.mu.Unlock()
+	slices.Reverse(out)
+	return out
+}

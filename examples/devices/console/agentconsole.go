@@ -1,0 +1,183 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentsurface/agentsurface/examples/devices/agent"
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// ConsoleConsumer is the consumer the page's embedded agent acts as.
+var ConsoleConsumer = surface.Consumer{ID: "console", Kind: surface.Embedded}
+
+// ChatEntry is one line of the page's agent console.
+type ChatEntry struct {
+	// Who is "you", "agent" (the model's text or a tool step) or "error".
+	Who  string      `json:"who"`
+	Text string      `json:"text,omitempty"`
+	Step *agent.Step `json:"step,omitempty"`
+	At   time.Time   `json:"at"`
+}
+
+// ErrBusy: the agent console is already working on a request.
+var ErrBusy = errors.New("console: the agent is busy")
+
+// agentConsole is the page's embedded agent: a model loop (or the scripted
+// agent) over the session's toolset in the embedded topology, where a call
+// that needs approval waits for the user's click in the same page.
+type agentConsole struct {
+	s      *Session
+	runner agent.Runner
+	name   string
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	entries []ChatEntry
+	running bool
+	cancel  context.CancelFunc
+	tools   *embeddedTools
+	closed  bool
+}
+
+func newAgentConsole(s *Session, r agent.Runner, name string) *agentConsole {
+	if r == nil {
+		r = &agent.Scripted{}
+	}
+	return &agentConsole{s: s, runner: r, name: name}
+}
+
+// Ask starts the embedded agent on prompt. The returned channel receives
+// the run's error (nil on success) when it ends.
+func (s *Session) Ask(prompt string) (<-chan error, error) { return s.console.ask(prompt) }
+
+// Chat returns the agent console's entries, oldest first.
+func (s *Session) Chat() []ChatEntry {
+	c := s.console
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.entries)
+}
+
+func (c *agentConsole) ask(prompt string) (<-chan error, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if c.running {
+		c.mu.Unlock()
+		return nil, ErrBusy
+	}
+	if c.tools == nil {
+		ts, err := surface.NewToolset(c.s.reg, surface.ToolsetOptions{Consumer: ConsoleConsumer, Topology: surface.EmbeddedLoop})
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		c.tools = &embeddedTools{reg: c.s.reg, ts: ts}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.running, c.cancel = true, cancel
+	c.appendLocked(ChatEntry{Who: "you", Text: prompt})
+	tools := c.tools
+	c.mu.Unlock()
+	c.s.changed()
+
+	done := make(chan error, 1)
+	c.wg.Go(func() {
+		defer cancel()
+		err := c.runner.Run(ctx, prompt, tools, func(st agent.Step) {
+			c.add(ChatEntry{Who: "agent", Step: &st})
+		})
+		if err != nil {
+			c.add(ChatEntry{Who: "error", Text: err.Error()})
+		} else {
+			c.add(ChatEntry{Who: "agent", Text: "Done."})
+		}
+		c.mu.Lock()
+		c.running, c.cancel = false, nil
+		c.mu.Unlock()
+		c.s.changed()
+		done <- err
+	})
+	return done, nil
+}
+
+func (c *agentConsole) add(e ChatEntry) {
+	c.mu.Lock()
+	c.appendLocked(e)
+	c.mu.Unlock()
+	c.s.changed()
+}
+
+func (c *agentConsole) appendLocked(e ChatEntry) {
+	e.At = time.Now()
+	c.entries = append(c.entries, e)
+	if len(c.entries) > 200 {
+		c.entries = slices.Delete(c.entries, 0, len(c.entries)-200)
+	}
+}
+
+// busy reports whether a run is in progress.
+func (c *agentConsole) busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
+}
+
+// close cancels a run, waits for it and closes the toolset (which ends a
+// pending confirmation wait).
+func (c *agentConsole) close() {
+	c.mu.Lock()
+	c.closed = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+	tools := c.tools
+	c.mu.Unlock()
+	if tools != nil {
+		_ = tools.ts.Close()
+	}
+	c.wg.Wait()
+}
+
+// embeddedTools are the agent.Tools of the embedded agent: the session's
+// toolset, with calls pinned to the catalog the agent was shown.
+type embeddedTools struct {
+	reg   *surface.Registry
+	ts    *surface.Toolset
+	shown shownCatalog
+}
+
+// List implements agent.Tools.
+func (e *embeddedTools) List(context.Context) ([]agent.Tool, error) {
+	tools := e.ts.Tools()
+	e.shown.record(tools)
+	out := make([]agent.Tool, len(tools))
+	for i, t := range tools {
+		out[i] = fromSurface(t)
+	}
+	return out, nil
+}
+
+// Call implements agent.Tools.
+func (e *embeddedTools) Call(ctx context.Context, name string, args json.RawMessage) (surface.Result, error) {
+	if res, stale := staleCall(ctx, e.reg, ConsoleConsumer, &e.shown, e.ts.Tools, name, args); stale {
+		return res, nil
+	}
+	return e.ts.Call(ctx, name, args, ""), nil
+}
+
+// fromSurface describes a toolset tool for an agent.
+func fromSurface(t surface.Tool) agent.Tool {
+	return agent.Tool{
+		Name: t.Name, Description: t.Description, InputSchema: t.InputSchema.Raw(),
+		CapabilityID: t.CapabilityID, Effect: string(t.Effect),
+		Available: t.State.Available, UnavailableReason: t.State.UnavailableReason,
+	}
+}

@@ -1,0 +1,151 @@
+package console_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/chromedp/chromedp"
+)
+
+// chromium returns the Chromium binary, or "" when none is installed.
+func chromium() string {
+	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// artifactDir is where tests leave files for people to look at:
+// $AGENTSURFACE_ARTIFACTS, else the system's temp dir.
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("AGENTSURFACE_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "agentsurface-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The console in a real headless Chromium while the scripted agent works
+// over MCP: the agent's selection is highlighted in the DOM, its
+// destructive call shows an approval card with the devices by name, a
+// click on Approve lets the agent's retry run, and the table shows the
+// new statuses without a reload. A screenshot of the page with the
+// pending approval is saved as an artifact.
+func TestBrowserApprovesAgentRequest(t *testing.T) {
+	bin := chromium()
+	if bin == "" {
+		t.Skip("no Chromium binary: install Debian's chromium package (apt-get install -y chromium) to run the browser test")
+	}
+	d := newDemo(t, console.Options{})
+	s, err := d.app.NewSession(console.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(bin),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	)
+	defer cancelAlloc()
+	ctx, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	// Open the page of the session, as the demo's printed link does.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.srv.URL+s.JoinPath()),
+		chromedp.WaitVisible(`#table tr[data-id="d9"]`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// A marker that a reload would wipe.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.noReload = true`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent works over MCP and waits for the click.
+	var tr steps
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- s.PlayScripted(ctx, console.ScriptedRun{URL: d.mcpURL(), HTTPClient: d.srv.Client(), Report: tr.report})
+	}()
+
+	// The approval card appears, with the devices by name.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#approvals .approval button.approve`)); err != nil {
+		t.Fatal(err)
+	}
+	card, err := chromedp.Run(ctx, chromedp.Text(`#approvals .approval`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"badge-reader-lon-02", "hvac-ctrl-lon-03", "offline during the maintenance window"} {
+		if !strings.Contains(card, want) {
+			t.Fatalf("the approval card lacks %q: %s", want, card)
+		}
+	}
+	// The agent's selection is highlighted in the DOM.
+	selected, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll('#table tr.selected[aria-selected="true"]')].map(tr => tr.dataset.id)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(selected)
+	if !slices.Equal(selected, []string{"d10", "d9"}) {
+		t.Fatalf("highlighted rows %v, want d9 and d10", selected)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: a PNG
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(artifactDir(t), "console-pending-approval.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the console with a pending approval: %s", path)
+
+	// Approve; the agent's retry runs; the table shows the statuses.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`#approvals .approval button.approve`),
+		chromedp.WaitNotPresent(`#approvals .approval`),
+		chromedp.WaitVisible(`#table tr[data-id="d9"] .s-disabled`),
+		chromedp.WaitVisible(`#table tr[data-id="d10"] .s-disabled`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-agentDone; err != nil {
+		t.Fatalf("the agent: %v (%v)", err, tr.outcomes())
+	}
+	noReload, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.noReload === true`))
+	if err != nil || !noReload {
+		t.Fatalf("the page reloaded (%v)", err)
+	}
+	decided, err := chromedp.Run(ctx, chromedp.Text(`#approvals .decisions`))
+	if err != nil || !strings.Contains(decided, "approved by olivia") {
+		t.Fatalf("decisions %q %v", decided, err)
+	}
+	if st := d.status(t); st["d9"] != "disabled" || st["d10"] != "disabled" {
+		t.Fatalf("statuses %v", st)
+	}
+	if ds := s.Decisions(); len(ds) != 1 || !strings.HasPrefix(ds[0].Actor, "olivia") {
+		t.Fatalf("decisions %+v", ds)
+	}
+}

@@ -1,0 +1,50 @@
+// Package console is the devices console: a server-rendered web
+// application whose live state AI agents operate through agentsurface,
+// with a human approving what matters in the page.
+//
+// An [App] is an http.Handler. It serves the page (html/template and
+// embedded assets), its event stream (server-sent events with a small
+// script of its own, no build step), its form posts, and the MCP endpoint
+// /mcp. Run it with the CLI: go run ./cmd/agentsurface demo.
+//
+// # One registry per browser session
+//
+// Each browser session ([Session], a random HttpOnly, SameSite=Lax cookie)
+// has its own [surface.Registry] and its own view state, held on the
+// server. The page's views register their components while they are on
+// screen and unregister them when they go away (views.go):
+//
+//   - devices.table, instance "main": readState; selectRows,
+//     clearSelection, setFilter, sortBy, openDevice (navigation); and the
+//     domain procedures bound to the live selection: devices.disable
+//     (destructive, the selected ids locked, confirmation required, with
+//     the devices named in the approval card), devices.enable and
+//     devices.list;
+//   - devices.detail, instance id = the device id: readDevice and close.
+//
+// When the state behind a When predicate changes (the selection), the
+// view calls Refresh on its handle so that availability flips reach
+// agents. The page is open while its event stream is; when the last
+// stream of a session ends and none returns within Options.PageGrace, the
+// views unmount; an idle session expires after Options.IdleTimeout, with
+// its registry, MCP sessions and token.
+//
+// # Agents
+//
+// Remote agents connect to /mcp with the session's bearer token
+// ([Session.Token]): an mcpsurface server over the session's registry,
+// with two-phase confirmations answered in the page. The page's embedded
+// agent console runs an [agent.Runner] (by default the scripted agent; a
+// model loop with Options.Agent) over the session's toolset in the
+// embedded topology, where a call that needs approval waits for the
+// user's click. Either way, calls refer to the catalog the agent was last
+// shown, so a tool whose component unmounted or was replaced answers
+// COMPONENT_UNMOUNTED or STALE_CAPABILITY (catalog.go).
+//
+// # Host API
+//
+// Tests and the CLI drive sessions without a browser: [App.NewSession],
+// [Session.Decide] to approve or deny as a given actor, [Session.Ask] for
+// the embedded agent, [Session.PlayScripted] to run the scripted agent
+// over MCP.
+package console

@@ -1,0 +1,516 @@
+package console_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentsurface/agentsurface/examples/devices/agent"
+	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/mcpsurface"
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The scripted task over real HTTP, with the go-sdk client: every step
+// gets its expected outcome, the database holds exactly the approved
+// change, and the audit trails say who approved what, on which input.
+// AS-EXAMPLE-001 (the devices scenario end to end without a model),
+// AS-STALE-001 and AS-LIFE-005 (a call to a replaced registration is
+// STALE_CAPABILITY registration-replaced), AS-NAV-001 (close unmounts its
+// own panel and settles ok), AS-INVOKE-005 and AS-BIND-004 (the approval
+// shows the live bound ids), AS-CONFIRM-003 (the evidence is consumed).
+func TestScriptedTaskOverMCP(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	s := d.session(t)
+	before := d.status(t)
+	var tr steps
+	const approver = "olivia (operator, test)"
+	err := s.PlayScripted(bg, console.ScriptedRun{URL: d.mcpURL(), Approver: approver, Report: tr.report, HTTPClient: d.srv.Client()})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, tr.outcomes())
+	}
+	for _, st := range tr.list {
+		if !st.Expected() {
+			t.Errorf("step %d %q: %s, want %s", st.N, st.Title, st.Outcome, st.Want)
+		}
+	}
+	if !tr.has(string(surface.StaleCapability)) || !tr.has(string(surface.ConfirmationRequired)) {
+		t.Fatalf("the transcript lacks the stale call or the confirmation: %v", tr.outcomes())
+	}
+
+	// The database: d9 and d10 (London, offline) disabled, nothing else.
+	after := d.status(t)
+	for id, st := range before {
+		want := st
+		if id == "d9" || id == "d10" {
+			want = "disabled"
+		}
+		if after[id] != want {
+			t.Errorf("%s: %s, want %s", id, after[id], want)
+		}
+	}
+	for _, id := range []string{"d9", "d10"} {
+		h, err := d.store.History(bg, console.Operator, id, 0)
+		if err != nil || len(h) != 1 {
+			t.Fatalf("%s history %+v %v", id, h, err)
+		}
+		if h[0].UserID != console.Operator.ID || h[0].Action != "disable" || h[0].Reason != "offline during the maintenance window" || h[0].From != domain.StatusOffline {
+			t.Fatalf("%s audit row %+v", id, h[0])
+		}
+	}
+
+	// The console's record of the decision: who, what, the exact input.
+	ds := s.Decisions()
+	if len(ds) != 1 {
+		t.Fatalf("%d decisions", len(ds))
+	}
+	dec := ds[0]
+	var in struct {
+		IDs    []string `json:"ids"`
+		Reason string   `json:"reason"`
+	}
+	if err := json.Unmarshal(dec.Input, &in); err != nil {
+		t.Fatal(err)
+	}
+	if !dec.Approved || dec.Actor != approver || dec.CapabilityID != domain.DisableID || dec.Consumer != "mcp-bridge:agent" ||
+		!slices.Equal(in.IDs, []string{"d9", "d10"}) || in.Reason != "offline during the maintenance window" {
+		t.Fatalf("decision %+v (input %s)", dec, dec.Input)
+	}
+	if !strings.Contains(dec.Summary, "badge-reader-lon-02") || !strings.Contains(dec.Summary, "hvac-ctrl-lon-03") {
+		t.Fatalf("the summary does not name the devices: %q", dec.Summary)
+	}
+
+	// The registry's audit trail: the approval by its actor, the
+	// confirmation consumed, the disable settled ok for the MCP consumer.
+	var approved, consumed, settled bool
+	for _, e := range s.Activity() {
+		switch {
+		case e.Type == surface.AuditConfirmationApproved && e.Actor == approver && e.CapabilityID == domain.DisableID:
+			approved = true
+		case e.Type == surface.AuditConfirmationConsumed && e.CapabilityID == domain.DisableID:
+			consumed = true
+		case e.Type == surface.AuditInvocationSettled && e.CapabilityID == domain.DisableID && e.Status == surface.StatusOK:
+			settled = e.ConsumerID == "mcp-bridge:agent" && e.DurationMs != nil
+		}
+	}
+	if !approved || !consumed || !settled {
+		t.Fatalf("audit: approved %v consumed %v settled %v", approved, consumed, settled)
+	}
+}
+
+// Two sessions are isolated: B's token lists and calls only B's surface,
+// cannot reach A's MCP session, and cannot approve A's confirmation,
+// neither through the host API nor through the page. AS-CONFIRM-004 (no
+// replay of evidence across registries and consumers).
+func TestSessionsIsolated(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	a, b := d.session(t), d.session(t)
+	ma, mb := d.dial(t, a.Token()), d.dial(t, b.Token())
+
+	requireCode(t, call(t, ma, "view:devices.table.selectRows", `{"ids":["d1","d2"]}`), "ok")
+	res := call(t, ma, domain.DisableID, `{"reason":"a's request"}`)
+	requireCode(t, res, string(surface.ConfirmationRequired))
+	cid, _ := res.Error.Details["confirmationId"].(string)
+
+	// B sees its own table: nothing selected, disable unavailable.
+	var st console.TableState
+	if err := call(t, mb, "view:devices.table.readState", "").Decode(&st); err != nil || len(st.Selection) != 0 {
+		t.Fatalf("B sees a selection %v %v", st.Selection, err)
+	}
+	res = call(t, mb, domain.DisableID, `{"reason":"b"}`)
+	requireCode(t, res, string(surface.CapabilityNotAvailable))
+
+	// B presenting A's confirmation id gets nothing.
+	tools, _ := mb.List(bg)
+	name := tools[slices.IndexFunc(tools, func(x agent.Tool) bool { return x.CapabilityID == domain.DisableID })].Name
+	r, err := mb.Session().CallTool(bg, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"reason": "a's request"},
+		Meta: mcp.Meta{mcpsurface.MetaConfirmationID: cid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := agent.Envelope(r)
+	if env.Status == surface.StatusOK {
+		t.Fatal("B executed with A's confirmation id")
+	}
+
+	// B cannot approve A's confirmation: not through the host API ...
+	if _, ok := b.Decide(cid, true, "b"); ok {
+		t.Fatal("B's session approved A's confirmation")
+	}
+	// ... nor through the page with B's cookie.
+	bb := d.browser(t)
+	if code, _ := bb.get(b.JoinPath()); code != http.StatusSeeOther {
+		t.Fatalf("join: %d", code)
+	}
+	if code, _ := bb.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict {
+		t.Fatalf("B's page approving A's confirmation: %d", code)
+	}
+	if p := a.Pending(); len(p) != 1 || p[0].ConfirmationID != cid {
+		t.Fatalf("A's confirmation is no longer pending: %+v", p)
+	}
+
+	// B's token cannot reach A's MCP session by its id.
+	sid := ma.Session().ID()
+	req, _ := http.NewRequest(http.MethodPost, d.mcpURL(), strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+b.Token())
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	hres, err := d.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(hres.Body)
+	hres.Body.Close()
+	if hres.StatusCode != http.StatusNotFound || strings.Contains(string(body), "devices") {
+		t.Fatalf("B with A's session id: %d %s", hres.StatusCode, body)
+	}
+	if s := d.status(t); s["d1"] != "online" || s["d2"] != "online" {
+		t.Fatalf("devices changed: %v", s)
+	}
+}
+
+// A missing, wrong or revoked token gets 401 and learns nothing; the
+// token of an ended session is revoked at once.
+func TestMCPTokens(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	s := d.session(t)
+	post := func(auth string) (int, string, http.Header) {
+		req, _ := http.NewRequest(http.MethodPost, d.mcpURL(), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := d.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), res.Header
+	}
+	var bodies []string
+	for _, auth := range []string{"", "Bearer ", "Bearer wrong", "Basic " + s.Token(), "Bearer " + s.Token() + "x"} {
+		code, body, h := post(auth)
+		if code != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" {
+			t.Fatalf("%q: %d", auth, code)
+		}
+		bodies = append(bodies, body)
+	}
+	for _, b := range bodies {
+		if b != bodies[0] {
+			t.Fatalf("401 bodies differ: %q vs %q", b, bodies[0])
+		}
+	}
+	if code, _, _ := post("Bearer " + s.Token()); code != http.StatusOK {
+		t.Fatalf("the right token: %d", code)
+	}
+	s.Close()
+	if code, body, _ := post("Bearer " + s.Token()); code != http.StatusUnauthorized || body != bodies[0] {
+		t.Fatalf("a revoked token: %d %q", code, body)
+	}
+}
+
+// Malformed JSON-RPC is a protocol error, an oversized body is refused
+// with 413 before it is read, and neither reaches the registry.
+func TestMCPBadInput(t *testing.T) {
+	d := newDemo(t, console.Options{MaxBodyBytes: 4 << 10})
+	s := d.session(t)
+	send := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, d.mcpURL(), strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+s.Token())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := d.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, _ := send(`{"jsonrpc":"2.0","id":1,`); code != http.StatusBadRequest {
+		t.Fatalf("truncated JSON: %d", code)
+	}
+	if code, _ := send(`[1,2,3]`); code < 400 {
+		t.Fatalf("not a message: %d", code)
+	}
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"` + strings.Repeat("a", 8<<10) + `"}}`
+	if code, _ := send(big); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized: %d", code)
+	}
+	// A chunked body (no Content-Length) over the cap is cut while read.
+	req, _ := http.NewRequest(http.MethodPost, d.mcpURL(), io.MultiReader(strings.NewReader(big)))
+	req.ContentLength = -1
+	req.Header.Set("Authorization", "Bearer "+s.Token())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := d.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized chunked: %d", res.StatusCode)
+	}
+	for _, e := range s.Activity() {
+		if e.Type == surface.AuditInvocationStarted {
+			t.Fatalf("bad input reached the registry: %+v", e)
+		}
+	}
+}
+
+// The page's forms: an unknown session gets 401 (forms) or 410 (event
+// stream); the session cookie is HttpOnly and SameSite=Lax; form bodies
+// are capped; bad values are refused.
+func TestPageAndForms(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	b := d.browser(t)
+	if code, _ := b.post("/ui/filter", url.Values{"status": {"offline"}}); code != http.StatusUnauthorized {
+		t.Fatalf("no session: %d", code)
+	}
+	res, err := b.client.Get(d.srv.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusGone {
+		t.Fatalf("events without a session: %d", res.StatusCode)
+	}
+
+	res, err = b.client.Get(d.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var c *http.Cookie
+	for _, x := range res.Cookies() {
+		if x.Name == "agentsurface_session" {
+			c = x
+		}
+	}
+	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || len(c.Value) < 40 {
+		t.Fatalf("cookie %+v", c)
+	}
+	for _, want := range []string{"badge-reader-lon-02", "Pending approvals", "claude mcp add --transport http devices " + d.srv.URL + "/mcp", "/static/app.js"} {
+		if !strings.Contains(string(page), want) {
+			t.Fatalf("the page lacks %q", want)
+		}
+	}
+	if code, _ := b.post("/ui/filter", url.Values{"status": {"broken"}}); code != http.StatusBadRequest {
+		t.Fatalf("bad status: %d", code)
+	}
+	if code, _ := b.post("/ui/filter", url.Values{"site": {"Atlantis"}}); code != http.StatusBadRequest {
+		t.Fatalf("bad site: %d", code)
+	}
+	if code, _ := b.post("/ui/nope", nil); code != http.StatusNotFound {
+		t.Fatalf("unknown action: %d", code)
+	}
+	if code, _ := b.post("/ui/filter", url.Values{"site": {strings.Repeat("x", 100<<10)}}); code != http.StatusBadRequest {
+		t.Fatalf("oversized form: %d", code)
+	}
+	// A cross-origin post is refused even with the cookie.
+	req, _ := http.NewRequest(http.MethodPost, d.srv.URL+"/ui/clear", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	res, err = b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site post: %d", res.StatusCode)
+	}
+	if code, _ := b.post("/ui/filter", url.Values{"site": {"london"}, "status": {"offline"}}); code != http.StatusNoContent {
+		t.Fatalf("filter: %d", code)
+	}
+	_, page2 := b.get("/")
+	if !strings.Contains(page2, "hvac-ctrl-lon-03") || strings.Contains(page2, "edge-gw-ams-01") {
+		t.Fatal("the filter did not apply")
+	}
+}
+
+// Two tabs of one session see the same registry: the agent's request
+// shows in both, and approving in one removes the card from the other.
+// AS-CONFIRM-006 (a decision is final: approving twice fails).
+func TestTwoTabs(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	s := d.session(t)
+	b := d.browser(t)
+	b.get(s.JoinPath())
+	tab1, tab2 := b.events(), b.events()
+	m := d.dial(t, s.Token())
+	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d4"]}`), "ok")
+	for _, tab := range []*stream{tab1, tab2} {
+		tab.await(t, "table", func(h string) bool { return strings.Contains(rowHTML(h, "d4"), `class="selected"`) })
+	}
+	res := call(t, m, domain.DisableID, `{"reason":"lobby camera broken"}`)
+	requireCode(t, res, string(surface.ConfirmationRequired))
+	cid := res.Error.Details["confirmationId"].(string)
+	for _, tab := range []*stream{tab1, tab2} {
+		tab.await(t, "approvals", func(h string) bool {
+			return strings.Contains(h, cid) && strings.Contains(h, "camera-lobby-ams-04") && strings.Contains(h, "lobby camera broken")
+		})
+	}
+	if code, msg := b.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusNoContent {
+		t.Fatalf("approve: %d %s", code, msg)
+	}
+	tab2.await(t, "approvals", func(h string) bool { return !strings.Contains(h, cid) && strings.Contains(h, "approved by olivia") })
+	requireCode(t, call(t, m, domain.DisableID, `{"reason":"lobby camera broken"}`), "ok")
+	for _, tab := range []*stream{tab1, tab2} {
+		tab.await(t, "table", func(h string) bool {
+			return strings.Contains(rowHTML(h, "d4"), `<span class="status s-disabled">disabled</span>`)
+		})
+	}
+	if code, _ := b.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict {
+		t.Fatalf("approving twice: %d", code)
+	}
+}
+
+// The viewer's calls are refused by the domain service itself
+// (NOT_AUTHORIZED, origin server), though the surface offered them.
+// AS-ERR-001 (NOT_AUTHORIZED origin server).
+func TestViewerRefusedByServer(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	s := d.session(t)
+	s.SetUser(console.Viewer)
+	m := d.dial(t, s.Token())
+	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d11"]}`), "ok")
+	res := call(t, m, domain.EnableID, `{"reason":"back to work"}`)
+	requireCode(t, res, string(surface.NotAuthorized))
+	if res.Error.Details["origin"] != "server" {
+		t.Fatalf("%+v", res.Error)
+	}
+	if st := d.status(t); st["d11"] != "disabled" {
+		t.Fatalf("d11 %s", st["d11"])
+	}
+	s.SetUser(console.Operator)
+	requireCode(t, call(t, m, domain.EnableID, `{"reason":"back to work"}`), "ok")
+	if st := d.status(t); st["d11"] != "offline" {
+		t.Fatalf("d11 %s", st["d11"])
+	}
+}
+
+// A client that disconnects while its confirmation is pending leaves
+// nothing behind: the approval alone executes nothing; a later identical
+// call of the same consumer executes it once. AS-CONFIRM-003.
+func TestClientGoneDuringPendingConfirmation(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	s := d.session(t)
+	m, err := agent.Dial(bg, d.mcpURL(), &agent.DialOptions{Token: s.Token(), HTTPClient: d.srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d6"]}`), "ok")
+	requireCode(t, call(t, m, domain.DisableID, `{"reason":"r"}`), string(surface.ConfirmationRequired))
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := awaitPending(t, s)
+	if _, ok := s.Decide(p.ConfirmationID, true, "olivia"); !ok {
+		t.Fatal("the card could not be approved")
+	}
+	if st := d.status(t); st["d6"] != "offline" {
+		t.Fatal("the approval executed by itself")
+	}
+	m2 := d.dial(t, s.Token())
+	res := call(t, m2, domain.DisableID, `{"reason":"r"}`)
+	requireCode(t, res, "ok")
+	if st := d.status(t); st["d6"] != "disabled" {
+		t.Fatalf("d6 %s", st["d6"])
+	}
+	h, _ := d.store.History(bg, console.Operator, "d6", 0)
+	if len(h) != 1 {
+		t.Fatalf("executed %d times", len(h))
+	}
+}
+
+// The embedded agent console with the scripted agent: the destructive
+// call waits for the user's click in the page (embedded topology) and
+// then completes; the stale call is refused as over MCP. AS-TOPO-002,
+// AS-EXAMPLE-001.
+func TestEmbeddedConsoleScripted(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	s := d.session(t)
+	done, err := s.Ask("Disable the offline devices in London.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ask("again"); err == nil {
+		t.Fatal("a second run started while the first runs")
+	}
+	p := awaitPending(t, s)
+	if p.ConsumerKey != "embedded:console" || !strings.Contains(p.Summary, "hvac-ctrl-lon-03") {
+		t.Fatalf("%+v", p)
+	}
+	if _, ok := s.Decide(p.ConfirmationID, true, "olivia (browser)"); !ok {
+		t.Fatal("approve")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%+v", err, s.Chat())
+	}
+	var stale bool
+	for _, e := range s.Chat() {
+		if e.Step != nil && e.Step.Outcome == string(surface.StaleCapability) {
+			stale = true
+		}
+	}
+	if st := d.status(t); !stale || st["d9"] != "disabled" || st["d10"] != "disabled" {
+		t.Fatalf("stale %v, statuses %v", stale, st)
+	}
+}
+
+// A page closed while its embedded agent waits for approval: the views
+// unmount, the pending approval expires, and the run settles with the
+// unmount (COMPONENT_UNMOUNTED), executing nothing. AS-LIFE-001,
+// AS-STALE-001 (tombstone without a live candidate).
+func TestTabClosedWhileAgentWaits(t *testing.T) {
+	d := newDemo(t, console.Options{PageGrace: 1}) // closed as soon as the stream ends
+	b := d.browser(t)
+	b.get("/")
+	tab := b.events()
+	var s *console.Session
+	for _, x := range sessionsOf(d) {
+		s = x
+	}
+	done, err := s.Ask("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitPending(t, s)
+	tab.close() // the tab closes mid-call
+	err = <-done
+	if err == nil || !strings.Contains(err.Error(), string(surface.ComponentUnmounted)) {
+		t.Fatalf("run ended with %v", err)
+	}
+	if len(s.Pending()) != 0 {
+		t.Fatal("a confirmation is still pending")
+	}
+	if st := d.status(t); st["d9"] != "offline" || st["d10"] != "offline" {
+		t.Fatalf("executed: %v", st)
+	}
+}
+
+// sessionsOf returns the sessions created by browsers, found through the
+// host API's view of the live sessions.
+func sessionsOf(d *demo) []*console.Session { return d.app.Sessions() }
+
+// rowHTML returns the table row of device id in a rendered table.
+func rowHTML(table, id string) string {
+	i := strings.Index(table, `<tr data-id="`+id+`"`)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(table[i:], "</tr>")
+	if j < 0 {
+		return table[i:]
+	}
+	return table[i : i+j]
+}

@@ -1,0 +1,336 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// The console's users. The operator may disable and enable devices; the
+// viewer may only look, and the domain service refuses the rest on its
+// own, whatever the agent or the page allowed.
+var (
+	Operator = domain.User{ID: "olivia", Roles: []string{domain.RoleOperator}}
+	Viewer   = domain.User{ID: "victor", Roles: []string{domain.RoleViewer}}
+)
+
+// users are the users the page offers.
+var users = []domain.User{Operator, Viewer}
+
+// Session is one browser session: its user, the state of its views, its
+// registry (one per session, as one per browser tab in a web app), its
+// MCP endpoint and its agent console. Its methods are safe for
+// concurrent use.
+type Session struct {
+	app       *App
+	id        string // public, for the page and logs
+	cookie    string // the browser's secret
+	token     string // the MCP bearer token
+	join      string // the join code
+	keepShown bool
+	reg       *surface.Registry
+	activity  *activity
+	console   *agentConsole
+	done      chan struct{} // closed by Close
+
+	// mount serializes mounting and unmounting of the views' components;
+	// it is held while calling Register and Unregister, never while
+	// calling anything that could take it again.
+	mount  sync.Mutex
+	table  *surface.Handle
+	detail *surface.Handle
+
+	mu        sync.Mutex
+	user      domain.User
+	view      viewState
+	shown     bool
+	streams   int
+	pageTimer *time.Timer
+	lastSeen  time.Time
+	subs      map[chan struct{}]struct{}
+	decisions []Decision
+	mcp       *mcpEndpoint
+	closed    bool
+}
+
+// viewState is the state of the page's views, held on the server.
+type viewState struct {
+	filters   Filters
+	sort      Sorting
+	selection []string // device ids, in selection order
+	detail    string   // the device whose detail panel is open, or ""
+}
+
+func newSession(a *App, o SessionOptions, cookie, token, join string) *Session {
+	s := &Session{
+		app: a, id: "s_" + token[:8], cookie: cookie, token: token, join: join,
+		keepShown: o.KeepShown, done: make(chan struct{}),
+		user: o.User, lastSeen: time.Now(), subs: map[chan struct{}]struct{}{},
+		view: viewState{sort: Sorting{Column: "name", Direction: "asc"}},
+	}
+	s.activity = newActivity(200, s.changed)
+	s.reg = surface.New(&surface.Options{
+		Context: s.hostContext,
+		Route:   s.route,
+		Audit:   s.activity,
+		Logger:  a.log,
+		Limits:  surface.Limits{ConfirmationTTL: a.opts.ConfirmationTTL},
+	})
+	s.reg.SetProcedureExecutor(a.exec)
+	// The page follows the registry: every event and every change of the
+	// pending confirmations re-renders what changed.
+	s.reg.Subscribe(func(surface.Event) { s.changed() })
+	s.reg.Confirmations().Subscribe(func([]surface.PendingConfirmation) { s.changed() })
+	s.console = newAgentConsole(s, a.opts.Agent, a.opts.AgentName)
+	return s
+}
+
+// ID returns the session's public id ("s_…"), shown on the page.
+func (s *Session) ID() string { return s.id }
+
+// Token returns the session's MCP bearer token.
+func (s *Session) Token() string { return s.token }
+
+// JoinPath returns the path ("/join/…") that binds a browser to this
+// session; it works until the session ends.
+func (s *Session) JoinPath() string { return "/join/" + s.join }
+
+// Registry returns the session's registry.
+func (s *Session) Registry() *surface.Registry { return s.reg }
+
+// Done is closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// User returns the acting user.
+func (s *Session) User() domain.User {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.user
+}
+
+// SetUser switches the acting user; later calls run as u.
+func (s *Session) SetUser(u domain.User) {
+	s.mu.Lock()
+	s.user = u
+	s.mu.Unlock()
+	s.changed()
+}
+
+// hostContext is the registry's host context: who acts. Policies and the
+// domain executor read it on every call.
+func (s *Session) hostContext() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return map[string]any{"user": s.user, "session": s.id}
+}
+
+// route is where the page is, for snapshots.
+func (s *Session) route() *surface.Route {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.view.detail != "" {
+		return &surface.Route{Path: "/devices/" + s.view.detail, Params: map[string]string{"id": s.view.detail}}
+	}
+	return &surface.Route{Path: "/devices"}
+}
+
+// touch records activity, which keeps the session from expiring.
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastSeen = time.Now()
+	s.mu.Unlock()
+}
+
+// idleAt reports whether the session has been idle for timeout at now:
+// no open page stream and no request.
+func (s *Session) idleAt(now time.Time, timeout time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams == 0 && now.Sub(s.lastSeen) >= timeout
+}
+
+// changed tells every open page of the session to re-render. It never
+// blocks: a stream that has a render pending needs no second signal.
+func (s *Session) changed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// The page lifecycle. A page is shown while an event stream is open, and
+// for PageGrace after the last one closed (a reload) or after the page
+// was served (until its stream connects). Sessions made with KeepShown
+// stay shown. Showing mounts the views; closing unmounts them.
+
+// pageServed is called when the page is rendered for a browser.
+func (s *Session) pageServed() {
+	s.touch()
+	s.mountViews()
+	s.mu.Lock()
+	if s.streams == 0 {
+		s.armPageTimerLocked()
+	}
+	s.mu.Unlock()
+}
+
+// streamOpened registers an event stream; the returned channel signals
+// changes.
+func (s *Session) streamOpened() (chan struct{}, bool) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false
+	}
+	ch := make(chan struct{}, 1)
+	s.subs[ch] = struct{}{}
+	s.streams++
+	s.lastSeen = time.Now()
+	if s.pageTimer != nil {
+		s.pageTimer.Stop()
+		s.pageTimer = nil
+	}
+	s.mu.Unlock()
+	s.mountViews()
+	return ch, true
+}
+
+// streamClosed unregisters an event stream; the page counts as closed
+// when no stream reopens within PageGrace.
+func (s *Session) streamClosed(ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.subs, ch)
+	s.streams--
+	s.lastSeen = time.Now()
+	if s.streams == 0 && !s.closed {
+		s.armPageTimerLocked()
+	}
+}
+
+func (s *Session) armPageTimerLocked() {
+	if s.keepShown {
+		return
+	}
+	if s.pageTimer != nil {
+		s.pageTimer.Stop()
+	}
+	s.pageTimer = time.AfterFunc(s.app.opts.PageGrace, s.pageTimeout)
+}
+
+// pageTimeout runs PageGrace after the last stream closed.
+func (s *Session) pageTimeout() {
+	s.mu.Lock()
+	closing := s.streams == 0 && !s.keepShown && !s.closed
+	s.pageTimer = nil
+	s.mu.Unlock()
+	if closing {
+		s.unmountViews()
+	}
+}
+
+// Pending returns the confirmations waiting for the user.
+func (s *Session) Pending() []surface.PendingConfirmation {
+	return s.reg.Confirmations().Pending()
+}
+
+// Decision is a user's answer to a confirmation request, as the console
+// recorded it: who decided what, on exactly which input.
+type Decision struct {
+	ConfirmationID string          `json:"confirmationId"`
+	CapabilityID   string          `json:"capabilityId"`
+	Consumer       string          `json:"consumer"`
+	Summary        string          `json:"summary"`
+	Input          json.RawMessage `json:"input"`
+	Approved       bool            `json:"approved"`
+	Actor          string          `json:"actor"`
+	At             time.Time       `json:"at"`
+}
+
+// Decide approves or denies the pending confirmation id on behalf of
+// actor (recorded in the audit trail). It reports false when id is not
+// pending (unknown, of another session, already decided or expired).
+func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool) {
+	var p *surface.PendingConfirmation
+	for _, pc := range s.reg.Confirmations().Pending() {
+		if pc.ConfirmationID == id {
+			p = &pc
+			break
+		}
+	}
+	if p == nil {
+		return Decision{}, false
+	}
+	if !s.reg.Confirmations().Resolve(id, surface.Resolution{Approved: approve, Actor: actor}) {
+		return Decision{}, false
+	}
+	d := Decision{
+		ConfirmationID: id, CapabilityID: p.CapabilityID, Consumer: p.ConsumerKey, Summary: p.Summary,
+		Input: json.RawMessage(p.Input), Approved: approve, Actor: actor, At: time.Now(),
+	}
+	s.mu.Lock()
+	s.decisions = append(s.decisions, d)
+	if len(s.decisions) > 100 {
+		s.decisions = slices.Delete(s.decisions, 0, len(s.decisions)-100)
+	}
+	s.mu.Unlock()
+	s.changed()
+	return d, true
+}
+
+// Decisions returns the decisions taken in this session, oldest first.
+func (s *Session) Decisions() []Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.decisions)
+}
+
+// AwaitDecision waits until confirmation id is no longer pending and
+// reports how it ended.
+func (s *Session) AwaitDecision(ctx context.Context, id string) surface.ConfirmationOutcome {
+	return s.reg.Confirmations().Wait(ctx, id)
+}
+
+// Activity returns the session's audit records, newest first.
+func (s *Session) Activity() []surface.AuditEvent { return s.activity.newestFirst() }
+
+// Close ends the session: its page streams, agent run, MCP sessions and
+// token, then its registry (pending confirmations expire, calls in flight
+// are cancelled). It is idempotent.
+func (s *Session) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	if s.pageTimer != nil {
+		s.pageTimer.Stop()
+		s.pageTimer = nil
+	}
+	ep := s.mcp
+	s.mcp = nil
+	close(s.done)
+	s.mu.Unlock()
+	s.app.forget(s)
+	s.console.close()
+	if ep != nil {
+		ep.close()
+	}
+	_ = s.reg.Close()
+}
+
+// actorName is how a browser user appears in the audit trail.
+func actorName(u domain.User, via string) string {
+	return u.ID + " (" + strings.Join(u.Roles, ",") + ", " + via + ")"
+}
