@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // Component is the definition of anything with a lifecycle that exposes
@@ -144,34 +143,28 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	var buf [8]namedCap // both lists, for the usual small components
 	obs := sortedCaps(c.Observations, buf[:0])
 	acts := sortedCaps(c.Actions, obs[len(obs):len(obs)])
-	if n := len(obs) + len(acts) + len(c.Procedures); n <= len(reg.capsBuf) { // small components: no separate allocations
-		reg.caps = reg.capsBuf[:0:n]
-	} else {
-		reg.caps = make([]regCap, 0, n)
-	}
-	idLen := 0 // of the view capability ids
+	reg.caps = make([]regCap, 0, len(obs)+len(acts)+len(c.Procedures))
 	add := func(group string, nc namedCap, kind capKind) *DefinitionError {
 		name, d := nc.name, nc.c.def
 		if !d.validName(name) {
 			return defErr(InvalidID, group+"."+name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 		}
-		n := len("view:") + len(reg.typ) + 1 + len(name)
-		if n > MaxIDLength {
-			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", "view:"+reg.typ+"."+name, MaxIDLength))
+		id := ViewID(reg.typ, name)
+		if len(id) > MaxIDLength {
+			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", id, MaxIDLength))
 		}
-		idLen += n
 		if e := d.check(group, name, kind, lim); e != nil {
 			return e
 		}
 		if len(d.meta) == 0 {
-			reg.caps = append(reg.caps, regCap{name: name, def: d, x: &noCapExtras})
+			reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, x: &noCapExtras})
 			return nil
 		}
 		meta, e := freezeMeta(d.meta, group+"."+name+".meta", lim.MaxMetaBytes)
 		if e != nil {
 			return e
 		}
-		reg.caps = append(reg.caps, regCap{name: name, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta)}})
+		reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta)}})
 		return nil
 	}
 	j := 0 // both lists are sorted: walk acts alongside to find a shared name
@@ -186,41 +179,21 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 			return nil, e
 		}
 	}
-	reg.nObs = int32(len(reg.caps))
+	reg.nObs = len(reg.caps)
 	for _, nc := range acts {
 		if e := add("actions", nc, kindAction); e != nil {
 			return nil, e
 		}
 	}
-	reg.nView = int32(len(reg.caps))
+	reg.nView = len(reg.caps)
 	if e := r.addProcedures(reg, c.Procedures); e != nil {
 		return nil, e
 	}
-	r.assignIDs(reg, idLen)
+	reg.id = string(appendRegistrationID(nil, r.counter.Add(1), r.idKey))
 	if e := r.lintSuffixes(reg); e != nil {
 		return nil, e
 	}
 	return reg, nil
-}
-
-// assignIDs gives reg its registration id, which takes the next counter
-// value, and its view capabilities their ids. They share one allocation,
-// "reg_…view:T.aview:T.b…", which the tombstone keeps after unregistration
-// (see tombstone.ids); idLen is the length of the view ids.
-func (r *Registry) assignIDs(reg *registration, idLen int) {
-	b := make([]byte, 0, maxRegistrationIDLen+idLen) // never reallocated: each id is final once appended
-	base := unsafe.SliceData(b)
-	at := func(from int) string {
-		return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(base), from)), len(b)-from)
-	}
-	b = appendRegistrationID(b, r.counter.Add(1), r.idKey)
-	reg.id = at(0)
-	for i := range int(reg.nView) {
-		from := len(b)
-		b = append(append(append(append(b, "view:"...), reg.typ...), '.'), reg.caps[i].name...)
-		reg.caps[i].id = at(from)
-	}
-	reg.ids = at(0)
 }
 
 // addProcedures validates and binds the component's procedure references.
@@ -242,7 +215,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		case box.paths != nil && !slices.Contains(box.paths, path):
 			return defErr(PlaneViolation, field, fmt.Sprintf("the executor does not expose %q", path))
 		}
-		for k := int(reg.nView); k < len(reg.caps); k++ {
+		for k := reg.nView; k < len(reg.caps); k++ {
 			if reg.caps[k].name == path {
 				return defErr(DuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
 			}
@@ -271,7 +244,7 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 	if r.suffix == SuffixOff || box == nil || len(box.paths) == 0 {
 		return nil
 	}
-	for i := range int(reg.nView) {
+	for i := range reg.nView {
 		rc := &reg.caps[i]
 		path := reg.typ + "." + rc.name
 		if !slices.Contains(box.paths, path) {

@@ -159,7 +159,7 @@ func (c *Confirmations) Wait(ctx context.Context, id string) ConfirmationOutcome
 	case <-ch:
 	case <-ctx.Done():
 		return Expired
-	case <-c.r.closing():
+	case <-c.r.closingCh:
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -101,7 +101,7 @@ func (p *pipeline) admit(d *capDef) *Error {
 		p.admitted = e == nil
 		return e
 	}
-	closing := r.closing()
+	closing := r.closingCh
 	p.waited = true
 	start := r.now() // only a waiter has queue time to measure
 	select {
@@ -321,14 +321,7 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 		p.consumed = true
 	}
 
-	// With the real clock, an invocation that neither queued nor ran user
-	// code so far (policies, a precondition, the host context, a binding)
-	// starts executing when it started, microseconds earlier: one clock
-	// read fewer.
-	start := p.start
-	if !r.realClock || p.waited || p.pol != nil || r.hostCtx != nil || d.precondition != nil || d.kind == kindProcedure {
-		start = r.now()
-	}
+	start := r.now()
 	if r.isolate {
 		p.executeIsolated(base, d, call, in, timeout)
 		p.execution = r.now().Sub(start)
@@ -356,20 +349,10 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 // the timer or the caller would have. It returns the execution time.
 func (p *pipeline) executeInline(d *capDef, call *Call, in any, start time.Time) time.Duration {
 	r, x, c := p.r, &p.exec, &p.hs.hctx
-	clock := start
-	if !r.realClock {
-		clock = time.Now()
-	}
-	c.deadline = clock.Add(c.timeout)
+	c.deadline = time.Now().Add(c.timeout) // deadlines are real time
 	out, err := p.callUser(c, d, call, in)
 	e := p.handlerOutcome(c, d, err)
-	var returned time.Time
-	if r.realClock {
-		returned = r.clock.now()
-		p.returned = returned
-	} else {
-		returned = time.Now() // deadlines are real time
-	}
+	returned := time.Now()
 	c.end(errSettled)
 	c.release()
 	late := false
@@ -384,9 +367,6 @@ func (p *pipeline) executeInline(d *capDef, call *Call, in any, start time.Time)
 	}
 	if !x.settle(out, e) || late {
 		p.lateSettlement()
-	}
-	if r.realClock {
-		return returned.Sub(start)
 	}
 	return r.now().Sub(start)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -116,14 +117,8 @@ const (
 // in-flight call or replays its cached result if the request is the same,
 // and fails INVOCATION_CONFLICT if it differs.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
-	p := r.pipes.Get().(*pipeline) // zeroed by recycle, but for keep
-	if p.keep.lane == 0 {
-		p.keep.lane = r.lanes.Add(1) // a new pipeline; lane 0 is the registry's own
-	}
-	p.r, p.ctx, p.inv, p.opts, p.start = r, ctx, inv, opts, r.now()
-	res := p.invoke()
-	p.recycle()
-	return res
+	p := &pipeline{r: r, ctx: ctx, inv: inv, opts: opts, start: r.now()}
+	return p.invoke()
 }
 
 // invoke runs the invocation; its Result is the caller's own.
@@ -145,9 +140,9 @@ func (p *pipeline) invoke() Result {
 	key := dedupeKey{kind: p.consumer.Kind, consumer: p.consumer.ID, invocationID: p.id}
 	fp, buf := fingerprint(r.fpSeed, p.keep.fp[:0], inv, p.canonInput, p.inputErr)
 	p.keep.fp = buf
-	entry, hit, joined := r.dedupe.begin(key, r.fpSeed, fp, p.start, &p.replay)
+	entry, hit := r.dedupe.begin(key, fp, p.start)
 	if hit != dedupeMiss {
-		return p.known(entry, hit, joined)
+		return p.known(entry, hit)
 	}
 	emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: inv.CapabilityID, ConsumerID: p.consumer.ID})
 
@@ -156,44 +151,14 @@ func (p *pipeline) invoke() Result {
 	if p.devDefect {
 		cache = false
 	}
-	// The handler's return is the settlement time when no policy wrapped
-	// it (what follows is the runtime's own work): one clock read fewer.
-	end := p.returned
-	if end.IsZero() || p.pol != nil {
-		end = r.now()
-	}
+	end := r.now()
 	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
 	p.settledAt(res, end, p.level != AuditNone || p.phase2Failed)
 	return res.clone()
 }
 
-// recycle returns p to the registry's pool when nothing can reach it any
-// more. What a handler may keep (its Call and context) lives in
-// handlerState, which is never reused. A pipeline is kept out of the pool
-// when its handler may still run (IsolateHandlers) or when it went through
-// policies, whose Next closures user code could call late.
-func (p *pipeline) recycle() {
-	if p.r.isolate || p.pol != nil {
-		return
-	}
-	r := p.r
-	keep := p.keep
-	*p = pipeline{}
-	if cap(keep.canon) <= maxKeptInput && cap(keep.fp) <= maxKeptInput {
-		p.keep = keep
-	} else {
-		p.keep.lane = keep.lane
-	}
-	r.pipes.Put(p)
-}
-
-// maxKeptInput bounds the input buffer a pooled pipeline keeps.
-const maxKeptInput = 4 << 10
-
-// pipeKeep is what a pipeline keeps when it is reused: buffers, and the
-// key of the last consumer it served.
+// pipeKeep holds the buffers of one pipeline.
 type pipeKeep struct {
-	lane    uint32            // its audit lane modulo maxMemLanes: the registry's next when made (pools are per processor), moved off a busy one; 0 until made
 	canon   []byte            // canonical input
 	fp      []byte            // the request text the fingerprint hashes
 	scratch canonical.Scratch // canonicalization's working buffers
@@ -214,20 +179,20 @@ func (k *pipeKeep) key(c Consumer) string {
 // known answers a call whose key the dedupe cache knows: it joins the
 // call in flight, replays the cached result or fails INVOCATION_CONFLICT.
 // (Its own function keeps the common path's stack frame small.)
-func (p *pipeline) known(entry *dedupeEntry, hit dedupeHit, joined <-chan struct{}) Result {
+func (p *pipeline) known(entry *dedupeEntry, hit dedupeHit) Result {
 	r := p.r
 	switch hit {
 	case dedupeJoin:
 		select {
-		case <-joined:
+		case <-entry.done:
 			return entry.result.clone()
 		case <-p.ctx.Done():
 			return p.result(NewError(Cancelled, "", nil))
-		case <-r.closing():
+		case <-r.closingCh:
 			return p.result(NewError(Cancelled, "The surface was closed.", nil).withRetry(RetryNo))
 		}
 	case dedupeReplay:
-		return p.replay.clone()
+		return entry.result.clone()
 	}
 	emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: p.inv.CapabilityID, ConsumerID: p.consumer.ID})
 	res := p.result(NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
@@ -279,17 +244,14 @@ type pipeline struct {
 	consumed     bool
 	admitted     bool // holds an admission slot
 	queueWait    time.Duration
-	waited       bool      // queued for admission
-	returned     time.Time // when an inline handler returned (real clock only)
+	waited       bool // queued for admission
 	queued       bool
 	execution    time.Duration
 	executed     bool
 	pol          *policyState  // set when the capability has policies
 	exec         execution     // phase 9
-	ms           [3]int64      // the settled record's durations, when the sinks copy them
 	budget       time.Duration // the execution's timeout
 	hs           *handlerState // from authorization on
-	replay       Result        // a cached result being replayed
 	keep         pipeKeep      // kept across reuse
 	devDefect    bool
 }
@@ -316,7 +278,7 @@ func (p *pipeline) result(e *Error) Result {
 		res.Status, res.Error = StatusError, e
 	}
 	v := p.r.version.Load()
-	res.SurfaceVersion = p.r.versionString(v)
+	res.SurfaceVersion = strconv.FormatUint(v, 10)
 	res.SurfaceChanged = v != p.startVersion
 	return res
 }
@@ -332,10 +294,7 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	if !audit {
 		return
 	}
-	ms := &p.ms // the record points here: the sinks copy what it points to
-	if !r.sinksCopy {
-		ms = new([3]int64) // another sink may keep the pointers
-	}
+	ms := new([3]int64)
 	ms[0] = d.Milliseconds()
 	ev := AuditEvent{
 		Type: AuditInvocationSettled, At: end, CapabilityID: p.inv.CapabilityID, InvocationID: p.id,
@@ -355,7 +314,7 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	if p.level == AuditFull {
 		ev.Payload = r.payload(p.inv.CapabilityID, JSONText(p.effInput), res.Output)
 	}
-	p.keep.lane = r.auditLane(&ev, p.keep.lane)
+	r.audit(ev)
 }
 
 // payload builds a full-level audit payload: redacted, then capped.
@@ -424,8 +383,8 @@ func (p *pipeline) run() Result {
 // records and the policy contexts, which are large, off the stack frames
 // of the common path.)
 func (p *pipeline) auditStarted() {
-	p.keep.lane = p.r.auditLane(&AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
-		RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey}, p.keep.lane)
+	p.r.audit(AuditEvent{Type: AuditInvocationStarted, At: p.start, CapabilityID: p.inv.CapabilityID,
+		RegistrationID: p.reg.id, InvocationID: p.id, ConsumerID: p.consumerKey})
 }
 
 // authorize runs phase 4 for a capability with policies: discovery again,
@@ -827,14 +786,7 @@ func (p *pipeline) output(d *capDef, out any) (JSONText, *Error) {
 	if d.output == nil {
 		return "", nil
 	}
-	buf := p.r.outBufs.Get().(*[]byte)
-	b, err := marshalOutput((*buf)[:0], out)
-	defer func() {
-		if cap(b) <= maxPooledOutput { // keep no outsized buffer alive
-			*buf = b[:0]
-			p.r.outBufs.Put(buf)
-		}
-	}()
+	b, err := marshalOutput(nil, out)
 	if err != nil {
 		p.outputDefect(err)
 		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
@@ -864,9 +816,6 @@ func (p *pipeline) output(d *capDef, out any) (JSONText, *Error) {
 	return JSONText(b), nil
 }
 
-// maxPooledOutput is the largest output buffer kept for reuse.
-const maxPooledOutput = 64 << 10
-
 // marshalOutput appends the JSON encoding of a handler's output to dst,
 // with segmentio's encoder in encoding/json's configuration (HTML escaped,
 // map keys sorted): the same bytes json.Marshal produces, at about half
@@ -893,25 +842,23 @@ func (p *pipeline) resolve() *Error {
 	if !ok {
 		return NewError(CapabilityNotFound, "", nil)
 	}
-	lane := p.keep.lane // the processor's: readers there share a slot
-	waited := r.mu.RLock(lane)
-	defer r.mu.RUnlock(lane, waited)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var buf [4]*registration
 	cands := buf[:0]
 	var idx [4]int
 	idxs := idx[:0]
 	if id.Plane == ViewPlane {
-		g := r.byType[id.Type]
+		instances := r.byType[id.Type]
 		switch {
-		case g == nil:
 		case inv.InstanceID != "": // at most one live instance has the id
-			if reg := g.instance(inv.InstanceID); reg != nil {
+			if reg := instances[inv.InstanceID]; reg != nil {
 				if i := reg.capIndex(id.Name); i >= 0 {
 					cands, idxs = append(cands, reg), append(idxs, i)
 				}
 			}
 		default:
-			for _, reg := range g.regs {
+			for _, reg := range instances {
 				if i := reg.capIndex(id.Name); i >= 0 {
 					cands, idxs = append(cands, reg), append(idxs, i)
 				}
@@ -948,7 +895,7 @@ func (p *pipeline) resolve() *Error {
 	p.st = r.stateLocked(p.reg)
 	// The version gate: a stale hint only stops dangerous procedures.
 	if e := p.reg.caps[p.capIdx].def.effect; inv.SurfaceVersion != "" && (e == Destructive || e == ExternalSideEffect) &&
-		inv.SurfaceVersion != r.versionString(r.version.Load()) {
+		inv.SurfaceVersion != r.Version() {
 		return NewError(StaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
 	}
 	return nil
@@ -986,7 +933,7 @@ func sortCandidates(cands []*registration, idxs []int) ([]*registration, []int) 
 // notLive is the failure of a call whose registration id names none of
 // the live candidates: replaced, unmounted, reloaded or unknown.
 func (r *Registry) notLive(inv *Invocation, cands []*registration) *Error {
-	_, tomb := r.tombs.byRegistration(inv.RegistrationID, r.now())
+	tomb := r.tombs.byRegistration(inv.RegistrationID, r.now())
 	switch {
 	case tomb && len(cands) > 0:
 		return NewError(StaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": cands[0].id})
@@ -1022,7 +969,7 @@ func (r *Registry) noneOrMany(inv *Invocation, cands []*registration, idxs []int
 
 // procIndex returns the index of the procedure reference with path, or -1.
 func (reg *registration) procIndex(path string) int {
-	for i := int(reg.nView); i < len(reg.caps); i++ {
+	for i := reg.nView; i < len(reg.caps); i++ {
 		if reg.caps[i].name == path {
 			return i
 		}
@@ -1032,7 +979,7 @@ func (reg *registration) procIndex(path string) int {
 
 // capIndex returns the index of the named capability, or -1.
 func (reg *registration) capIndex(name string) int {
-	for i := range int(reg.nView) {
+	for i := range reg.nView {
 		if reg.caps[i].name == name {
 			return i
 		}

@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -9,7 +10,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,11 +110,7 @@ type Options struct {
 	// an action holds its queue slot until then.
 	IsolateHandlers bool
 	// Now is the registry's clock, used for every timestamp, TTL check and
-	// duration, and by policies (PolicyContext.Now). Default: the system
-	// clock, read as time.Now reads it but with one clock read instead of
-	// two (the wall reading is an anchor at most 100 ms old plus the
-	// monotonic time since, so a step of the wall clock shows in
-	// timestamps within 100 ms; durations are exact).
+	// duration, and by policies (PolicyContext.Now). Default time.Now.
 	// Timers (invocation timeouts, confirmation expiry) run on the runtime
 	// clock; run tests of them under testing/synctest, which virtualizes
 	// both.
@@ -174,15 +170,15 @@ type Registry struct {
 	route      func() *Route
 	limits     Limits
 	log        *slog.Logger
-	userNow    func() time.Time // Options.Now; nil for the real clock
-	realClock  bool             // userNow is nil: now reads clock
+	clock      func() time.Time // Options.Now, else time.Now
 	isolate    bool             // Options.IsolateHandlers
-	sinksCopy  bool             // sink and console keep no pointer of a record
-	clock      wallClock
 	surfaceID  string
 	sink       AuditSink
 	console    AuditSink // development only: audit on stderr
 	redact     func(string, AuditPayload) AuditPayload
+	fpSeed     maphash.Seed  // request fingerprints
+	idKey      uint64        // mixes the random part of registration ids
+	closingCh  chan struct{} // closed by Close: queued invocations give up
 
 	// executor performs procedure calls; replaced, never mutated.
 	executor atomic.Pointer[executorBox]
@@ -191,35 +187,26 @@ type Registry struct {
 	// listeners is replaced, never mutated (copy on write).
 	listeners atomic.Pointer[[]*listener]
 
-	mu  readLock   // invocations only read-lock it, to resolve
-	mem MemorySink // the default sink
-	obs obsPool    // observation admission
+	counter    atomic.Uint64 // registration ids; rejected handles take one too
+	version    atomic.Uint64 // written under mu, read anywhere
+	closedFlag atomic.Bool   // Close has begun (a check without the lock)
 
-	closed      bool
-	scPending   bool          // queue holds a SurfaceChanged placeholder
-	draining    bool          // some goroutine is delivering the queue
-	version     atomic.Uint64 // written under mu, read anywhere
-	verText     atomic.Pointer[versionText]
-	fpSeed      maphash.Seed               // request fingerprints
-	pipes       sync.Pool                  // *pipeline, reused when nothing can reach them
-	outBufs     sync.Pool                  // *[]byte buffers for encoding outputs
-	counter     atomic.Uint64              // registration ids; rejected handles take one too
-	lanes       atomic.Uint32              // pipelines made: each takes the next audit lane
-	idKey       uint64                     // mixes the random part of registration ids
-	entries     entryOrder                 // active registrations in snapshot order
-	byType      map[string]*typeGroup      // active registrations per type; some groups may be empty
-	emptyGroups int                        // groups in byType without registrations
-	lastGroup   *typeGroup                 // the group groupLocked found last (registrations often come in runs of one type), or nil
-	byProc      map[string][]*registration // active registrations per procedure path
-	tombs       tombstones
-	closingCh   chan struct{}   // closed by Close: queued invocations give up; made on first use
-	closedFlag  atomic.Bool     // Close has begun (a lock-free check)
-	execWG      sync.WaitGroup  // isolated handlers and deadline watches: goroutines of our own
-	unmounting  []chan struct{} // registrations gone with inline handlers still running
-	dedupe      dedupeCache     // idempotency keys (own lock)
-	confirm     Confirmations   // confirmation store (own lock)
-	queue       []Event         // undelivered events, in mutation order
-	ctxWG       sync.WaitGroup  // RegisterContext unregistrations and confirmation expiries in progress
+	mu         sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
+	closed     bool                                // Close has begun
+	entries    []*registration                     // active registrations in snapshot order
+	byType     map[string]map[string]*registration // active registrations by type, then instance id
+	byProc     map[string][]*registration          // active registrations per procedure path
+	tombs      tombstones
+	unmounting []chan struct{} // registrations gone with inline handlers still running
+	queue      []Event         // undelivered events, in mutation order
+	scPending  bool            // queue holds a SurfaceChanged placeholder
+	draining   bool            // some goroutine is delivering the queue
+
+	obs     obsPool        // observation admission (own lock)
+	dedupe  *dedupeCache   // idempotency keys (own lock)
+	confirm Confirmations  // confirmation store (own lock)
+	execWG  sync.WaitGroup // isolated handlers: goroutines of our own
+	ctxWG   sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
 }
 
 // discardLogger is the logger of registries given none. It is never
@@ -251,37 +238,29 @@ type Availability struct {
 // registration is one live (or dead) component registration. Its
 // structural fields are frozen at Register.
 type registration struct {
-	id          string // a prefix of ids
-	ids         string // the registration id, then the view capability ids
+	id          string
 	typ         string
 	instance    string
 	description string
 	ext         *regExtras // never nil; &noExtras when nothing is set
 	priority    int
 	caps        []regCap // observations, actions (each by name), then procedure references
-	nObs        int32
-	nView       int32     // observations and actions
-	capsBuf     [2]regCap // backing of caps for small components
+	nObs        int      // observations
+	nView       int      // observations and actions
 
 	h Handle // the one handle of this registration
 
-	// Guarded by xmu, taken after Registry.mu when both are held (with
-	// gone, below).
+	// Guarded by xmu, taken after Registry.mu when both are held.
 	xmu      sync.Mutex
+	gone     bool          // unregistered or closed: no handler may start
 	inflight []*execution  // running handlers
 	drained  chan struct{} // made once gone with handlers running; closed when the last returns
 
-	// Guarded by Registry.mu (with typeIdx and status, below).
+	// Guarded by Registry.mu.
+	status  Status
 	st      *regState  // current state; replaced, never mutated
-	actions queueGroup // the instance's action slot and queue
-	group   *typeGroup // its type's group while active
+	actions queueGroup // the instance's action slot and queue (own lock)
 	stopCtx func() bool
-
-	// Small fields last, in one word: a registration fits a smaller
-	// allocation size class.
-	typeIdx int32  // position in group.regs; Registry.mu
-	status  Status // Registry.mu
-	gone    bool   // unregistered or closed: no handler may start; xmu
 }
 
 // regExtras holds the parts of a registration that components seldom
@@ -327,7 +306,7 @@ func New(opts *Options) *Registry {
 		o = *opts
 	}
 	r := &Registry{
-		env:        o.Environment,
+		env:        cmp.Or(o.Environment, Production),
 		hostCtx:    o.Context,
 		onRegister: o.OnRegister,
 		policies:   slices.Clone(o.Policies),
@@ -337,45 +316,33 @@ func New(opts *Options) *Registry {
 		route:      o.Route,
 		limits:     o.Limits.withDefaults(),
 		log:        o.Logger,
-		userNow:    o.Now,
+		clock:      o.Now,
 		isolate:    o.IsolateHandlers,
 		surfaceID:  newSurfaceID(),
 		fpSeed:     maphash.MakeSeed(),
 		idKey:      rand.Uint64(),
 		sink:       o.Audit,
+		closingCh:  make(chan struct{}),
 	}
-	if r.sink == nil {
-		r.mem.capacity = defaultMemoryCapacity
-		r.sink = &r.mem
-	}
-	r.confirm.r = r
-	r.dedupe.init(r.limits.DedupeCacheSize)
-	r.outBufs.New = func() any { b := make([]byte, 0, 512); return &b }
-	r.pipes.New = func() any { return new(pipeline) }
-	if r.env == Development {
-		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
-	}
-	switch r.sink.(type) {
-	case *MemorySink, *SlogSink: // they copy a record's values before Record returns
-		r.sinksCopy = true
-	}
-	if r.env == "" {
-		r.env = Production
+	if r.clock == nil {
+		r.clock = time.Now
 	}
 	if r.log == nil {
 		r.log = discardLogger
 	}
-	r.realClock = r.userNow == nil
+	if r.sink == nil {
+		r.sink = NewMemorySink(defaultMemoryCapacity)
+	}
+	if r.env == Development {
+		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
+	}
+	r.confirm.r = r
+	r.dedupe = newDedupeCache(r.limits.DedupeCacheSize)
 	return r
 }
 
 // now reads the registry's clock.
-func (r *Registry) now() time.Time {
-	if r.realClock {
-		return r.clock.now()
-	}
-	return r.userNow()
-}
+func (r *Registry) now() time.Time { return r.clock() }
 
 // SurfaceID identifies this registry ("srf_" + 22 base62 characters); a
 // new registry (a page reload) has a new one.
@@ -383,24 +350,7 @@ func (r *Registry) SurfaceID() string { return r.surfaceID }
 
 // Version is the current surface version, a decimal string starting at
 // "0". Compare versions for equality only.
-func (r *Registry) Version() string { return r.versionString(r.version.Load()) }
-
-// versionText is a surface version and its decimal form.
-type versionText struct {
-	v uint64
-	s string
-}
-
-// versionString formats v, reusing the last formatting: every result
-// carries the version, which changes far less often than calls settle.
-func (r *Registry) versionString(v uint64) string {
-	if t := r.verText.Load(); t != nil && t.v == v {
-		return t.s
-	}
-	t := &versionText{v: v, s: strconv.FormatUint(v, 10)}
-	r.verText.Store(t)
-	return t.s
-}
+func (r *Registry) Version() string { return strconv.FormatUint(r.version.Load(), 10) }
 
 // Environment returns the registry's environment.
 func (r *Registry) Environment() Environment { return r.env }
@@ -463,8 +413,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
-	g := r.groupLocked(reg.typ)
-	old, h := g.lookup(reg.instance)
+	old := r.instanceLocked(reg.typ, reg.instance)
 	if old != nil {
 		if r.onDup == Reject {
 			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
@@ -478,7 +427,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		st = disabledState
 	}
 	reg.st = st
-	r.insertLocked(reg, g, h)
+	r.insertLocked(reg)
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
@@ -554,49 +503,6 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 	return reg.handle(r), nil
 }
 
-// groupLocked returns the group of a component type, making it if need
-// be. Emptied groups are kept for the type's next registration; making a
-// group sweeps them once they outnumber the others (plus a margin), so
-// they stay bounded.
-func (r *Registry) groupLocked(typ string) *typeGroup {
-	if g := r.lastGroup; g != nil && typ == g.typ { // usually the same bytes: a pointer compare
-		return g
-	}
-	g := r.byType[typ]
-	if g == nil {
-		if r.byType == nil {
-			r.byType = make(map[string]*typeGroup)
-		}
-		if r.emptyGroups > 64 && 2*r.emptyGroups > len(r.byType) {
-			maps.DeleteFunc(r.byType, func(_ string, g *typeGroup) bool { return len(g.regs) == 0 })
-			r.emptyGroups = 0
-		}
-		g = &typeGroup{typ: typ}
-		r.byType[typ] = g
-		r.emptyGroups++ // until insertLocked adds to it
-	}
-	r.lastGroup = g // stays in byType: only this function sweeps it, and Close clears it
-	return g
-}
-
-// insertLocked adds reg to the indexes; g is its type's group and h what
-// g.lookup returned for reg.instance.
-func (r *Registry) insertLocked(reg *registration, g *typeGroup, h uint64) {
-	r.entries.add(reg)
-	if len(g.regs) == 0 {
-		r.emptyGroups--
-	}
-	g.add(reg, h)
-	reg.group = g
-	for i := int(reg.nView); i < len(reg.caps); i++ {
-		if r.byProc == nil {
-			r.byProc = make(map[string][]*registration)
-		}
-		path := reg.caps[i].name
-		r.byProc[path] = append(r.byProc[path], reg)
-	}
-}
-
 func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 	reg.status = Unregistered
 	r.stopCtxLocked(reg)
@@ -612,30 +518,13 @@ func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 		})
 		r.unmounting = append(r.unmounting, ch)
 	}
-	r.entries.remove()
-	for i := int(reg.nView); i < len(reg.caps); i++ {
-		path := reg.caps[i].name
-		refs := slices.DeleteFunc(slices.Clone(r.byProc[path]), func(x *registration) bool { return x == reg })
-		if len(refs) == 0 {
-			delete(r.byProc, path)
-		} else {
-			r.byProc[path] = refs
-		}
-	}
-	g := reg.group
-	reg.group = nil
-	if g.remove(reg); len(g.regs) == 0 {
-		r.emptyGroups++
-	}
+	r.removeLocked(reg)
 	// Ids only: nothing executable outlives the registration.
-	ts := tombstone{regID: reg.id, typ: reg.typ, instance: reg.instance, ids: reg.ids}
-	if len(reg.caps) > int(reg.nView) {
-		ts.procIDs = make([]string, 0, len(reg.caps)-int(reg.nView))
-		for _, rc := range reg.caps[reg.nView:] {
-			ts.procIDs = append(ts.procIDs, rc.id)
-		}
+	ts := tombstone{regID: reg.id, capIDs: make([]string, len(reg.caps))}
+	for i := range reg.caps {
+		ts.capIDs[i] = reg.caps[i].id
 	}
-	r.tombs.add(ts, now, &r.limits)
+	r.tombs.add(ts, now, r.limits.TombstoneSize, r.limits.TombstoneTTL)
 	emitLocked(r, ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 }
@@ -838,11 +727,8 @@ func (r *Registry) Close() error {
 	}
 	r.closed = true
 	r.closedFlag.Store(true)
-	if r.closingCh == nil {
-		r.closingCh = make(chan struct{})
-	}
 	close(r.closingCh)
-	for _, reg := range r.entries.live() {
+	for _, reg := range r.entries {
 		reg.status = Unregistered
 		r.stopCtxLocked(reg)
 		if ch := r.abortInflightLocked(reg, true); ch != nil {
@@ -851,9 +737,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.entries.reset()
-	r.byType, r.byProc, r.emptyGroups, r.lastGroup = nil, nil, 0, nil
-	r.tombs = tombstones{}
+	r.entries, r.byType, r.byProc, r.tombs = nil, nil, nil, nil
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
 		r.scPending = false
@@ -865,132 +749,58 @@ func (r *Registry) Close() error {
 	for _, ch := range unmounting { // inline handlers, on their callers' goroutines
 		<-ch
 	}
-	r.execWG.Wait() // isolated handlers and deadline watches, on goroutines of their own
+	r.execWG.Wait() // isolated handlers, on goroutines of their own
 	return nil
 }
 
 // Done returns a channel that is closed when Close begins, for adapters
 // that hold per-registry resources.
-func (r *Registry) Done() <-chan struct{} { return r.closing() }
+func (r *Registry) Done() <-chan struct{} { return r.closingCh }
 
-// closing returns a channel closed by Close.
-func (r *Registry) closing() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closingLocked()
-}
-
-func (r *Registry) closingLocked() <-chan struct{} {
-	if r.closingCh == nil {
-		r.closingCh = make(chan struct{})
-	}
-	return r.closingCh
-}
-
-// tombstone remembers an unregistered registration: ids and when it was
-// unregistered, never anything executable.
+// tombstone remembers an unregistered registration: ids and when it
+// expires, never anything executable.
 type tombstone struct {
-	regID    string
-	typ      string
-	instance string
-	ids      string    // registration.ids: the view capability ids follow regID
-	procIDs  []string  // procedure reference ids
-	at       time.Time // when unregistered
+	regID   string
+	capIDs  []string
+	expires time.Time
 }
 
-// lists reports whether the tombstone's registration had the capability.
-// A view id is found in ids at an id boundary: ':' occurs in ids only in
-// the "view:" that starts each view id, so a match starts at a boundary,
-// and it ends at one when the text after it is empty or another id.
-func (ts *tombstone) lists(capID string) bool {
-	if !strings.HasPrefix(capID, "view:") {
-		return slices.Contains(ts.procIDs, capID)
+// tombstones remembers recent unregistrations, oldest first, bounded by
+// size and TTL (semantics §8.3). The TTL is constant, so they expire in
+// the order they were added.
+type tombstones []tombstone
+
+func (t *tombstones) add(ts tombstone, now time.Time, size int, ttl time.Duration) {
+	ts.expires = now.Add(ttl)
+	drop := 0
+	for drop < len(*t) && !(*t)[drop].expires.After(now) {
+		drop++
 	}
-	rest := ts.ids[len(ts.regID):]
-	for {
-		i := strings.Index(rest, capID)
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+len(capID):]
-		if rest == "" || strings.HasPrefix(rest, "view:") {
-			return true
-		}
+	if over := len(*t) - drop + 1 - size; over > 0 {
+		drop += over
 	}
+	*t = append(slices.Delete(*t, 0, min(drop, len(*t))), ts)
 }
 
-// tombstones is a FIFO ring bounded by size and TTL. Entries expire in
-// insertion order because the TTL is constant, so expiry only ever drops
-// the oldest.
-type tombstones struct {
-	ring    []tombstone
-	head, n int
-	ttl     time.Duration // Limits.TombstoneTTL, set by the first add
-}
-
-// live reports whether ts has not expired at now. (A subtraction of
-// monotonic readings, where a deadline would take a Time.Add per
-// tombstone.)
-func (t *tombstones) live(ts *tombstone, now time.Time) bool { return now.Sub(ts.at) < t.ttl }
-
-// at returns the i-th oldest tombstone, 0 ≤ i < len(t.ring). (A compare
-// instead of a modulo: a division by a variable is slow.)
-func (t *tombstones) at(i int) *tombstone {
-	if i += t.head; i >= len(t.ring) {
-		i -= len(t.ring)
-	}
-	return &t.ring[i]
-}
-
-func (t *tombstones) popOldest() {
-	t.ring[t.head] = tombstone{}
-	if t.head++; t.head == len(t.ring) {
-		t.head = 0
-	}
-	t.n--
-}
-
-func (t *tombstones) add(ts tombstone, now time.Time, lim *Limits) {
-	ts.at, t.ttl = now, lim.TombstoneTTL
-	for t.n > 0 && !t.live(t.at(0), now) {
-		t.popOldest()
-	}
-	for t.n > 0 && t.n >= lim.TombstoneSize {
-		t.popOldest()
-	}
-	if t.n == len(t.ring) { // grow (up to the size limit), oldest first
-		grown := make([]tombstone, min(max(8, 2*len(t.ring)), lim.TombstoneSize))
-		for i := range t.n {
-			grown[i] = *t.at(i)
-		}
-		t.ring, t.head = grown, 0
-	}
-	*t.at(t.n) = ts
-	t.n++
-}
-
-// byRegistration returns the live tombstone of a registration id.
-func (t *tombstones) byRegistration(regID string, now time.Time) (tombstone, bool) {
-	for i := t.n - 1; i >= 0; i-- {
-		if ts := t.at(i); ts.regID == regID && t.live(ts, now) {
-			return *ts, true
-		}
-	}
-	return tombstone{}, false
-}
-
-// listing reports whether a live tombstone lists the capability id.
-func (t *tombstones) listing(capID string, now time.Time) bool {
-	for i := t.n - 1; i >= 0; i-- {
-		if ts := t.at(i); t.live(ts, now) && ts.lists(capID) {
+// byRegistration reports whether a live tombstone remembers regID.
+func (t tombstones) byRegistration(regID string, now time.Time) bool {
+	for _, ts := range t {
+		if ts.regID == regID && ts.expires.After(now) {
 			return true
 		}
 	}
 	return false
 }
 
-// len returns the number of stored tombstones, expired ones included.
-func (t *tombstones) len() int { return t.n }
+// listing reports whether a live tombstone lists the capability id.
+func (t tombstones) listing(capID string, now time.Time) bool {
+	for _, ts := range t {
+		if ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
+			return true
+		}
+	}
+	return false
+}
 
 // freezeMeta encodes a meta record as canonical JSON within the byte limit.
 func freezeMeta(m map[string]any, field string, max int) (JSONText, *DefinitionError) {

@@ -109,7 +109,7 @@ func (c ComponentDescriptor) state(i int) capView {
 // Observations returns the listed observations, by name, as a fresh slice.
 func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 	out := make([]ObservationDescriptor, 0, c.reg.nObs)
-	for i := range int(c.reg.nObs) {
+	for i := range c.reg.nObs {
 		st := c.state(i)
 		if st.omitted {
 			continue
@@ -127,7 +127,7 @@ func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 // Actions returns the listed actions, by name, as a fresh slice.
 func (c ComponentDescriptor) Actions() []ActionDescriptor {
 	out := make([]ActionDescriptor, 0, c.reg.nView-c.reg.nObs)
-	for i := int(c.reg.nObs); i < int(c.reg.nView); i++ {
+	for i := c.reg.nObs; i < c.reg.nView; i++ {
 		st := c.state(i)
 		if st.omitted {
 			continue
@@ -252,10 +252,10 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// route provider) runs after.
 	r.mu.Lock()
 	version := r.version.Load()
-	live := r.entries.live()
+	live := r.entries
 	comps := make([]ComponentDescriptor, 0, len(live))
 	for _, reg := range live {
-		if int(reg.nView) < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
+		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
 			comps = append(comps, ComponentDescriptor{reg: reg, st: reg.st})
 		}
 	}
@@ -290,7 +290,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			avail, reason := false, ""
 			switch decision.verdict {
 			case hide:
-				if i < int(reg.nView) {
+				if i < reg.nView {
 					hidden++
 				}
 			case disable:
@@ -318,7 +318,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			continue // procedure-only: no component entry
 		case len(opts.Scope) > 0 && !inScope(reg.typ, opts.Scope):
 			continue // listed only for its procedures
-		case hidden > 0 && hidden == int(reg.nView):
+		case hidden > 0 && hidden == reg.nView:
 			continue // every capability is hidden: the component does not exist for this consumer
 		}
 		kept = append(kept, comps[k])
@@ -335,7 +335,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 // registration.
 func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDescriptor, scope []string) []ProcedureDescriptor {
 	reg := c.reg
-	for i := int(reg.nView); i < len(reg.caps); i++ {
+	for i := reg.nView; i < len(reg.caps); i++ {
 		st := c.state(i)
 		rc := &reg.caps[i]
 		b := rc.x.bound

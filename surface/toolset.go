@@ -293,7 +293,7 @@ func withStates(tools []Tool, snap Snapshot) bool {
 	k := 0
 	for _, c := range snap.Components {
 		reg := c.reg
-		for i := range int(reg.nView) {
+		for i := range reg.nView {
 			st := c.state(i)
 			if st.omitted {
 				continue
