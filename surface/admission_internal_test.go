@@ -119,8 +119,7 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 				k := rapid.IntRange(0, len(running)-1).Draw(rt, "running")
 				done := running[k]
 				running = slices.Delete(running, k, k+1)
-				p := &pipeline{r: r, admitted: true, consumerKey: done.consumer}
-				p.release(obs)
+				r.release(&attempt{cap: &regCap{def: obs}, admitted: true, consumerKey: done.consumer})
 				want := model.release(done.consumer)
 				got := -1
 				for i, q := range queued {

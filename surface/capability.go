@@ -5,13 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unsafe"
-
-	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/agentsurface/agentsurface/internal/schema"
 )
@@ -161,8 +156,6 @@ type Capability struct{ def *capDef }
 type capDef struct {
 	kind         capKind
 	description  string
-	descLen      int  // UTF-16 length of description
-	descBlank    bool // description is empty or whitespace
 	effect       Effect
 	idempotent   bool
 	reversible   bool
@@ -176,8 +169,6 @@ type capDef struct {
 	meta         map[string]any
 	policies     []Policy
 	timeout      time.Duration
-	passed       atomic.Pointer[checkedLimits] // the limits check last passed under
-	named        atomic.Pointer[string]        // the first name it was registered under (a valid one)
 
 	when     func() bool
 	reason   string
@@ -270,23 +261,13 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 		d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
 		d.outputTyped = def.OutputSchema == nil
 	}
-	// The untyped input is a *In (a pointer fits an interface without
-	// another allocation); nil means the zero In. The validated input is
-	// decoded with segmentio's encoding/json, a drop-in reimplementation
-	// (the MCP SDK's own JSON) that decodes the same values several times
-	// faster; its error texts differ, and they never reach the agent.
-	// Top-level slice fields get the capacity of their arrays first: the
-	// decoder appends into it instead of starting at ten elements.
-	presizer := schema.NewPresizer(inType)
+	// The untyped input is a *In; nil means the zero In.
 	d.decode = func(raw []byte) (any, error) {
 		if inType == noneType {
 			return nil, nil
 		}
 		in := new(In)
-		if presizer != nil {
-			presizer.Presize(raw, unsafe.Pointer(in))
-		}
-		return in, fastjson.Unmarshal(raw, in)
+		return in, json.Unmarshal(raw, in)
 	}
 	typed := func(in any) In {
 		if p, ok := in.(*In); ok {
@@ -319,15 +300,7 @@ func newCapDef(kind capKind, description string, meta map[string]any, policies [
 		kind: kind, description: description, meta: meta, policies: slices.Clone(policies),
 		timeout: timeout, when: when, reason: reason, reasonFn: reasonFn,
 	}
-	d.measureDescription()
 	return d
-}
-
-// measureDescription records what check needs to know about the
-// description, once per capability instead of once per registration.
-func (d *capDef) measureDescription() {
-	d.descBlank = strings.TrimSpace(d.description) == ""
-	d.descLen = jsLen(d.description)
 }
 
 // check reports a structural defect of the capability under the
@@ -348,48 +321,18 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 	if d.kind != want {
 		return at(defErr(InvalidDefinition, "", "a "+d.kind.String()+" listed among "+want.String()+"s"))
 	}
-	// The rest depends only on the definition and these limits: a
-	// definition registered again under the same limits passed already.
-	checked := checkedLimits{lim.MaxCapabilityDescription, lim.MaxSchemaBytes, lim.MaxSchemaDepth}
-	if p := d.passed.Load(); p != nil && *p == checked {
-		return nil
-	}
 	if e := d.checkLimits(lim); e != nil {
 		return at(e)
 	}
-	d.passed.Store(new(checked)) // a copy: checked itself stays on the stack
 	return nil
 }
-
-// validName reports whether name is a valid capability name. A definition
-// is usually registered under one name, in many components: it remembers
-// the first valid one, which it then knows without a scan. d may be nil.
-func (d *capDef) validName(name string) bool {
-	if d != nil {
-		if p := d.named.Load(); p != nil && *p == name { // usually the same bytes: a pointer compare
-			return true
-		}
-	}
-	if !ValidCapabilityName(name) {
-		return false
-	}
-	if d != nil && d.named.Load() == nil {
-		p := new(string)
-		*p = name
-		d.named.CompareAndSwap(nil, p)
-	}
-	return true
-}
-
-// checkedLimits are the limits a definition's check depends on.
-type checkedLimits struct{ description, schemaBytes, schemaDepth int }
 
 // checkLimits is check's part that depends on the limits.
 func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	if d.bad != nil {
 		return d.bad
 	}
-	if e := describeProblem(d.descBlank, d.descLen, lim.MaxCapabilityDescription); e != nil {
+	if e := checkDescription(d.description, lim.MaxCapabilityDescription); e != nil {
 		return e
 	}
 	if d.kind == kindProcedure && !d.effect.IsServer() {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // Component is the definition of anything with a lifecycle that exposes
@@ -63,34 +62,10 @@ type Component struct {
 
 // checkDescription reports a missing or over-long description.
 func checkDescription(s string, max int) *DefinitionError {
-	n := len(s) // never fewer UTF-8 bytes than UTF-16 units: count those only when over
-	if n > max {
-		n = jsLen(s)
-	}
-	return describeProblem(isBlank(s), n, max)
-}
-
-// isBlank reports whether s is empty or white space, as
-// strings.TrimSpace(s) == "" does, deciding at the first byte for the
-// usual text.
-func isBlank(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == ' ', c >= '\t' && c <= '\r':
-		case c < utf8.RuneSelf:
-			return false
-		default:
-			return strings.TrimSpace(s[i:]) == ""
-		}
-	}
-	return true
-}
-
-func describeProblem(blank bool, n, max int) *DefinitionError {
-	if blank {
+	if strings.TrimSpace(s) == "" {
 		return defErr(InvalidDefinition, "description", "a non-empty description is required")
 	}
-	if n > max {
+	if n := jsLen(s); n > max {
 		return defErr(LimitExceeded, "description", fmt.Sprintf("description is %d characters, more than the limit of %d", n, max))
 	}
 	return nil
@@ -113,79 +88,54 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if e := checkDescription(c.Description, lim.MaxComponentDescription); e != nil {
 		return nil, e
 	}
-	var ext regExtras
-	if p := c.Parent; p != nil {
-		ext.parent = *p
-		if ext.parent.InstanceID == "" {
-			ext.parent.InstanceID = DefaultInstanceID
-		}
-		if !ValidComponentType(ext.parent.Type) || !ValidInstanceID(ext.parent.InstanceID) {
-			return nil, defErr(InvalidDefinition, "parent", "parent needs a valid component type and instance id")
-		}
-	}
-	var e *DefinitionError
-	if ext.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
-		return nil, e
-	}
 	reg := &registration{
 		typ:         c.Type,
 		instance:    instance,
 		description: c.Description,
 		priority:    c.Priority,
-		ext:         &noExtras,
+		internal:    maps.Clone(c.Internal),
 	}
-	if c.Parent != nil || ext.meta != "" || c.Internal != nil {
-		ext.internal = maps.Clone(c.Internal)
-		ext.metaMap = thawMeta(ext.meta)
-		reg.ext = new(ext) // a copy: ext itself stays on the stack
+	if p := c.Parent; p != nil {
+		reg.parent = *p
+		if reg.parent.InstanceID == "" {
+			reg.parent.InstanceID = DefaultInstanceID
+		}
+		if !ValidComponentType(reg.parent.Type) || !ValidInstanceID(reg.parent.InstanceID) {
+			return nil, defErr(InvalidDefinition, "parent", "parent needs a valid component type and instance id")
+		}
 	}
+	var e *DefinitionError
+	if reg.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
+		return nil, e
+	}
+	reg.metaMap = thawMeta(reg.meta)
 
-	var buf [8]namedCap // both lists, for the usual small components
-	obs := sortedCaps(c.Observations, buf[:0])
-	acts := sortedCaps(c.Actions, obs[len(obs):len(obs)])
-	reg.caps = make([]regCap, 0, len(obs)+len(acts)+len(c.Procedures))
-	add := func(group string, nc namedCap, kind capKind) *DefinitionError {
-		name, d := nc.name, nc.c.def
-		if !d.validName(name) {
-			return defErr(InvalidID, group+"."+name, "capability name must match ^[a-z][A-Za-z0-9]*$")
-		}
-		id := ViewID(reg.typ, name)
-		if len(id) > MaxIDLength {
-			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", id, MaxIDLength))
-		}
-		if e := d.check(group, name, kind, lim); e != nil {
-			return e
-		}
-		if len(d.meta) == 0 {
-			reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, x: &noCapExtras})
-			return nil
-		}
-		meta, e := freezeMeta(d.meta, group+"."+name+".meta", lim.MaxMetaBytes)
-		if e != nil {
-			return e
-		}
-		reg.caps = append(reg.caps, regCap{id: id, name: name, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta)}})
-		return nil
-	}
-	j := 0 // both lists are sorted: walk acts alongside to find a shared name
-	for _, nc := range obs {
-		for j < len(acts) && acts[j].name < nc.name {
-			j++
-		}
-		if j < len(acts) && acts[j].name == nc.name {
-			return nil, defErr(DuplicateCapability, "actions."+nc.name, "the name is used by both an observation and an action")
-		}
-		if e := add("observations", nc, kindObservation); e != nil {
-			return nil, e
-		}
+	// Observations, then actions, each by name; procedures follow.
+	reg.caps = make([]regCap, 0, len(c.Observations)+len(c.Actions)+len(c.Procedures))
+	for name, cp := range c.Observations {
+		reg.caps = append(reg.caps, regCap{name: name, def: cp.def})
 	}
 	reg.nObs = len(reg.caps)
-	for _, nc := range acts {
-		if e := add("actions", nc, kindAction); e != nil {
+	for name, cp := range c.Actions {
+		reg.caps = append(reg.caps, regCap{name: name, def: cp.def})
+	}
+	reg.nView = len(reg.caps)
+	byName := func(a, b regCap) int { return strings.Compare(a.name, b.name) }
+	slices.SortFunc(reg.caps[:reg.nObs], byName)
+	slices.SortFunc(reg.caps[reg.nObs:], byName)
+	for i := range reg.caps {
+		rc := &reg.caps[i]
+		group, kind := "actions", kindAction
+		if i < reg.nObs {
+			group, kind = "observations", kindObservation
+			if _, dup := c.Actions[rc.name]; dup {
+				return nil, defErr(DuplicateCapability, "actions."+rc.name, "the name is used by both an observation and an action")
+			}
+		}
+		if e := r.checkViewCap(reg, rc, group, kind); e != nil {
 			return nil, e
 		}
 	}
-	reg.nView = len(reg.caps)
 	if e := r.addProcedures(reg, c.Procedures); e != nil {
 		return nil, e
 	}
@@ -194,6 +144,31 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 		return nil, e
 	}
 	return reg, nil
+}
+
+// checkViewCap validates an observation or action of reg and freezes its
+// id and meta.
+func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kind capKind) *DefinitionError {
+	lim := &r.limits
+	if !ValidCapabilityName(rc.name) {
+		return defErr(InvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
+	}
+	rc.id = ViewID(reg.typ, rc.name)
+	if len(rc.id) > MaxIDLength {
+		return defErr(InvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", rc.id, MaxIDLength))
+	}
+	d := rc.def
+	if e := d.check(group, rc.name, kind, lim); e != nil {
+		return e
+	}
+	if len(d.meta) > 0 {
+		var e *DefinitionError
+		if rc.meta, e = freezeMeta(d.meta, group+"."+rc.name+".meta", lim.MaxMetaBytes); e != nil {
+			return e
+		}
+		rc.metaMap = thawMeta(rc.meta)
+	}
+	return nil
 }
 
 // addProcedures validates and binds the component's procedure references.
@@ -220,19 +195,16 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 				return defErr(DuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
 			}
 		}
-		var meta JSONText
-		if len(d.meta) > 0 {
-			var e *DefinitionError
-			if meta, e = freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes); e != nil {
-				return e
-			}
+		meta, e := freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes)
+		if e != nil {
+			return e
 		}
 		b, e := bindProcedure(d, Parent{Type: reg.typ, InstanceID: reg.instance}, field, &r.limits, r.log)
 		if e != nil {
 			return e
 		}
 		id := "domain:" + path
-		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta), bound: b}})
+		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
 	}
 	return nil
 }
@@ -260,30 +232,6 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 		r.audit(AuditEvent{Type: AuditCollisionSuspected, CapabilityID: rc.id})
 	}
 	return nil
-}
-
-// namedCap is a capability with its name in the component's map.
-type namedCap struct {
-	name string
-	c    Capability
-}
-
-// sortedCaps appends the entries of m to buf, sorted by name.
-func sortedCaps(m map[string]Capability, buf []namedCap) []namedCap {
-	if len(m) == 0 {
-		return buf
-	}
-	n := len(buf) + len(m)
-	for k, c := range m {
-		buf = append(buf, namedCap{k, c})
-		if len(buf) == n { // all in: skip the iterator's search for more
-			break
-		}
-	}
-	if len(buf) > 1 {
-		slices.SortFunc(buf, func(a, b namedCap) int { return strings.Compare(a.name, b.name) })
-	}
-	return buf
 }
 
 // thawMeta decodes a frozen meta record into a private map for policies.

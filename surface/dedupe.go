@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"container/list"
 	"sync"
 	"time"
 )
@@ -34,8 +33,43 @@ type dedupeEntry struct {
 	result      Result
 	terminal    bool
 	expires     time.Time
-	inOrder     *list.Element // in dedupeCache.order
-	inExpiry    *list.Element // in dedupeCache.expiry, once terminal
+	order       links // in dedupeCache.order
+	expiry      links // in dedupeCache.expiry, once terminal
+}
+
+// links place an entry in one of the cache's lists.
+type links struct{ prev, next *dedupeEntry }
+
+// entryList is a doubly linked list of entries threaded through one of
+// their links.
+type entryList struct {
+	head, tail *dedupeEntry
+	links      func(*dedupeEntry) *links
+}
+
+func (l *entryList) pushBack(e *dedupeEntry) {
+	l.links(e).prev = l.tail
+	if l.tail != nil {
+		l.links(l.tail).next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+}
+
+func (l *entryList) remove(e *dedupeEntry) {
+	k := l.links(e)
+	if k.prev != nil {
+		l.links(k.prev).next = k.next
+	} else {
+		l.head = k.next
+	}
+	if k.next != nil {
+		l.links(k.next).prev = k.prev
+	} else {
+		l.tail = k.prev
+	}
+	*k = links{}
 }
 
 // dedupeCache maps consumer + invocation id to requests, bounded by size
@@ -49,12 +83,17 @@ type dedupeCache struct {
 	mu      sync.Mutex
 	size    int
 	entries map[dedupeKey]*dedupeEntry
-	order   list.List // every entry, oldest first
-	expiry  list.List // terminal entries, soonest to expire first
+	order   entryList // every entry, oldest first
+	expiry  entryList // terminal entries, soonest to expire first
 }
 
 func newDedupeCache(size int) *dedupeCache {
-	return &dedupeCache{size: size, entries: make(map[dedupeKey]*dedupeEntry)}
+	return &dedupeCache{
+		size:    size,
+		entries: make(map[dedupeKey]*dedupeEntry),
+		order:   entryList{links: func(e *dedupeEntry) *links { return &e.order }},
+		expiry:  entryList{links: func(e *dedupeEntry) *links { return &e.expiry }},
+	}
 }
 
 // begin prunes expired entries, evicts the oldest while over size
@@ -67,15 +106,11 @@ func newDedupeCache(size int) *dedupeCache {
 func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEntry, dedupeHit) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for f := c.expiry.Front(); f != nil && !f.Value.(*dedupeEntry).expires.After(now); f = c.expiry.Front() {
-		c.remove(f.Value.(*dedupeEntry))
+	for e := c.expiry.head; e != nil && !e.expires.After(now); e = c.expiry.head {
+		c.remove(e)
 	}
-	for c.order.Len() > c.size {
-		oldest := c.order.Front().Value.(*dedupeEntry)
-		if !oldest.terminal {
-			break
-		}
-		c.remove(oldest)
+	for len(c.entries) > c.size && c.order.head.terminal {
+		c.remove(c.order.head)
 	}
 	if e := c.entries[key]; e != nil {
 		switch {
@@ -87,7 +122,7 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEnt
 		return e, dedupeJoin
 	}
 	e := &dedupeEntry{key: key, fingerprint: fp, done: make(chan struct{})}
-	e.inOrder = c.order.PushBack(e)
+	c.order.pushBack(e)
 	c.entries[key] = e
 	return e, dedupeMiss
 }
@@ -105,15 +140,15 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 		return
 	}
 	e.terminal, e.expires = true, now.Add(ttl)
-	e.inExpiry = c.expiry.PushBack(e)
+	c.expiry.pushBack(e)
 }
 
 // remove drops e from the cache.
 func (c *dedupeCache) remove(e *dedupeEntry) {
 	delete(c.entries, e.key)
-	c.order.Remove(e.inOrder)
-	if e.inExpiry != nil {
-		c.expiry.Remove(e.inExpiry)
+	c.order.remove(e)
+	if e.terminal {
+		c.expiry.remove(e)
 	}
 }
 

@@ -3,11 +3,13 @@ package surface
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // The registry's indexes of live registrations, guarded by Registry.mu:
-// entries in snapshot order, byType by type and instance id, byProc by
-// procedure path.
+// byType by type and instance id, byProc by procedure path, and ordered,
+// the live registrations in snapshot order, made again when a snapshot
+// finds it out of date.
 
 // entryCmp orders registrations by priority desc, type asc, instance asc.
 // Live registrations never compare equal.
@@ -30,10 +32,23 @@ func (r *Registry) instanceLocked(typ, instance string) *registration {
 	return r.byType[typ][instance]
 }
 
+// orderedLocked returns the live registrations in snapshot order. The
+// slice is shared: callers must not change it.
+func (r *Registry) orderedLocked() []*registration {
+	if r.ordered == nil {
+		for _, instances := range r.byType {
+			for _, reg := range instances {
+				r.ordered = append(r.ordered, reg)
+			}
+		}
+		slices.SortFunc(r.ordered, entryCmp)
+	}
+	return r.ordered
+}
+
 // insertLocked adds a registration that just went live to the indexes.
 func (r *Registry) insertLocked(reg *registration) {
-	i, _ := slices.BinarySearchFunc(r.entries, reg, entryCmp)
-	r.entries = slices.Insert(r.entries, i, reg)
+	r.ordered = nil
 	if r.byType == nil {
 		r.byType = make(map[string]map[string]*registration)
 	}
@@ -54,9 +69,7 @@ func (r *Registry) insertLocked(reg *registration) {
 // removeLocked removes a registration that is going away from the
 // indexes.
 func (r *Registry) removeLocked(reg *registration) {
-	if i, found := slices.BinarySearchFunc(r.entries, reg, entryCmp); found {
-		r.entries = slices.Delete(r.entries, i, i+1)
-	}
+	r.ordered = nil
 	if instances := r.byType[reg.typ]; instances != nil {
 		delete(instances, reg.instance)
 		if len(instances) == 0 {
@@ -71,4 +84,47 @@ func (r *Registry) removeLocked(reg *registration) {
 			r.byProc[rc.name] = refs
 		}
 	}
+}
+
+// tombstone remembers an unregistered registration: ids and when it
+// expires, never anything executable.
+type tombstone struct {
+	regID   string
+	capIDs  []string
+	expires time.Time
+}
+
+// tombstones remembers recent unregistrations, oldest first, bounded by
+// size and TTL (semantics §8.3). The TTL is constant, so they expire in
+// the order they were added.
+type tombstones []tombstone
+
+func (t *tombstones) add(ts tombstone, now time.Time, size int, ttl time.Duration) {
+	ts.expires = now.Add(ttl)
+	live := *t
+	for len(live) > 0 && (!live[0].expires.After(now) || len(live) >= size) {
+		live[0] = tombstone{}
+		live = live[1:] // append moves the rest when it grows the array
+	}
+	*t = append(live, ts)
+}
+
+// byRegistration reports whether a live tombstone remembers regID.
+func (t tombstones) byRegistration(regID string, now time.Time) bool {
+	for _, ts := range t {
+		if ts.regID == regID && ts.expires.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// listing reports whether a live tombstone lists the capability id.
+func (t tombstones) listing(capID string, now time.Time) bool {
+	for _, ts := range t {
+		if ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
+			return true
+		}
+	}
+	return false
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -193,7 +192,7 @@ type Registry struct {
 
 	mu         sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
 	closed     bool                                // Close has begun
-	entries    []*registration                     // active registrations in snapshot order
+	ordered    []*registration                     // active registrations in snapshot order; nil when out of date
 	byType     map[string]map[string]*registration // active registrations by type, then instance id
 	byProc     map[string][]*registration          // active registrations per procedure path
 	tombs      tombstones
@@ -213,28 +212,6 @@ type Registry struct {
 // written: a *slog.Logger is safe to share.
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// regState is the mutable part of a registration. It is immutable once
-// stored: a change stores a new one, so snapshots may keep the old one.
-type regState struct {
-	disabled  bool
-	overrides map[string]Availability
-}
-
-// Shared states of registrations without overrides.
-var (
-	enabledState  = &regState{}
-	disabledState = &regState{disabled: true}
-)
-
-// Availability is a pushed availability override for one capability.
-type Availability struct {
-	// Available false makes the capability unavailable; true stops an
-	// earlier override from blocking.
-	Available bool
-	// Reason is shown to the agent when unavailable. Default "unavailable".
-	Reason string
-}
-
 // registration is one live (or dead) component registration. Its
 // structural fields are frozen at Register.
 type registration struct {
@@ -242,7 +219,10 @@ type registration struct {
 	typ         string
 	instance    string
 	description string
-	ext         *regExtras // never nil; &noExtras when nothing is set
+	parent      Parent         // zero when none
+	meta        JSONText       // agent-visible, frozen
+	metaMap     map[string]any // meta decoded for policies; nil when none
+	internal    map[string]any // for policies, never serialized
 	priority    int
 	caps        []regCap // observations, actions (each by name), then procedure references
 	nObs        int      // observations
@@ -263,41 +243,19 @@ type registration struct {
 	stopCtx func() bool
 }
 
-// regExtras holds the parts of a registration that components seldom
-// set, allocated only when one is.
-type regExtras struct {
-	parent   Parent
-	meta     JSONText
-	metaMap  map[string]any // decoded meta for policies; nil when none
-	internal map[string]any
-}
-
-// noExtras is the shared extras of registrations that set none; never
-// written.
-var noExtras regExtras
-
 type regCap struct {
 	id         string
 	name       string
 	def        *capDef
-	chain      []Policy   // registry ++ component ++ guard ++ capability
-	x          *capExtras // never nil; &noCapExtras when there is neither meta nor a binding
-	discovers  bool       // some policy in chain has a Discover hook
-	authorizes bool       // … an Authorize hook
-	invokes    bool       // … an Invoke hook or a confirmation escalation
-	whenOff    bool       // Refresh last announced When false; guarded by Registry.mu
+	chain      []Policy       // registry ++ component ++ guard ++ capability
+	meta       JSONText       // agent-visible, frozen
+	metaMap    map[string]any // meta decoded for policies; nil when none
+	bound      *binding       // procedure references only
+	discovers  bool           // some policy in chain has a Discover hook
+	authorizes bool           // … an Authorize hook
+	invokes    bool           // … an Invoke hook or a confirmation escalation
+	whenOff    bool           // Refresh last announced When false; guarded by Registry.mu
 }
-
-// capExtras holds the parts of a capability that are seldom set.
-type capExtras struct {
-	meta    JSONText
-	metaMap map[string]any // decoded meta for policies; nil when none
-	bound   *binding       // procedure references only
-}
-
-// noCapExtras is the shared extras of capabilities without meta or a
-// binding; never written.
-var noCapExtras capExtras
 
 // New returns a registry. A nil opts means all defaults.
 func New(opts *Options) *Registry {
@@ -357,28 +315,6 @@ func (r *Registry) Environment() Environment { return r.env }
 
 // Limits returns the registry's limits with defaults filled in.
 func (r *Registry) Limits() Limits { return r.limits }
-
-// Handle controls one registration. Its methods are safe for concurrent
-// use; after the registration is gone they do nothing.
-type Handle struct {
-	r   *Registry
-	reg *registration
-}
-
-func (reg *registration) handle(r *Registry) *Handle {
-	reg.h = Handle{r: r, reg: reg}
-	return &reg.h
-}
-
-// ID returns the registration id ("reg_…"), also for rejected handles.
-func (h *Handle) ID() string { return h.reg.id }
-
-// Status reports whether the registration is live.
-func (h *Handle) Status() Status {
-	h.r.mu.Lock()
-	defer h.r.mu.Unlock()
-	return h.reg.status
-}
 
 // Register validates c and makes its capabilities live at once.
 //
@@ -544,172 +480,6 @@ func (r *Registry) bumpLocked() {
 	emitLocked(r, SurfaceChanged{})
 }
 
-// Unregister removes the registration: its capabilities disappear from
-// later snapshots and a tombstone remembers its id for a while, so late
-// calls get COMPONENT_UNMOUNTED. Unregistering twice does nothing.
-func (h *Handle) Unregister() {
-	r := h.r
-	r.mu.Lock()
-	if h.reg.status != Active || r.closed {
-		r.mu.Unlock()
-		return
-	}
-	now := r.now()
-	r.unregisterLocked(h.reg, now)
-	r.unlockAndDrain()
-	r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: h.reg.id, At: now})
-}
-
-// Invalidate bumps the surface version without changing anything, so
-// consumers re-discover. It does nothing on a dead handle.
-func (h *Handle) Invalidate() {
-	r := h.r
-	r.mu.Lock()
-	if h.reg.status != Active || r.closed {
-		r.mu.Unlock()
-		h.warnDead("Invalidate")
-		return
-	}
-	r.bumpLocked()
-	r.unlockAndDrain()
-}
-
-func (h *Handle) warnDead(op string) {
-	if h.r.env.IsDev() {
-		h.r.log.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
-	}
-}
-
-// Update pushes dynamic state: the disabled flag and per-capability
-// availability overrides. Only these are updatable; anything structural
-// needs a new registration. A call that changes something bumps the
-// surface version once; each new or different override emits
-// availability-changed. Overrides are keyed by capability name (or full
-// capability id) and cannot be removed: set Available true to stop one
-// from blocking.
-type Update struct {
-	// Disabled, when non-nil, sets the component's disabled flag: a
-	// disabled component's capabilities are visible but unavailable
-	// ("component-disabled").
-	Disabled *bool
-	// Availability sets overrides by capability name.
-	Availability map[string]Availability
-}
-
-// Update applies u. It does nothing on a dead handle.
-func (h *Handle) Update(u Update) {
-	r := h.r
-	r.mu.Lock()
-	if h.reg.status != Active || r.closed {
-		r.mu.Unlock()
-		h.warnDead("Update")
-		return
-	}
-	old := h.reg.st
-	st := &regState{disabled: old.disabled, overrides: old.overrides}
-	changed, cloned := false, false
-	if u.Disabled != nil && *u.Disabled != old.disabled {
-		st.disabled = *u.Disabled
-		changed = true
-	}
-	for _, key := range slices.Sorted(maps.Keys(u.Availability)) {
-		a := u.Availability[key]
-		if prev, ok := old.overrides[key]; ok && prev == a {
-			continue
-		}
-		if !cloned { // published states are immutable
-			st.overrides = make(map[string]Availability, len(old.overrides)+len(u.Availability))
-			maps.Copy(st.overrides, old.overrides)
-			cloned = true
-		}
-		st.overrides[key] = a
-		changed = true
-		emitLocked(r, AvailabilityChanged{RegistrationID: h.reg.id, CapabilityID: h.reg.capabilityID(key), Available: a.Available})
-	}
-	if changed {
-		h.reg.st = st
-		r.bumpLocked()
-	}
-	r.unlockAndDrain()
-}
-
-// capabilityID resolves an override key (a name or a full id) to a
-// capability id, else returns the key.
-func (reg *registration) capabilityID(key string) string {
-	for i := range reg.caps {
-		if reg.caps[i].name == key || reg.caps[i].id == key {
-			return reg.caps[i].id
-		}
-	}
-	return key
-}
-
-// override returns the override that applies to capability c, if any.
-func (st *regState) override(c *regCap) (Availability, bool) {
-	if a, ok := st.overrides[c.name]; ok {
-		return a, true
-	}
-	a, ok := st.overrides[c.id]
-	return a, ok
-}
-
-// Refresh re-evaluates the When predicates of the registration's
-// capabilities and pushes what changed since the last Refresh (the first
-// Refresh compares against "available"): one availability-changed event per
-// flipped capability and, if anything flipped, one version bump. Go apps
-// have no render loop, so call Refresh when the state behind a When
-// changes; event-driven adapters (MCP tools/list_changed) then see it.
-func (h *Handle) Refresh() {
-	r, reg := h.r, h.reg
-	if len(reg.caps) == 0 {
-		return
-	}
-	now := make([]bool, len(reg.caps))
-	for i := range reg.caps {
-		now[i], _ = evalWhen(reg.caps[i].def, r.log) // user code: outside the lock
-	}
-	r.mu.Lock()
-	if reg.status != Active || r.closed {
-		r.mu.Unlock()
-		h.warnDead("Refresh")
-		return
-	}
-	st := reg.st
-	changed := false
-	for k := range reg.caps {
-		before := !reg.caps[k].whenOff
-		if now[k] == before {
-			continue
-		}
-		reg.caps[k].whenOff = !now[k]
-		changed = true
-		avail := now[k] && !st.disabled
-		if a, ok := st.override(&reg.caps[k]); ok && !a.Available {
-			avail = false
-		}
-		emitLocked(r, AvailabilityChanged{RegistrationID: reg.id, CapabilityID: reg.caps[k].id, Available: avail})
-	}
-	if changed {
-		r.bumpLocked()
-	}
-	r.unlockAndDrain()
-}
-
-// evalWhen runs a capability's When predicate. It returns whether the
-// capability is available by When, and whether When panicked.
-func evalWhen(d *capDef, log *slog.Logger) (ok, panicked bool) {
-	if d.when == nil {
-		return true, false
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			log.Warn("surface: When panicked; the capability counts as unavailable", "panic", fmt.Sprint(p))
-			ok, panicked = false, true
-		}
-	}()
-	return d.when(), false
-}
-
 // Close tears the registry down: in-flight and queued invocations settle
 // CANCELLED (retry no) and their handler contexts are cancelled; every
 // registration is dropped (no tombstones, no unregister events, no version
@@ -728,7 +498,7 @@ func (r *Registry) Close() error {
 	r.closed = true
 	r.closedFlag.Store(true)
 	close(r.closingCh)
-	for _, reg := range r.entries {
+	for _, reg := range r.orderedLocked() {
 		reg.status = Unregistered
 		r.stopCtxLocked(reg)
 		if ch := r.abortInflightLocked(reg, true); ch != nil {
@@ -737,7 +507,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.entries, r.byType, r.byProc, r.tombs = nil, nil, nil, nil
+	r.ordered, r.byType, r.byProc, r.tombs = nil, nil, nil, nil
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
 		r.scPending = false
@@ -756,51 +526,6 @@ func (r *Registry) Close() error {
 // Done returns a channel that is closed when Close begins, for adapters
 // that hold per-registry resources.
 func (r *Registry) Done() <-chan struct{} { return r.closingCh }
-
-// tombstone remembers an unregistered registration: ids and when it
-// expires, never anything executable.
-type tombstone struct {
-	regID   string
-	capIDs  []string
-	expires time.Time
-}
-
-// tombstones remembers recent unregistrations, oldest first, bounded by
-// size and TTL (semantics §8.3). The TTL is constant, so they expire in
-// the order they were added.
-type tombstones []tombstone
-
-func (t *tombstones) add(ts tombstone, now time.Time, size int, ttl time.Duration) {
-	ts.expires = now.Add(ttl)
-	drop := 0
-	for drop < len(*t) && !(*t)[drop].expires.After(now) {
-		drop++
-	}
-	if over := len(*t) - drop + 1 - size; over > 0 {
-		drop += over
-	}
-	*t = append(slices.Delete(*t, 0, min(drop, len(*t))), ts)
-}
-
-// byRegistration reports whether a live tombstone remembers regID.
-func (t tombstones) byRegistration(regID string, now time.Time) bool {
-	for _, ts := range t {
-		if ts.regID == regID && ts.expires.After(now) {
-			return true
-		}
-	}
-	return false
-}
-
-// listing reports whether a live tombstone lists the capability id.
-func (t tombstones) listing(capID string, now time.Time) bool {
-	for _, ts := range t {
-		if ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
-			return true
-		}
-	}
-	return false
-}
 
 // freezeMeta encodes a meta record as canonical JSON within the byte limit.
 func freezeMeta(m map[string]any, field string, max int) (JSONText, *DefinitionError) {

@@ -92,11 +92,11 @@ func (c ComponentDescriptor) Description() string { return c.reg.description }
 
 // Parent returns the containment link, if the component declared one.
 func (c ComponentDescriptor) Parent() (Parent, bool) {
-	return c.reg.ext.parent, c.reg.ext.parent != Parent{}
+	return c.reg.parent, c.reg.parent != Parent{}
 }
 
 // Meta returns the agent-visible metadata record, or "" if none.
-func (c ComponentDescriptor) Meta() JSONText { return c.reg.ext.meta }
+func (c ComponentDescriptor) Meta() JSONText { return c.reg.meta }
 
 // state returns the snapshot state of capability i.
 func (c ComponentDescriptor) state(i int) capView {
@@ -118,7 +118,7 @@ func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 		out = append(out, ObservationDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
 			OutputSchema: JSONText(rc.def.output.JSON()),
-			Available:    st.available, UnavailableReason: st.reason, Meta: rc.x.meta,
+			Available:    st.available, UnavailableReason: st.reason, Meta: rc.meta,
 		})
 	}
 	return out
@@ -138,7 +138,7 @@ func (c ComponentDescriptor) Actions() []ActionDescriptor {
 			CapabilityID: rc.id, Name: rc.name, Description: d.description,
 			InputSchema: JSONText(d.input.JSON()), Effect: d.effect,
 			Idempotent: d.idempotent, Reversible: d.reversible, Confirmation: d.confirmation,
-			Available: st.available, UnavailableReason: st.reason, Meta: rc.x.meta,
+			Available: st.available, UnavailableReason: st.reason, Meta: rc.meta,
 		}
 		if d.output != nil {
 			ad.OutputSchema = JSONText(d.output.JSON())
@@ -163,7 +163,7 @@ func (c ComponentDescriptor) MarshalJSON() ([]byte, error) {
 		Meta           JSONText                `json:"meta,omitempty"`
 		Observations   []ObservationDescriptor `json:"observations"`
 		Actions        []ActionDescriptor      `json:"actions"`
-	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.ext.meta, c.Observations(), c.Actions()})
+	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.meta, c.Observations(), c.Actions()})
 }
 
 // ObservationDescriptor describes one observation.
@@ -252,7 +252,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// route provider) runs after.
 	r.mu.Lock()
 	version := r.version.Load()
-	live := r.entries
+	live := r.orderedLocked()
 	comps := make([]ComponentDescriptor, 0, len(live))
 	for _, reg := range live {
 		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
@@ -267,9 +267,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		CapturedAt:     r.now(),
 		Procedures:     []ProcedureDescriptor{},
 	}
-	if r.route != nil {
-		snap.Route = r.route()
-	}
+	snap.Route = r.currentRoute()
 	consumer := opts.Consumer.normalized()
 	var pc *PolicyContext // built on the first capability with discovery policies
 	kept := comps[:0]
@@ -338,7 +336,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 	for i := reg.nView; i < len(reg.caps); i++ {
 		st := c.state(i)
 		rc := &reg.caps[i]
-		b := rc.x.bound
+		b := rc.bound
 		if st.omitted {
 			continue
 		}
@@ -357,7 +355,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 			Effect:         d.effect, Confirmation: d.confirmation,
 			Available: st.available, UnavailableReason: st.reason,
 			BoundFields:    slices.Clone(b.fields),
-			RegistrationID: reg.id, Meta: rc.x.meta,
+			RegistrationID: reg.id, Meta: rc.meta,
 		}
 		if pd.BoundFields == nil {
 			pd.BoundFields = []BoundField{}
@@ -372,6 +370,20 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 		out = append(out, pd)
 	}
 	return out
+}
+
+// currentRoute asks the route provider, if any; a panic gives no route.
+func (r *Registry) currentRoute() (route *Route) {
+	if r.route == nil {
+		return nil
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.log.Error("surface: route provider panicked", "panic", fmt.Sprint(rec))
+			route = nil
+		}
+	}()
+	return r.route()
 }
 
 // contextualNote reads a procedure's live note; a panic or "" gives none.
@@ -398,9 +410,9 @@ func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.Kind = rc.def.kindName()
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id
-	pc.ComponentMeta = reg.ext.metaMap
-	pc.CapabilityMeta = rc.x.metaMap
-	pc.Internal = reg.ext.internal
+	pc.ComponentMeta = reg.metaMap
+	pc.CapabilityMeta = rc.metaMap
+	pc.Internal = reg.internal
 }
 
 // availability computes a capability's availability (spec 03
