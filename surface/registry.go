@@ -183,8 +183,10 @@ type Registry struct {
 	executor atomic.Pointer[executorBox]
 	suffix   SuffixPolicy
 
-	// listeners is replaced, never mutated (copy on write).
+	// listeners is replaced, never mutated (copy on write), under evMu;
+	// wanted is the union of the event kinds they want.
 	listeners atomic.Pointer[[]*listener]
+	wanted    atomic.Uint32
 
 	counter    atomic.Uint64 // registration ids; rejected handles take one too
 	version    atomic.Uint64 // written under mu, read anywhere
@@ -197,9 +199,16 @@ type Registry struct {
 	byProc     map[string][]*registration          // active registrations per procedure path
 	tombs      tombstones
 	unmounting []chan struct{} // registrations gone with inline handlers still running
-	queue      []Event         // undelivered events, in mutation order
-	scPending  bool            // queue holds a SurfaceChanged placeholder
-	draining   bool            // some goroutine is delivering the queue
+	pending    []Event         // events of the mutation in progress
+
+	evMu      sync.Mutex // guards the fields below; taken after mu when both are held
+	queue     []Event    // undelivered events, in emission order
+	scPending bool       // queue holds a SurfaceChanged placeholder
+	draining  bool       // some goroutine is delivering the queue
+	batches   int        // open Batch calls: delivery waits
+	// queuedVersion is the version after the last mutation whose events
+	// were queued: what a surface-changed delivered now carries.
+	queuedVersion uint64
 
 	obs     obsPool        // observation admission (own lock)
 	dedupe  *dedupeCache   // idempotency keys (own lock)
@@ -508,13 +517,18 @@ func (r *Registry) Close() error {
 	unmounting := r.unmounting
 	r.unmounting = nil
 	r.ordered, r.byType, r.byProc, r.tombs = nil, nil, nil, nil
+	r.pending = slices.DeleteFunc(r.pending, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
+	r.evMu.Lock()
 	if r.scPending { // no surface-changed after Close
 		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
 		r.scPending = false
 	}
+	r.evMu.Unlock()
 	r.unlockAndDrain()
 	r.confirm.closeAll() // pending confirmations expire; their events still go out
-	r.listeners.Store(nil)
+	r.evMu.Lock()
+	r.setListenersLocked(nil)
+	r.evMu.Unlock()
 	r.ctxWG.Wait()
 	for _, ch := range unmounting { // inline handlers, on their callers' goroutines
 		<-ch

@@ -160,11 +160,7 @@ func NewToolset(reg *Registry, opts ToolsetOptions) (*Toolset, error) {
 	ts := &Toolset{r: reg, opts: opts, confirm: mode}
 	ts.ctx, ts.stop = context.WithCancel(context.Background())
 	if opts.Mode == Direct {
-		ts.unsub = reg.Subscribe(func(e Event) {
-			if _, ok := e.(SurfaceChanged); ok {
-				ts.refresh()
-			}
-		})
+		ts.unsub = reg.SubscribeTo(func(Event) { ts.refresh() }, SurfaceChanged{})
 	}
 	return ts, nil
 }
