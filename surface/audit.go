@@ -98,7 +98,7 @@ const defaultMemoryCapacity = 1000
 type MemorySink struct {
 	mu       sync.Mutex
 	capacity int         // fixed by the first Record
-	ring     []memRecord // grows to capacity, then wraps
+	ring     []memRecord // made on the first record; fills to capacity, then wraps
 	next     int         // where the next record goes once the ring is full: its oldest
 }
 
@@ -128,6 +128,9 @@ func (s *MemorySink) Record(e AuditEvent) {
 	defer s.mu.Unlock()
 	if s.capacity <= 0 {
 		s.capacity = defaultMemoryCapacity
+	}
+	if s.ring == nil {
+		s.ring = make([]memRecord, 0, s.capacity)
 	}
 	if len(s.ring) < s.capacity {
 		s.ring = append(s.ring, rec)

@@ -29,7 +29,7 @@ type dedupeKey struct {
 type dedupeEntry struct {
 	key         dedupeKey
 	fingerprint uint64
-	done        chan struct{} // closed when the entry settles; joiners wait on it
+	done        chan struct{} // closed when the entry settles, then dropped; joiners got it from begin
 	result      Result
 	terminal    bool
 	expires     time.Time
@@ -101,9 +101,9 @@ func newDedupeCache(size int) *dedupeCache {
 // the request as in flight before any pipeline work is observable. As in
 // semantics §6, eviction comes before the new key is added, so the cache
 // may hold size + 1 entries until the next begin. On a join or a replay it
-// returns the entry found: a joiner waits for its done channel, then reads
-// its result.
-func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEntry, dedupeHit) {
+// returns the entry found; a joiner also gets the channel closed when the
+// entry settles, after which it may read the entry's result.
+func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for e := c.expiry.head; e != nil && !e.expires.After(now); e = c.expiry.head {
@@ -115,16 +115,16 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEnt
 	if e := c.entries[key]; e != nil {
 		switch {
 		case e.fingerprint != fp:
-			return nil, dedupeConflict
+			return nil, dedupeConflict, nil
 		case e.terminal:
-			return e, dedupeReplay
+			return e, dedupeReplay, nil
 		}
-		return e, dedupeJoin
+		return e, dedupeJoin, e.done
 	}
 	e := &dedupeEntry{key: key, fingerprint: fp, done: make(chan struct{})}
 	c.order.pushBack(e)
 	c.entries[key] = e
-	return e, dedupeMiss
+	return e, dedupeMiss, nil
 }
 
 // finish stores the result of an entry in flight and wakes its joiners. A
@@ -135,6 +135,7 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	defer c.mu.Unlock()
 	e.result = res
 	close(e.done)
+	e.done = nil
 	if !cache {
 		c.remove(e)
 		return

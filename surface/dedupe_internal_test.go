@@ -74,7 +74,7 @@ func TestDedupeMatchesModel_AS_BOUND_002(t *testing.T) {
 				key := "k" + strconv.Itoa(rapid.IntRange(0, 3*size).Draw(rt, "key"))
 				fp := uint64(rapid.IntRange(1, 2).Draw(rt, "fp"))
 				dk := dedupeKey{kind: "test", consumer: "c", invocationID: key}
-				e, hit := c.begin(dk, fp, now)
+				e, hit, _ := c.begin(dk, fp, now)
 				if want := model.begin(key, fp, now); hit != want {
 					rt.Fatalf("step %d: begin %s (fp %d) = %d, model says %d", step, key, fp, hit, want)
 				}
@@ -113,7 +113,7 @@ func TestDedupeJoinRacesSettlement_AS_IDENT_001(t *testing.T) {
 		for round := range 400 {
 			id := "k" + strconv.Itoa(round)
 			dk := dedupeKey{kind: "test", consumer: "c", invocationID: id}
-			e, hit := c.begin(dk, 1, now)
+			e, hit, _ := c.begin(dk, 1, now)
 			if hit != dedupeMiss {
 				t.Fatalf("round %d: first begin = %d, want a miss", round, hit)
 			}
@@ -123,10 +123,10 @@ func TestDedupeJoinRacesSettlement_AS_IDENT_001(t *testing.T) {
 			got := make([]string, 8)
 			for j := range got {
 				wg.Go(func() {
-					je, hit := c.begin(dk, 1, now)
+					je, hit, done := c.begin(dk, 1, now)
 					switch hit {
 					case dedupeJoin:
-						<-je.done
+						<-done
 						got[j] = je.result.InvocationID
 					case dedupeReplay:
 						got[j] = je.result.InvocationID

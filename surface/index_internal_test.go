@@ -142,7 +142,7 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 			dk := dedupeKey{kind: "test", consumer: "c", invocationID: key}
 			switch op := rapid.IntRange(0, 5).Draw(rt, "op"); {
 			case op <= 2: // begin
-				e, hit := c.begin(dk, 7, now)
+				e, hit, done := c.begin(dk, 7, now)
 				// A begin evicts down to the size before it adds its key,
 				// stopping at an entry in flight (semantics §6).
 				if n := c.len(); n > size+1 && c.order.head.terminal {
@@ -156,7 +156,7 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 						rt.Fatalf("replay of %s got the result of %s", key, e.result.InvocationID)
 					}
 				case dedupeJoin:
-					joins = append(joins, join{e, e.done, key})
+					joins = append(joins, join{e, done, key})
 				default:
 					rt.Fatalf("unexpected hit %d", hit)
 				}

@@ -118,9 +118,9 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 
 	// Phase 1: identity. The request is recorded in flight before any
 	// later work can be observed; a known key joins, replays or conflicts.
-	entry, hit := r.dedupe.begin(a.key(), a.fingerprint(r.fpSeed), a.start)
+	entry, hit, settled := r.dedupe.begin(a.key(), a.fingerprint(r.fpSeed), a.start)
 	if hit != dedupeMiss {
-		return r.known(ctx, a, entry, hit)
+		return r.known(ctx, a, entry, hit, settled)
 	}
 	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: inv.CapabilityID, ConsumerID: a.consumer.ID})
 

@@ -136,11 +136,11 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 // known answers a call whose key the dedupe cache knows: it joins the
 // call in flight, replays the cached result, or fails INVOCATION_CONFLICT
 // (reported, never stored, revealing nothing of the other request).
-func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hit dedupeHit) Result {
+func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hit dedupeHit, settled <-chan struct{}) Result {
 	switch hit {
 	case dedupeJoin:
 		select {
-		case <-entry.done:
+		case <-settled:
 			return entry.result.clone()
 		case <-ctx.Done():
 			return a.result(r, NewError(Cancelled, "", nil))
