@@ -32,7 +32,7 @@ func (r *Registry) admit(ctx context.Context, a *attempt) *Error {
 	a.queued = true
 	var w *waiter
 	var e *Error
-	if kind == kindObservation {
+	if kind == KindObservation {
 		w, e = r.admitObservation(a.consumerKey)
 	} else {
 		w, e = r.admitGroup(a.group())
@@ -68,7 +68,7 @@ func (r *Registry) release(a *attempt) {
 		return
 	}
 	a.admitted = false
-	if a.cap.def.kind != kindObservation {
+	if a.cap.def.kind != KindObservation {
 		a.group().release()
 		return
 	}
@@ -166,8 +166,8 @@ func (r *Registry) admitObservation(key string) (*waiter, *Error) {
 
 // dropWaiter removes a waiter that gave up. It reports false if the
 // waiter was already admitted (and so holds a slot).
-func (r *Registry) dropWaiter(g *queueGroup, kind capKind, w *waiter) bool {
-	if kind == kindObservation {
+func (r *Registry) dropWaiter(g *queueGroup, kind Kind, w *waiter) bool {
+	if kind == KindObservation {
 		r.obs.mu.Lock()
 		defer r.obs.mu.Unlock()
 		i := slices.Index(r.obs.waiters, w)

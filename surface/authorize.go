@@ -59,7 +59,7 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt, next phases) 
 		return next(r, ctx, a)
 	}
 	value := a.value
-	if a.cap.def.kind == kindObservation {
+	if a.cap.def.kind == KindObservation {
 		value = map[string]any{}
 	}
 	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id, Input: value}
@@ -69,17 +69,11 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt, next phases) 
 
 // hostContext reads the host context once; a panicking provider gives an
 // empty context.
-func (r *Registry) hostContext() (host map[string]any) {
+func (r *Registry) hostContext() map[string]any {
 	if r.hostCtx == nil {
 		return nil
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.log.Error("surface: host context provider panicked", "panic", fmt.Sprint(rec))
-			host = map[string]any{}
-		}
-	}()
-	return r.hostCtx()
+	return guarded(r, "the host context provider", "", map[string]any{}, r.hostCtx)
 }
 
 // onion runs the hooks of chain selected by hook around inner, outermost
@@ -141,6 +135,19 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 		res.Status = StatusOK
 	}
 	return res
+}
+
+// guarded calls f, which is user code, and returns its result; if f
+// panics, the panic is logged (what panicked, for which capability) and
+// fallback is returned.
+func guarded[T any](r *Registry, what, capabilityID string, fallback T, f func() T) (v T) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.logPanic(what, capabilityID, rec)
+			v = fallback
+		}
+	}()
+	return f()
 }
 
 // logPanic logs a panic recovered from user code.

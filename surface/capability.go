@@ -120,33 +120,6 @@ type ActionDef[In, Out any] struct {
 	Timeout time.Duration
 }
 
-type capKind uint8
-
-const (
-	kindObservation capKind = iota + 1
-	kindAction
-)
-
-func (d *capDef) kindName() Kind {
-	switch d.kind {
-	case kindObservation:
-		return KindObservation
-	case kindProcedure:
-		return KindProcedure
-	}
-	return KindAction
-}
-
-func (k capKind) String() string {
-	switch k {
-	case kindObservation:
-		return "observation"
-	case kindProcedure:
-		return "procedure"
-	}
-	return "action"
-}
-
 // Capability is one observation or action, built by [Observation] or
 // [Action] and placed in a [Component]. It is immutable and may be shared
 // by several components. The zero Capability is invalid.
@@ -154,7 +127,7 @@ type Capability struct{ def *capDef }
 
 // capDef is the untyped form every typed definition compiles to.
 type capDef struct {
-	kind         capKind
+	kind         Kind
 	description  string
 	effect       Effect
 	idempotent   bool
@@ -221,7 +194,7 @@ func compileSchema(raw json.RawMessage, t reflect.Type, field string) (*schema.S
 // Observation builds a capability from an observation definition. Schema
 // problems are reported by [Registry.Register] as *DefinitionError.
 func Observation[Out any](def ObservationDef[Out]) Capability {
-	d := newCapDef(kindObservation, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d := newCapDef(KindObservation, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent, d.confirmation, d.audit = Read, true, ConfirmNever, AuditNone
 	outType := reflect.TypeFor[Out]()
 	switch {
@@ -242,7 +215,7 @@ func Observation[Out any](def ObservationDef[Out]) Capability {
 // Action builds a capability from an action definition. Schema and field
 // problems are reported by [Registry.Register] as *DefinitionError.
 func Action[In, Out any](def ActionDef[In, Out]) Capability {
-	d := newCapDef(kindAction, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d := newCapDef(KindAction, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent, d.reversible = def.Effect, def.Idempotent, !def.Irreversible
 	d.confirmation, d.audit = def.Confirmation.orDefault(), def.Audit
 	if d.audit == "" {
@@ -294,7 +267,7 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 }
 
 // newCapDef holds what every kind of capability definition has in common.
-func newCapDef(kind capKind, description string, meta map[string]any, policies []Policy, timeout time.Duration,
+func newCapDef(kind Kind, description string, meta map[string]any, policies []Policy, timeout time.Duration,
 	when func() bool, reason string, reasonFn func() string) *capDef {
 	d := &capDef{
 		kind: kind, description: description, meta: meta, policies: slices.Clone(policies),
@@ -306,7 +279,7 @@ func newCapDef(kind capKind, description string, meta map[string]any, policies [
 // check reports a structural defect of the capability under the
 // registry's limits. group and name place it in the component
 // ("actions", "selectRows").
-func (d *capDef) check(group, name string, want capKind, lim *Limits) *DefinitionError {
+func (d *capDef) check(group, name string, want Kind, lim *Limits) *DefinitionError {
 	at := func(e *DefinitionError) *DefinitionError {
 		c := *e
 		c.Field = group + "." + name
@@ -319,7 +292,7 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 		return at(defErr(InvalidDefinition, "", "not built by surface.Observation or surface.Action"))
 	}
 	if d.kind != want {
-		return at(defErr(InvalidDefinition, "", "a "+d.kind.String()+" listed among "+want.String()+"s"))
+		return at(defErr(InvalidDefinition, "", "a "+string(d.kind)+" listed among "+string(want)+"s"))
 	}
 	if e := d.checkLimits(lim); e != nil {
 		return at(e)
@@ -335,13 +308,13 @@ func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	if e := checkDescription(d.description, lim.MaxCapabilityDescription); e != nil {
 		return e
 	}
-	if d.kind == kindProcedure && !d.effect.IsServer() {
+	if d.kind == KindProcedure && !d.effect.IsServer() {
 		if d.effect.IsView() {
 			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects")
 		}
 		return defErr(InvalidDefinition, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive")
 	}
-	if d.kind == kindAction {
+	if d.kind == KindAction {
 		switch {
 		case d.effect.IsServer():
 			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation")

@@ -125,9 +125,9 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	slices.SortFunc(reg.caps[reg.nObs:], byName)
 	for i := range reg.caps {
 		rc := &reg.caps[i]
-		group, kind := "actions", kindAction
+		group, kind := "actions", KindAction
 		if i < reg.nObs {
-			group, kind = "observations", kindObservation
+			group, kind = "observations", KindObservation
 			if _, dup := c.Actions[rc.name]; dup {
 				return nil, defErr(DuplicateCapability, "actions."+rc.name, "the name is used by both an observation and an action")
 			}
@@ -148,7 +148,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 
 // checkViewCap validates an observation or action of reg and freezes its
 // id and meta.
-func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kind capKind) *DefinitionError {
+func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kind Kind) *DefinitionError {
 	lim := &r.limits
 	if !ValidCapabilityName(rc.name) {
 		return defErr(InvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
@@ -180,7 +180,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 	for i, pc := range procs {
 		field := "procedures." + strconv.Itoa(i)
 		d := pc.def
-		if e := d.check("procedures", strconv.Itoa(i), kindProcedure, &r.limits); e != nil {
+		if e := d.check("procedures", strconv.Itoa(i), KindProcedure, &r.limits); e != nil {
 			return e
 		}
 		path := d.proc.path

@@ -421,7 +421,7 @@ func confirmationDigest(surfaceID, regID, capID, consumerKey string, effect Effe
 // execution starts, and released if the call fails before.
 func (r *Registry) confirmationGate(a *attempt) *Error {
 	d := a.cap.def
-	if d.kind == kindObservation {
+	if d.kind == KindObservation {
 		return nil
 	}
 	level := d.confirmation
@@ -473,34 +473,24 @@ func confirmationRequired(v PendingConfirmation) *Error {
 
 // escalationActive evaluates a RequireConfirmation condition against the
 // effective input; one that panics counts as active (fail closed).
-func (r *Registry) escalationActive(a *attempt, esc *escalation) (active bool) {
+func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
 	if esc.when == nil {
 		return true
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("a confirmation condition", a.inv.CapabilityID, rec)
-			active = true
-		}
-	}()
-	return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id, Input: a.value})
+	return guarded(r, "a confirmation condition", a.inv.CapabilityID, true, func() bool {
+		return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id, Input: a.value})
+	})
 }
 
 // summary composes what the user is asked to approve: the composer's text
 // (the description if it panics), else the description and the effective
 // input.
-func (r *Registry) summary(a *attempt, composer func(any) string) (s string) {
+func (r *Registry) summary(a *attempt, composer func(any) string) string {
 	d := a.cap.def
 	if composer == nil {
 		return clip(d.description+" — input: "+string(a.effInput), maxMessage)
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("a confirmation summary", a.inv.CapabilityID, rec)
-			s = clip(d.description, maxMessage)
-		}
-	}()
-	return clip(composer(a.value), maxMessage)
+	return clip(guarded(r, "a confirmation summary", a.inv.CapabilityID, d.description, func() string { return composer(a.value) }), maxMessage)
 }
 
 // releaseEvidence gives back approved evidence reserved by a call that

@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -125,127 +124,127 @@ type CollisionSuspected struct {
 }
 
 // EventType implements Event.
-func (CollisionSuspected) EventType() string { return "collision-suspected" }
-
-func (CollisionSuspected) kind() eventKind { return kindCollisionSuspected }
-
-// MarshalJSON implements json.Marshaler.
-func (e CollisionSuspected) MarshalJSON() ([]byte, error) {
-	type plain CollisionSuspected
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// EventType implements Event.
-func (ConfirmationRequested) EventType() string { return "confirmation-requested" }
-
-// EventType implements Event.
-func (ConfirmationResolved) EventType() string { return "confirmation-resolved" }
-
-func (ConfirmationRequested) kind() eventKind { return kindConfirmationRequested }
-func (ConfirmationResolved) kind() eventKind  { return kindConfirmationResolved }
-
-// MarshalJSON implements json.Marshaler.
-func (e ConfirmationRequested) MarshalJSON() ([]byte, error) {
-	type plain ConfirmationRequested
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ConfirmationResolved) MarshalJSON() ([]byte, error) {
-	type plain ConfirmationResolved
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// EventType implements Event.
-func (InvocationStarted) EventType() string { return "invocation-started" }
-
-// EventType implements Event.
-func (InvocationSettled) EventType() string { return "invocation-settled" }
-
-func (InvocationStarted) kind() eventKind { return kindInvocationStarted }
-func (InvocationSettled) kind() eventKind { return kindInvocationSettled }
-
-// MarshalJSON implements json.Marshaler.
-func (e InvocationStarted) MarshalJSON() ([]byte, error) {
-	type plain InvocationStarted
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e InvocationSettled) MarshalJSON() ([]byte, error) {
-	type plain InvocationSettled
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// EventType implements Event.
 func (SurfaceChanged) EventType() string { return "surface-changed" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e SurfaceChanged) MarshalJSON() ([]byte, error) {
+	type plain SurfaceChanged
+	return marshalEvent(e, plain(e))
+}
+
+func (SurfaceChanged) kind() eventKind { return kindSurfaceChanged }
 
 // EventType implements Event.
 func (ComponentRegistered) EventType() string { return "component-registered" }
 
+// MarshalJSON encodes the event with its "type" first.
+func (e ComponentRegistered) MarshalJSON() ([]byte, error) {
+	type plain ComponentRegistered
+	return marshalEvent(e, plain(e))
+}
+
+func (ComponentRegistered) kind() eventKind { return kindComponentRegistered }
+
 // EventType implements Event.
 func (ComponentUnregistered) EventType() string { return "component-unregistered" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e ComponentUnregistered) MarshalJSON() ([]byte, error) {
+	type plain ComponentUnregistered
+	return marshalEvent(e, plain(e))
+}
+
+func (ComponentUnregistered) kind() eventKind { return kindComponentUnregistered }
 
 // EventType implements Event.
 func (ComponentRejected) EventType() string { return "component-rejected" }
 
+// MarshalJSON encodes the event with its "type" first.
+func (e ComponentRejected) MarshalJSON() ([]byte, error) {
+	type plain ComponentRejected
+	return marshalEvent(e, plain(e))
+}
+
+func (ComponentRejected) kind() eventKind { return kindComponentRejected }
+
 // EventType implements Event.
 func (AvailabilityChanged) EventType() string { return "availability-changed" }
 
-func (SurfaceChanged) kind() eventKind        { return kindSurfaceChanged }
-func (ComponentRegistered) kind() eventKind   { return kindComponentRegistered }
-func (ComponentUnregistered) kind() eventKind { return kindComponentUnregistered }
-func (ComponentRejected) kind() eventKind     { return kindComponentRejected }
-func (AvailabilityChanged) kind() eventKind   { return kindAvailabilityChanged }
-
-// MarshalJSON implements json.Marshaler.
-func (e SurfaceChanged) MarshalJSON() ([]byte, error) {
-	type plain SurfaceChanged
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ComponentRegistered) MarshalJSON() ([]byte, error) {
-	type plain ComponentRegistered
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ComponentUnregistered) MarshalJSON() ([]byte, error) {
-	type plain ComponentUnregistered
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ComponentRejected) MarshalJSON() ([]byte, error) {
-	type plain ComponentRejected
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
+// MarshalJSON encodes the event with its "type" first.
 func (e AvailabilityChanged) MarshalJSON() ([]byte, error) {
 	type plain AvailabilityChanged
-	return marshalEvent(e.EventType(), plain(e))
+	return marshalEvent(e, plain(e))
 }
 
-// marshalEvent encodes fields (a struct without methods) with a leading
-// "type" member.
-func marshalEvent(typ string, fields any) ([]byte, error) {
+func (AvailabilityChanged) kind() eventKind { return kindAvailabilityChanged }
+
+// EventType implements Event.
+func (CollisionSuspected) EventType() string { return "collision-suspected" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e CollisionSuspected) MarshalJSON() ([]byte, error) {
+	type plain CollisionSuspected
+	return marshalEvent(e, plain(e))
+}
+
+func (CollisionSuspected) kind() eventKind { return kindCollisionSuspected }
+
+// EventType implements Event.
+func (InvocationStarted) EventType() string { return "invocation-started" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e InvocationStarted) MarshalJSON() ([]byte, error) {
+	type plain InvocationStarted
+	return marshalEvent(e, plain(e))
+}
+
+func (InvocationStarted) kind() eventKind { return kindInvocationStarted }
+
+// EventType implements Event.
+func (InvocationSettled) EventType() string { return "invocation-settled" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e InvocationSettled) MarshalJSON() ([]byte, error) {
+	type plain InvocationSettled
+	return marshalEvent(e, plain(e))
+}
+
+func (InvocationSettled) kind() eventKind { return kindInvocationSettled }
+
+// EventType implements Event.
+func (ConfirmationRequested) EventType() string { return "confirmation-requested" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e ConfirmationRequested) MarshalJSON() ([]byte, error) {
+	type plain ConfirmationRequested
+	return marshalEvent(e, plain(e))
+}
+
+func (ConfirmationRequested) kind() eventKind { return kindConfirmationRequested }
+
+// EventType implements Event.
+func (ConfirmationResolved) EventType() string { return "confirmation-resolved" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e ConfirmationResolved) MarshalJSON() ([]byte, error) {
+	type plain ConfirmationResolved
+	return marshalEvent(e, plain(e))
+}
+
+func (ConfirmationResolved) kind() eventKind { return kindConfirmationResolved }
+
+// marshalEvent encodes the fields of e (a copy of it without methods)
+// after a leading "type" member.
+func marshalEvent(e Event, fields any) ([]byte, error) {
 	body, err := json.Marshal(fields)
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"type":`)
-	t, _ := json.Marshal(typ)
-	b.Write(t)
+	b := []byte(`{"type":"` + e.EventType() + `"`)
 	if len(body) > 2 {
-		b.WriteByte(',')
-		b.Write(body[1:])
-	} else {
-		b.WriteByte('}')
+		b = append(b, ',')
 	}
-	return b.Bytes(), nil
+	return append(b, body[1:]...), nil
 }
 
 // listener is a subscriber and the event kinds it wants.

@@ -131,9 +131,9 @@ func (a *attempt) budget(r *Registry) time.Duration {
 		return a.timeout
 	case d.timeout > 0:
 		return d.timeout
-	case d.kind == kindObservation:
+	case d.kind == KindObservation:
 		return r.limits.ObservationTimeout
-	case d.kind == kindProcedure:
+	case d.kind == KindProcedure:
 		return r.limits.ProcedureTimeout
 	}
 	return r.limits.ActionTimeout
@@ -188,7 +188,7 @@ func (r *Registry) runIsolated(ctx, hctx context.Context, a *attempt, x *executi
 func (r *Registry) callHandler(hctx context.Context, a *attempt) (out any, e *Error) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			if a.cap.def.kind == kindProcedure {
+			if a.cap.def.kind == KindProcedure {
 				out, e = nil, r.transportError(a, panicError{rec})
 				return
 			}
@@ -199,9 +199,9 @@ func (r *Registry) callHandler(hctx context.Context, a *attempt) (out any, e *Er
 	d := a.cap.def
 	var err error
 	switch d.kind {
-	case kindObservation:
+	case KindObservation:
 		out, err = d.read(hctx, a.call)
-	case kindAction:
+	case KindAction:
 		out, err = d.execute(hctx, a.call, a.in)
 	default:
 		out, err = r.callExecutor(hctx, a)
@@ -222,7 +222,7 @@ func (r *Registry) handlerFailure(hctx context.Context, a *attempt, err error) *
 	case hctx.Err() != nil && context.Cause(hctx) == errTimedOut:
 		// The handler gave up at its deadline, as the timer settles.
 		return a.timeoutError(a.budget(r))
-	case a.cap.def.kind == kindProcedure:
+	case a.cap.def.kind == KindProcedure:
 		return r.transportError(a, err)
 	case hctx.Err() != nil:
 		// The handler gave up because its context ended (unmount of a

@@ -1,8 +1,6 @@
 package surface
 
 import (
-	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 )
@@ -173,7 +171,7 @@ func (h *Handle) Refresh() {
 	}
 	now := make([]bool, len(reg.caps))
 	for i := range reg.caps {
-		now[i], _ = evalWhen(reg.caps[i].def, r.log) // user code: outside the lock
+		now[i] = r.evalWhen(&reg.caps[i]) == whenTrue // user code: outside the lock
 	}
 	r.mu.Lock()
 	if reg.status != Active || r.closed {
@@ -202,17 +200,24 @@ func (h *Handle) Refresh() {
 	r.unlockAndDrain()
 }
 
-// evalWhen runs a capability's When predicate. It returns whether the
-// capability is available by When, and whether When panicked.
-func evalWhen(d *capDef, log *slog.Logger) (ok, panicked bool) {
-	if d.when == nil {
-		return true, false
+// whenResult is what a capability's When predicate said.
+type whenResult int
+
+const (
+	whenTrue   whenResult = iota // or there is no predicate
+	whenFalse                    // unavailable, with the capability's reason
+	whenFailed                   // it panicked: unavailable, "when-error"
+)
+
+// evalWhen runs a capability's When predicate.
+func (r *Registry) evalWhen(c *regCap) whenResult {
+	if c.def.when == nil {
+		return whenTrue
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			log.Warn("surface: When panicked; the capability counts as unavailable", "panic", fmt.Sprint(p))
-			ok, panicked = false, true
+	return guarded(r, "When", c.id, whenFailed, func() whenResult {
+		if c.def.when() {
+			return whenTrue
 		}
-	}()
-	return d.when(), false
+		return whenFalse
+	})
 }

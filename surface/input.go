@@ -22,9 +22,9 @@ const (
 // take none.
 func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
 	switch a.cap.def.kind {
-	case kindAction:
+	case KindAction:
 		return r.actionInput(a)
-	case kindProcedure:
+	case KindProcedure:
 		return r.procedureInput(ctx, a)
 	}
 	return nil
@@ -214,7 +214,7 @@ func schemaIssues(issues []schema.Issue) []Issue {
 // is EXECUTION_FAILED handler-error.
 func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
 	d := a.cap.def
-	if d.kind != kindAction || d.precondition == nil {
+	if d.kind != KindAction || d.precondition == nil {
 		return nil
 	}
 	defer func() {

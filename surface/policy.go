@@ -155,6 +155,7 @@ func (r *Registry) discover(chain []Policy, pc *PolicyContext) Decision {
 	return out
 }
 
+// discoverOne runs one Discover hook; a panic hides.
 func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision) {
 	defer func() {
 		if rec := recover(); rec != nil {

@@ -77,8 +77,6 @@ type ProcedureDef[In, Out any] struct {
 	Timeout time.Duration
 }
 
-const kindProcedure capKind = kindAction + 1
-
 // procDef holds what only procedure references have.
 type procDef struct {
 	path             string
@@ -92,7 +90,7 @@ type procDef struct {
 // Procedure builds a capability from a procedure reference definition.
 // Problems are reported by [Registry.Register] as *DefinitionError.
 func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
-	d := newCapDef(kindProcedure, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d := newCapDef(KindProcedure, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent = def.Effect, def.Effect == ServerQuery
 	d.proc = &procDef{
 		requiresApproval: def.RequiresApproval,

@@ -404,14 +404,8 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 }
 
 // guard runs the registration guard; a panic rejects.
-func (r *Registry) guard(c Component, origin string) (v Verdict) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("surface: registration guard panicked", "panic", fmt.Sprint(p))
-			v = Refuse
-		}
-	}()
-	return r.onRegister(Candidate{Component: c, Origin: origin})
+func (r *Registry) guard(c Component, origin string) Verdict {
+	return guarded(r, "the registration guard", "", Refuse, func() Verdict { return r.onRegister(Candidate{Component: c, Origin: origin}) })
 }
 
 // bindPolicies builds each capability's chain: registry, component, guard

@@ -161,15 +161,7 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 func (r *Registry) payload(capabilityID string, input, output JSONText) *AuditPayload {
 	pl := AuditPayload{Input: input, Output: output}
 	if r.redact != nil {
-		func() {
-			defer func() {
-				if rec := recover(); rec != nil {
-					r.logPanic("the audit redact hook", capabilityID, rec)
-					pl = AuditPayload{Truncated: true}
-				}
-			}()
-			pl = r.redact(capabilityID, pl)
-		}()
+		pl = guarded(r, "the audit Redact hook", capabilityID, AuditPayload{Truncated: true}, func() AuditPayload { return r.redact(capabilityID, pl) })
 	}
 	for _, part := range []*JSONText{&pl.Input, &pl.Output} {
 		if len(*part) > r.limits.MaxOutputBytes {

@@ -2,7 +2,6 @@ package surface
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -350,7 +349,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 		d := rc.def
 		pd := ProcedureDescriptor{
 			ProcedureID: rc.id, Description: d.description,
-			ContextualNote: r.contextualNote(d),
+			ContextualNote: r.contextualNote(rc),
 			InputSchema:    JSONText(b.reduced.JSON()),
 			Effect:         d.effect, Confirmation: d.confirmation,
 			Available: st.available, UnavailableReason: st.reason,
@@ -373,41 +372,29 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 }
 
 // currentRoute asks the route provider, if any; a panic gives no route.
-func (r *Registry) currentRoute() (route *Route) {
+func (r *Registry) currentRoute() *Route {
 	if r.route == nil {
 		return nil
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.log.Error("surface: route provider panicked", "panic", fmt.Sprint(rec))
-			route = nil
-		}
-	}()
-	return r.route()
+	return guarded(r, "the route provider", "", nil, r.route)
 }
 
 // contextualNote reads a procedure's live note; a panic or "" gives none.
-func (r *Registry) contextualNote(d *capDef) (note string) {
-	if d.proc.describe == nil {
+func (r *Registry) contextualNote(rc *regCap) string {
+	if rc.def.proc.describe == nil {
 		return ""
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.log.Warn("surface: procedure Describe panicked", "panic", fmt.Sprint(rec))
-			note = ""
-		}
-	}()
-	return clip(d.proc.describe(), maxMessage)
+	return clip(guarded(r, "Describe", rc.id, "", rc.def.proc.describe), maxMessage)
 }
 
 // fill points pc at one capability.
 func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.CapabilityID = rc.id
 	pc.Plane = ViewPlane
-	if rc.def.kind == kindProcedure {
+	if rc.def.kind == KindProcedure {
 		pc.Plane = DomainPlane
 	}
-	pc.Kind = rc.def.kindName()
+	pc.Kind = rc.def.kind
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id
 	pc.ComponentMeta = reg.metaMap
@@ -430,34 +417,28 @@ func (r *Registry) availability(st *regState, c *regCap) (bool, string) {
 		}
 		return false, a.Reason
 	}
-	ok, panicked := evalWhen(c.def, r.log)
-	if panicked {
+	switch r.evalWhen(c) {
+	case whenFailed:
 		return false, "when-error"
-	}
-	if !ok {
-		return false, r.unavailableReason(c.def)
+	case whenFalse:
+		return false, r.unavailableReason(c)
 	}
 	return true, ""
 }
 
 const defaultUnavailableReason = "Currently unavailable"
 
-func (r *Registry) unavailableReason(d *capDef) (reason string) {
-	if d.reasonFn != nil {
-		defer func() {
-			if p := recover(); p != nil {
-				reason = defaultUnavailableReason
-			}
-		}()
-		if s := d.reasonFn(); s != "" {
-			return s
-		}
+// unavailableReason is the reason of a capability whose When is false:
+// UnavailableReasonFunc's (live), else UnavailableReason, else the default.
+func (r *Registry) unavailableReason(c *regCap) string {
+	reason := c.def.reason
+	if fn := c.def.reasonFn; fn != nil {
+		reason = guarded(r, "UnavailableReasonFunc", c.id, "", fn)
+	}
+	if reason == "" {
 		return defaultUnavailableReason
 	}
-	if d.reason != "" {
-		return d.reason
-	}
-	return defaultUnavailableReason
+	return reason
 }
 
 func inScope(typ string, scope []string) bool {

@@ -297,7 +297,7 @@ func withStates(tools []Tool, snap Snapshot) bool {
 			if k == len(tools) || tools[k].CapabilityID != reg.caps[i].id || tools[k].RegistrationID != reg.id {
 				return false
 			}
-			setState(&tools[k].State, ToolState{Available: st.available, UnavailableReason: st.reason})
+			tools[k].State = ToolState{Available: st.available, UnavailableReason: st.reason}
 			k++
 		}
 	}
@@ -305,22 +305,10 @@ func withStates(tools []Tool, snap Snapshot) bool {
 		if k == len(tools) || tools[k].CapabilityID != p.ProcedureID || tools[k].RegistrationID != p.RegistrationID {
 			return false
 		}
-		setState(&tools[k].State, ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote})
+		tools[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
 		k++
 	}
 	return k == len(tools)
-}
-
-// setState stores st, writing the strings only when they change (most
-// states repeat the cached one), which spares the write barriers.
-func setState(dst *ToolState, st ToolState) {
-	dst.Available = st.Available
-	if dst.UnavailableReason != st.UnavailableReason {
-		dst.UnavailableReason = st.UnavailableReason
-	}
-	if dst.Note != st.Note {
-		dst.Note = st.Note
-	}
 }
 
 // catalogSignature is the JSON of what subscribers care about.
