@@ -60,7 +60,8 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	timeout := a.budget(r)
 	base, cancel := context.WithCancelCause(ctx)
 	defer cancel(errSettled)
-	x := &execution{cancel: cancel, nav: a.cap.def.effect == Navigation}
+	x := &a.exec
+	x.cancel, x.nav = cancel, a.cap.def.effect == Navigation
 	if r.isolate {
 		x.done = make(chan struct{})
 	}

@@ -167,6 +167,7 @@ type attempt struct {
 	queued    bool           // reached admission
 	queueWait time.Duration
 	executed  bool // reached execution
+	exec      execution
 	execution time.Duration
 	devDefect bool // the handler's output is not JSON (development): not cached
 }

@@ -16,7 +16,8 @@ func (r *Registry) resolve(a *attempt) *Error {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	cands := r.candidatesLocked(id, inv.InstanceID)
+	var buf [4]candidate
+	cands := r.candidatesLocked(buf[:0], id, inv.InstanceID)
 	var picked candidate
 	switch {
 	case inv.RegistrationID != "":
@@ -55,10 +56,10 @@ func (c candidate) instance() string {
 	return c.reg.instance
 }
 
-// candidatesLocked returns the live capabilities with the id, filtered by
-// instance when one is given, sorted by instance, then registration id.
-func (r *Registry) candidatesLocked(id CapabilityID, instance string) []candidate {
-	var cands []candidate
+// candidatesLocked appends to cands the live capabilities with the id,
+// filtered by instance when one is given, sorted by instance, then
+// registration id.
+func (r *Registry) candidatesLocked(cands []candidate, id CapabilityID, instance string) []candidate {
 	if id.Plane == ViewPlane {
 		add := func(reg *registration) {
 			if i := slices.IndexFunc(reg.caps[:reg.nView], func(rc regCap) bool { return rc.name == id.Name }); i >= 0 {
