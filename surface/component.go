@@ -139,11 +139,38 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if e := r.addProcedures(reg, c.Procedures); e != nil {
 		return nil, e
 	}
-	reg.id = string(appendRegistrationID(nil, r.counter.Add(1), r.idKey))
+	r.assignIDs(reg)
 	if e := r.lintSuffixes(reg); e != nil {
 		return nil, e
 	}
 	return reg, nil
+}
+
+// assignIDs gives reg its registration id, which takes the next counter
+// value, and its view capabilities their ids, all cut from one string
+// ("reg_…view:T.a" + "view:T.b"…).
+func (r *Registry) assignIDs(reg *registration) {
+	var head [32]byte
+	id := appendRegistrationID(head[:0], r.counter.Add(1), r.idKey)
+	var b strings.Builder
+	n := len(id)
+	for _, rc := range reg.caps[:reg.nView] {
+		n += len("view:") + len(reg.typ) + 1 + len(rc.name)
+	}
+	b.Grow(n)
+	b.Write(id)
+	for _, rc := range reg.caps[:reg.nView] {
+		b.WriteString("view:")
+		b.WriteString(reg.typ)
+		b.WriteByte('.')
+		b.WriteString(rc.name)
+	}
+	all := b.String()
+	reg.id, all = all[:len(id)], all[len(id):]
+	for i := range reg.caps[:reg.nView] {
+		n := len("view:") + len(reg.typ) + 1 + len(reg.caps[i].name)
+		reg.caps[i].id, all = all[:n], all[n:]
+	}
 }
 
 // checkViewCap validates an observation or action of reg and freezes its
@@ -153,9 +180,8 @@ func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kin
 	if !ValidCapabilityName(rc.name) {
 		return defErr(InvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 	}
-	rc.id = ViewID(reg.typ, rc.name)
-	if len(rc.id) > MaxIDLength {
-		return defErr(InvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", rc.id, MaxIDLength))
+	if id := ViewID(reg.typ, rc.name); len(id) > MaxIDLength {
+		return defErr(InvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", id, MaxIDLength))
 	}
 	d := rc.def
 	if e := d.check(group, rc.name, kind, lim); e != nil {

@@ -192,12 +192,13 @@ func appendRegistrationID(b []byte, counter, key uint64) []byte {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	z ^= z >> 31
-	digits := strconv.FormatUint(counter, 36)
+	var digits [13]byte // any uint64 in base 36
+	d := strconv.AppendUint(digits[:0], counter, 36)
 	b = append(b, "reg_"...)
-	for range 4 - len(digits) {
+	for range 4 - len(d) {
 		b = append(b, '0')
 	}
-	b = append(b, digits...)
+	b = append(b, d...)
 	// Three characters from each half of z, high half first, each the
 	// last digits of the half in base62.
 	for _, h := range [2]uint32{uint32(z >> 32), uint32(z)} {
