@@ -180,8 +180,8 @@ func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kin
 	if !ValidCapabilityName(rc.name) {
 		return defErr(InvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 	}
-	if id := ViewID(reg.typ, rc.name); len(id) > MaxIDLength {
-		return defErr(InvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", id, MaxIDLength))
+	if len("view:")+len(reg.typ)+1+len(rc.name) > MaxIDLength {
+		return defErr(InvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", ViewID(reg.typ, rc.name), MaxIDLength))
 	}
 	d := rc.def
 	if e := d.check(group, rc.name, kind, lim); e != nil {
