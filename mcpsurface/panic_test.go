@@ -90,7 +90,7 @@ func hostileComponent() surface.Component {
 // prints its URL, logs JSON to stderr and stops when stdin closes.
 func servePanicServer() int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	reg := surface.New(nil)
+	reg := surface.New(&surface.Options{Logger: log}) // the core recovers and logs user-code panics
 	defer reg.Close()
 	if _, err := reg.Register(hostileComponent()); err != nil {
 		log.Error("register", "error", err)
@@ -186,9 +186,16 @@ func TestPanicInAgentDrivenUserCodeKeepsProcessServing(t *testing.T) {
 	p := startPanicServer(t)
 	mallory := p.connectTo(t, "tok-a")
 
-	for _, c := range []struct{ tool, what string }{
-		{"view_hostile__parse", "input decoding"},
-		{"view_hostile__render", "output encoding"},
+	// A panic while decoding the input settles as the input phase's error
+	// (INVALID_INPUT, one issue at the root); one while encoding the
+	// output as the handler's (EXECUTION_FAILED handler-error).
+	for _, c := range []struct {
+		tool, what string
+		code       surface.Code
+		retry      surface.Retry
+	}{
+		{"view_hostile__parse", "input decoding", surface.InvalidInput, surface.RetryWithChanges},
+		{"view_hostile__render", "output encoding", surface.ExecutionFailed, surface.RetryNo},
 	} {
 		args := map[string]any{"text": "boom"}
 		if c.tool == "view_hostile__render" {
@@ -199,8 +206,8 @@ func TestPanicInAgentDrivenUserCodeKeepsProcessServing(t *testing.T) {
 			t.Fatalf("%s panic: the call failed instead of returning a result: %v\nserver log:\n%s", c.what, err, p.log())
 		}
 		env := decode(t, res)
-		e := requireCode(t, env, surface.ExecutionFailed)
-		if e.Details["reason"] != "handler-error" || e.Retry != string(surface.RetryNo) {
+		e := requireCode(t, env, c.code)
+		if e.Retry != string(c.retry) || (c.code == surface.ExecutionFailed && e.Details["reason"] != "handler-error") {
 			t.Fatalf("%s panic: %+v", c.what, e)
 		}
 		if raw, _ := json.Marshal(res); bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte("goroutine")) {

@@ -191,11 +191,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		// catalog with Tools(), which is always current, rather than rely
 		// on Toolset.Subscribe: its notification is lost when any Tools()
 		// call runs between a change and the toolset's own refresh.
-		s.unsub = reg.Subscribe(func(e surface.Event) {
-			if _, ok := e.(surface.SurfaceChanged); ok {
-				s.sync()
-			}
-		})
+		s.unsub = reg.SubscribeTo(func(surface.Event) { s.sync() }, surface.SurfaceChanged{})
 	}
 	s.sync()
 	return s, nil

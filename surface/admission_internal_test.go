@@ -81,7 +81,7 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 		lim = r.limits
 		model := obsModel{perConsumer: lim.MaxConcurrentObservationsPerConsumer, total: lim.MaxConcurrentObservationsTotal,
 			queued: lim.MaxQueuedObservationsPerConsumer, running: map[string]int{}}
-		obs := &capDef{kind: kindObservation}
+		obs := &capDef{kind: KindObservation}
 		type call struct {
 			id       int
 			consumer string
@@ -119,8 +119,7 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 				k := rapid.IntRange(0, len(running)-1).Draw(rt, "running")
 				done := running[k]
 				running = slices.Delete(running, k, k+1)
-				p := &pipeline{r: r, admitted: true, consumerKey: done.consumer}
-				p.release(obs)
+				r.release(&attempt{cap: &regCap{def: obs}, admitted: true, consumerKey: done.consumer})
 				want := model.release(done.consumer)
 				got := -1
 				for i, q := range queued {
@@ -145,7 +144,7 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 				k := rapid.IntRange(0, len(queued)-1).Draw(rt, "queued")
 				q := queued[k]
 				queued = slices.Delete(queued, k, k+1)
-				if !r.dropWaiter(nil, kindObservation, q.w) {
+				if !r.dropWaiter(nil, KindObservation, q.w) {
 					rt.Fatalf("step %d: a waiter still queued was already admitted", step)
 				}
 				model.cancel(q.id)
@@ -217,7 +216,7 @@ func TestActionQueueMatchesModel_AS_CONC_002(t *testing.T) {
 				k := rapid.IntRange(0, len(fifo)-1).Draw(rt, "waiter")
 				id := fifo[k]
 				fifo = slices.Delete(fifo, k, k+1)
-				if !r.dropWaiter(&g, kindAction, waiters[id]) {
+				if !r.dropWaiter(&g, KindAction, waiters[id]) {
 					rt.Fatalf("step %d: waiter %d was admitted while queued", step, id)
 				}
 				delete(waiters, id)

@@ -159,3 +159,34 @@ func BenchmarkMemorySink(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkHeapPerInvokedRegistry reports the retained heap of a registry
+// with one component after 1,000 action invocations with fresh ids and
+// the default audit sink (over 100 registries), as B/registry: what a
+// user session keeps once it has been used.
+func BenchmarkHeapPerInvokedRegistry(b *testing.B) {
+	const n = 100
+	comp := benchComponents(1)[0]
+	ctx := context.Background()
+	for b.Loop() {
+		before := heapInUse()
+		regs := make([]*surface.Registry, n)
+		for i := range regs {
+			reg := surface.New(nil)
+			h, err := reg.Register(comp)
+			if err != nil {
+				b.Fatal(err)
+			}
+			inv := surface.Invocation{CapabilityID: benchAction, RegistrationID: h.ID(), Input: benchInput}
+			for range 1000 {
+				if res := reg.Invoke(ctx, inv, benchConsumer); res.Error != nil {
+					b.Fatal(res.Error)
+				}
+			}
+			regs[i] = reg
+		}
+		after := heapInUse()
+		b.ReportMetric(float64(after-before)/n, "B/registry")
+		runtime.KeepAlive(regs)
+	}
+}

@@ -5,13 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unsafe"
-
-	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/agentsurface/agentsurface/internal/schema"
 )
@@ -125,33 +120,6 @@ type ActionDef[In, Out any] struct {
 	Timeout time.Duration
 }
 
-type capKind uint8
-
-const (
-	kindObservation capKind = iota + 1
-	kindAction
-)
-
-func (d *capDef) kindName() Kind {
-	switch d.kind {
-	case kindObservation:
-		return KindObservation
-	case kindProcedure:
-		return KindProcedure
-	}
-	return KindAction
-}
-
-func (k capKind) String() string {
-	switch k {
-	case kindObservation:
-		return "observation"
-	case kindProcedure:
-		return "procedure"
-	}
-	return "action"
-}
-
 // Capability is one observation or action, built by [Observation] or
 // [Action] and placed in a [Component]. It is immutable and may be shared
 // by several components. The zero Capability is invalid.
@@ -159,10 +127,8 @@ type Capability struct{ def *capDef }
 
 // capDef is the untyped form every typed definition compiles to.
 type capDef struct {
-	kind         capKind
+	kind         Kind
 	description  string
-	descLen      int  // UTF-16 length of description
-	descBlank    bool // description is empty or whitespace
 	effect       Effect
 	idempotent   bool
 	reversible   bool
@@ -176,8 +142,6 @@ type capDef struct {
 	meta         map[string]any
 	policies     []Policy
 	timeout      time.Duration
-	passed       atomic.Pointer[checkedLimits] // the limits check last passed under
-	named        atomic.Pointer[string]        // the first name it was registered under (a valid one)
 
 	when     func() bool
 	reason   string
@@ -230,7 +194,7 @@ func compileSchema(raw json.RawMessage, t reflect.Type, field string) (*schema.S
 // Observation builds a capability from an observation definition. Schema
 // problems are reported by [Registry.Register] as *DefinitionError.
 func Observation[Out any](def ObservationDef[Out]) Capability {
-	d := newCapDef(kindObservation, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d := newCapDef(KindObservation, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent, d.confirmation, d.audit = Read, true, ConfirmNever, AuditNone
 	outType := reflect.TypeFor[Out]()
 	switch {
@@ -251,7 +215,7 @@ func Observation[Out any](def ObservationDef[Out]) Capability {
 // Action builds a capability from an action definition. Schema and field
 // problems are reported by [Registry.Register] as *DefinitionError.
 func Action[In, Out any](def ActionDef[In, Out]) Capability {
-	d := newCapDef(kindAction, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d := newCapDef(KindAction, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent, d.reversible = def.Effect, def.Idempotent, !def.Irreversible
 	d.confirmation, d.audit = def.Confirmation.orDefault(), def.Audit
 	if d.audit == "" {
@@ -270,23 +234,13 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 		d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
 		d.outputTyped = def.OutputSchema == nil
 	}
-	// The untyped input is a *In (a pointer fits an interface without
-	// another allocation); nil means the zero In. The validated input is
-	// decoded with segmentio's encoding/json, a drop-in reimplementation
-	// (the MCP SDK's own JSON) that decodes the same values several times
-	// faster; its error texts differ, and they never reach the agent.
-	// Top-level slice fields get the capacity of their arrays first: the
-	// decoder appends into it instead of starting at ten elements.
-	presizer := schema.NewPresizer(inType)
+	// The untyped input is a *In; nil means the zero In.
 	d.decode = func(raw []byte) (any, error) {
 		if inType == noneType {
 			return nil, nil
 		}
 		in := new(In)
-		if presizer != nil {
-			presizer.Presize(raw, unsafe.Pointer(in))
-		}
-		return in, fastjson.Unmarshal(raw, in)
+		return in, json.Unmarshal(raw, in)
 	}
 	typed := func(in any) In {
 		if p, ok := in.(*In); ok {
@@ -313,27 +267,19 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 }
 
 // newCapDef holds what every kind of capability definition has in common.
-func newCapDef(kind capKind, description string, meta map[string]any, policies []Policy, timeout time.Duration,
+func newCapDef(kind Kind, description string, meta map[string]any, policies []Policy, timeout time.Duration,
 	when func() bool, reason string, reasonFn func() string) *capDef {
 	d := &capDef{
 		kind: kind, description: description, meta: meta, policies: slices.Clone(policies),
 		timeout: timeout, when: when, reason: reason, reasonFn: reasonFn,
 	}
-	d.measureDescription()
 	return d
-}
-
-// measureDescription records what check needs to know about the
-// description, once per capability instead of once per registration.
-func (d *capDef) measureDescription() {
-	d.descBlank = strings.TrimSpace(d.description) == ""
-	d.descLen = jsLen(d.description)
 }
 
 // check reports a structural defect of the capability under the
 // registry's limits. group and name place it in the component
 // ("actions", "selectRows").
-func (d *capDef) check(group, name string, want capKind, lim *Limits) *DefinitionError {
+func (d *capDef) check(group, name string, want Kind, lim *Limits) *DefinitionError {
 	at := func(e *DefinitionError) *DefinitionError {
 		c := *e
 		c.Field = group + "." + name
@@ -346,59 +292,29 @@ func (d *capDef) check(group, name string, want capKind, lim *Limits) *Definitio
 		return at(defErr(InvalidDefinition, "", "not built by surface.Observation or surface.Action"))
 	}
 	if d.kind != want {
-		return at(defErr(InvalidDefinition, "", "a "+d.kind.String()+" listed among "+want.String()+"s"))
-	}
-	// The rest depends only on the definition and these limits: a
-	// definition registered again under the same limits passed already.
-	checked := checkedLimits{lim.MaxCapabilityDescription, lim.MaxSchemaBytes, lim.MaxSchemaDepth}
-	if p := d.passed.Load(); p != nil && *p == checked {
-		return nil
+		return at(defErr(InvalidDefinition, "", "a "+string(d.kind)+" listed among "+string(want)+"s"))
 	}
 	if e := d.checkLimits(lim); e != nil {
 		return at(e)
 	}
-	d.passed.Store(new(checked)) // a copy: checked itself stays on the stack
 	return nil
 }
-
-// validName reports whether name is a valid capability name. A definition
-// is usually registered under one name, in many components: it remembers
-// the first valid one, which it then knows without a scan. d may be nil.
-func (d *capDef) validName(name string) bool {
-	if d != nil {
-		if p := d.named.Load(); p != nil && *p == name { // usually the same bytes: a pointer compare
-			return true
-		}
-	}
-	if !ValidCapabilityName(name) {
-		return false
-	}
-	if d != nil && d.named.Load() == nil {
-		p := new(string)
-		*p = name
-		d.named.CompareAndSwap(nil, p)
-	}
-	return true
-}
-
-// checkedLimits are the limits a definition's check depends on.
-type checkedLimits struct{ description, schemaBytes, schemaDepth int }
 
 // checkLimits is check's part that depends on the limits.
 func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	if d.bad != nil {
 		return d.bad
 	}
-	if e := describeProblem(d.descBlank, d.descLen, lim.MaxCapabilityDescription); e != nil {
+	if e := checkDescription(d.description, lim.MaxCapabilityDescription); e != nil {
 		return e
 	}
-	if d.kind == kindProcedure && !d.effect.IsServer() {
+	if d.kind == KindProcedure && !d.effect.IsServer() {
 		if d.effect.IsView() {
 			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects")
 		}
 		return defErr(InvalidDefinition, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive")
 	}
-	if d.kind == kindAction {
+	if d.kind == KindAction {
 		switch {
 		case d.effect.IsServer():
 			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation")

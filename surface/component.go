@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
-	"unsafe"
 )
 
 // Component is the definition of anything with a lifecycle that exposes
@@ -64,34 +62,10 @@ type Component struct {
 
 // checkDescription reports a missing or over-long description.
 func checkDescription(s string, max int) *DefinitionError {
-	n := len(s) // never fewer UTF-8 bytes than UTF-16 units: count those only when over
-	if n > max {
-		n = jsLen(s)
-	}
-	return describeProblem(isBlank(s), n, max)
-}
-
-// isBlank reports whether s is empty or white space, as
-// strings.TrimSpace(s) == "" does, deciding at the first byte for the
-// usual text.
-func isBlank(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == ' ', c >= '\t' && c <= '\r':
-		case c < utf8.RuneSelf:
-			return false
-		default:
-			return strings.TrimSpace(s[i:]) == ""
-		}
-	}
-	return true
-}
-
-func describeProblem(blank bool, n, max int) *DefinitionError {
-	if blank {
+	if strings.TrimSpace(s) == "" {
 		return defErr(InvalidDefinition, "description", "a non-empty description is required")
 	}
-	if n > max {
+	if n := jsLen(s); n > max {
 		return defErr(LimitExceeded, "description", fmt.Sprintf("description is %d characters, more than the limit of %d", n, max))
 	}
 	return nil
@@ -114,89 +88,58 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if e := checkDescription(c.Description, lim.MaxComponentDescription); e != nil {
 		return nil, e
 	}
-	var ext regExtras
-	if p := c.Parent; p != nil {
-		ext.parent = *p
-		if ext.parent.InstanceID == "" {
-			ext.parent.InstanceID = DefaultInstanceID
-		}
-		if !ValidComponentType(ext.parent.Type) || !ValidInstanceID(ext.parent.InstanceID) {
-			return nil, defErr(InvalidDefinition, "parent", "parent needs a valid component type and instance id")
-		}
-	}
-	var e *DefinitionError
-	if ext.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
-		return nil, e
-	}
 	reg := &registration{
 		typ:         c.Type,
 		instance:    instance,
 		description: c.Description,
 		priority:    c.Priority,
-		ext:         &noExtras,
+		internal:    maps.Clone(c.Internal),
 	}
-	if c.Parent != nil || ext.meta != "" || c.Internal != nil {
-		ext.internal = maps.Clone(c.Internal)
-		ext.metaMap = thawMeta(ext.meta)
-		reg.ext = new(ext) // a copy: ext itself stays on the stack
+	if p := c.Parent; p != nil {
+		reg.parent = *p
+		if reg.parent.InstanceID == "" {
+			reg.parent.InstanceID = DefaultInstanceID
+		}
+		if !ValidComponentType(reg.parent.Type) || !ValidInstanceID(reg.parent.InstanceID) {
+			return nil, defErr(InvalidDefinition, "parent", "parent needs a valid component type and instance id")
+		}
 	}
+	var e *DefinitionError
+	if reg.meta, e = freezeMeta(c.Meta, "meta", lim.MaxMetaBytes); e != nil {
+		return nil, e
+	}
+	reg.metaMap = thawMeta(reg.meta)
 
-	var buf [8]namedCap // both lists, for the usual small components
-	obs := sortedCaps(c.Observations, buf[:0])
-	acts := sortedCaps(c.Actions, obs[len(obs):len(obs)])
-	if n := len(obs) + len(acts) + len(c.Procedures); n <= len(reg.capsBuf) { // small components: no separate allocations
-		reg.caps = reg.capsBuf[:0:n]
-	} else {
-		reg.caps = make([]regCap, 0, n)
+	// Observations, then actions, each by name; procedures follow.
+	reg.caps = make([]regCap, 0, len(c.Observations)+len(c.Actions)+len(c.Procedures))
+	for name, cp := range c.Observations {
+		reg.caps = append(reg.caps, regCap{name: name, def: cp.def})
 	}
-	idLen := 0 // of the view capability ids
-	add := func(group string, nc namedCap, kind capKind) *DefinitionError {
-		name, d := nc.name, nc.c.def
-		if !d.validName(name) {
-			return defErr(InvalidID, group+"."+name, "capability name must match ^[a-z][A-Za-z0-9]*$")
-		}
-		n := len("view:") + len(reg.typ) + 1 + len(name)
-		if n > MaxIDLength {
-			return defErr(InvalidID, group+"."+name, fmt.Sprintf("capability id %q is longer than %d", "view:"+reg.typ+"."+name, MaxIDLength))
-		}
-		idLen += n
-		if e := d.check(group, name, kind, lim); e != nil {
-			return e
-		}
-		if len(d.meta) == 0 {
-			reg.caps = append(reg.caps, regCap{name: name, def: d, x: &noCapExtras})
-			return nil
-		}
-		meta, e := freezeMeta(d.meta, group+"."+name+".meta", lim.MaxMetaBytes)
-		if e != nil {
-			return e
-		}
-		reg.caps = append(reg.caps, regCap{name: name, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta)}})
-		return nil
+	reg.nObs = len(reg.caps)
+	for name, cp := range c.Actions {
+		reg.caps = append(reg.caps, regCap{name: name, def: cp.def})
 	}
-	j := 0 // both lists are sorted: walk acts alongside to find a shared name
-	for _, nc := range obs {
-		for j < len(acts) && acts[j].name < nc.name {
-			j++
+	reg.nView = len(reg.caps)
+	byName := func(a, b regCap) int { return strings.Compare(a.name, b.name) }
+	slices.SortFunc(reg.caps[:reg.nObs], byName)
+	slices.SortFunc(reg.caps[reg.nObs:], byName)
+	for i := range reg.caps {
+		rc := &reg.caps[i]
+		group, kind := "actions", KindAction
+		if i < reg.nObs {
+			group, kind = "observations", KindObservation
+			if _, dup := c.Actions[rc.name]; dup {
+				return nil, defErr(DuplicateCapability, "actions."+rc.name, "the name is used by both an observation and an action")
+			}
 		}
-		if j < len(acts) && acts[j].name == nc.name {
-			return nil, defErr(DuplicateCapability, "actions."+nc.name, "the name is used by both an observation and an action")
-		}
-		if e := add("observations", nc, kindObservation); e != nil {
+		if e := r.checkViewCap(reg, rc, group, kind); e != nil {
 			return nil, e
 		}
 	}
-	reg.nObs = int32(len(reg.caps))
-	for _, nc := range acts {
-		if e := add("actions", nc, kindAction); e != nil {
-			return nil, e
-		}
-	}
-	reg.nView = int32(len(reg.caps))
 	if e := r.addProcedures(reg, c.Procedures); e != nil {
 		return nil, e
 	}
-	r.assignIDs(reg, idLen)
+	r.assignIDs(reg)
 	if e := r.lintSuffixes(reg); e != nil {
 		return nil, e
 	}
@@ -204,23 +147,54 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 }
 
 // assignIDs gives reg its registration id, which takes the next counter
-// value, and its view capabilities their ids. They share one allocation,
-// "reg_…view:T.aview:T.b…", which the tombstone keeps after unregistration
-// (see tombstone.ids); idLen is the length of the view ids.
-func (r *Registry) assignIDs(reg *registration, idLen int) {
-	b := make([]byte, 0, maxRegistrationIDLen+idLen) // never reallocated: each id is final once appended
-	base := unsafe.SliceData(b)
-	at := func(from int) string {
-		return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(base), from)), len(b)-from)
+// value, and its view capabilities their ids, all cut from one string
+// ("reg_…view:T.a" + "view:T.b"…).
+func (r *Registry) assignIDs(reg *registration) {
+	var head [32]byte
+	id := appendRegistrationID(head[:0], r.counter.Add(1), r.idKey)
+	var b strings.Builder
+	n := len(id)
+	for _, rc := range reg.caps[:reg.nView] {
+		n += len("view:") + len(reg.typ) + 1 + len(rc.name)
 	}
-	b = appendRegistrationID(b, r.counter.Add(1), r.idKey)
-	reg.id = at(0)
-	for i := range int(reg.nView) {
-		from := len(b)
-		b = append(append(append(append(b, "view:"...), reg.typ...), '.'), reg.caps[i].name...)
-		reg.caps[i].id = at(from)
+	b.Grow(n)
+	b.Write(id)
+	for _, rc := range reg.caps[:reg.nView] {
+		b.WriteString("view:")
+		b.WriteString(reg.typ)
+		b.WriteByte('.')
+		b.WriteString(rc.name)
 	}
-	reg.ids = at(0)
+	all := b.String()
+	reg.id, all = all[:len(id)], all[len(id):]
+	for i := range reg.caps[:reg.nView] {
+		n := len("view:") + len(reg.typ) + 1 + len(reg.caps[i].name)
+		reg.caps[i].id, all = all[:n], all[n:]
+	}
+}
+
+// checkViewCap validates an observation or action of reg and freezes its
+// id and meta.
+func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kind Kind) *DefinitionError {
+	lim := &r.limits
+	if !ValidCapabilityName(rc.name) {
+		return defErr(InvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
+	}
+	if len("view:")+len(reg.typ)+1+len(rc.name) > MaxIDLength {
+		return defErr(InvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", ViewID(reg.typ, rc.name), MaxIDLength))
+	}
+	d := rc.def
+	if e := d.check(group, rc.name, kind, lim); e != nil {
+		return e
+	}
+	if len(d.meta) > 0 {
+		var e *DefinitionError
+		if rc.meta, e = freezeMeta(d.meta, group+"."+rc.name+".meta", lim.MaxMetaBytes); e != nil {
+			return e
+		}
+		rc.metaMap = thawMeta(rc.meta)
+	}
+	return nil
 }
 
 // addProcedures validates and binds the component's procedure references.
@@ -232,7 +206,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 	for i, pc := range procs {
 		field := "procedures." + strconv.Itoa(i)
 		d := pc.def
-		if e := d.check("procedures", strconv.Itoa(i), kindProcedure, &r.limits); e != nil {
+		if e := d.check("procedures", strconv.Itoa(i), KindProcedure, &r.limits); e != nil {
 			return e
 		}
 		path := d.proc.path
@@ -242,24 +216,21 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		case box.paths != nil && !slices.Contains(box.paths, path):
 			return defErr(PlaneViolation, field, fmt.Sprintf("the executor does not expose %q", path))
 		}
-		for k := int(reg.nView); k < len(reg.caps); k++ {
+		for k := reg.nView; k < len(reg.caps); k++ {
 			if reg.caps[k].name == path {
 				return defErr(DuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
 			}
 		}
-		var meta JSONText
-		if len(d.meta) > 0 {
-			var e *DefinitionError
-			if meta, e = freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes); e != nil {
-				return e
-			}
+		meta, e := freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes)
+		if e != nil {
+			return e
 		}
 		b, e := bindProcedure(d, Parent{Type: reg.typ, InstanceID: reg.instance}, field, &r.limits, r.log)
 		if e != nil {
 			return e
 		}
 		id := "domain:" + path
-		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, x: &capExtras{meta: meta, metaMap: thawMeta(meta), bound: b}})
+		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
 	}
 	return nil
 }
@@ -271,7 +242,7 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 	if r.suffix == SuffixOff || box == nil || len(box.paths) == 0 {
 		return nil
 	}
-	for i := range int(reg.nView) {
+	for i := range reg.nView {
 		rc := &reg.caps[i]
 		path := reg.typ + "." + rc.name
 		if !slices.Contains(box.paths, path) {
@@ -287,30 +258,6 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 		r.audit(AuditEvent{Type: AuditCollisionSuspected, CapabilityID: rc.id})
 	}
 	return nil
-}
-
-// namedCap is a capability with its name in the component's map.
-type namedCap struct {
-	name string
-	c    Capability
-}
-
-// sortedCaps appends the entries of m to buf, sorted by name.
-func sortedCaps(m map[string]Capability, buf []namedCap) []namedCap {
-	if len(m) == 0 {
-		return buf
-	}
-	n := len(buf) + len(m)
-	for k, c := range m {
-		buf = append(buf, namedCap{k, c})
-		if len(buf) == n { // all in: skip the iterator's search for more
-			break
-		}
-	}
-	if len(buf) > 1 {
-		slices.SortFunc(buf, func(a, b namedCap) int { return strings.Compare(a.name, b.name) })
-	}
-	return buf
 }
 
 // thawMeta decodes a frozen meta record into a private map for policies.

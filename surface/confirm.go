@@ -159,7 +159,7 @@ func (c *Confirmations) Wait(ctx context.Context, id string) ConfirmationOutcome
 	case <-ch:
 	case <-ctx.Done():
 		return Expired
-	case <-c.r.closing():
+	case <-c.r.closingCh:
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -412,4 +412,91 @@ func confirmationDigest(surfaceID, regID, capID, consumerKey string, effect Effe
 	b = canonical.AppendString(b, surfaceID)
 	b = append(b, '}')
 	return string(b)
+}
+
+// confirmationGate is the innermost layer of phase 6 (semantics §13.1):
+// it decides whether the call needs the user's approval and, if so,
+// requests it or checks the evidence sent. Approved, matching evidence is
+// reserved for this call and handed to the handler; it is spent when
+// execution starts, and released if the call fails before.
+func (r *Registry) confirmationGate(a *attempt) *Error {
+	d := a.cap.def
+	if d.kind == KindObservation {
+		return nil
+	}
+	level := d.confirmation
+	var composer func(any) string // of the first active escalation that has one
+	for i := range a.cap.chain {
+		esc := a.cap.chain[i].escalate
+		if esc == nil || !r.escalationActive(a, esc) {
+			continue
+		}
+		level = ConfirmRequired
+		if composer == nil {
+			composer = esc.summary
+		}
+	}
+	if level != ConfirmRequired {
+		return nil // a confirmationId sent anyway is ignored, not consumed
+	}
+	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.effInput)
+	if id := a.inv.ConfirmationID; id != "" {
+		rec, pending, e := r.confirm.reserve(id, digest)
+		switch {
+		case e != nil:
+			return e
+		case pending != nil:
+			return confirmationRequired(*pending)
+		}
+		a.evidence = rec
+		a.call.Confirmation = &Evidence{ID: id, ApprovedAt: rec.approvedAt}
+		return nil
+	}
+	view := PendingConfirmation{
+		CapabilityID: a.cap.id, RegistrationID: a.reg.id, ConsumerKey: a.consumerKey,
+		Effect: d.effect, Summary: r.summary(a, composer), Input: JSONText(a.effInput),
+	}
+	view, e := r.confirm.request(view, digest)
+	if e != nil {
+		return e
+	}
+	return confirmationRequired(view)
+}
+
+// confirmationRequired is the CONFIRMATION_REQUIRED of a pending request.
+func confirmationRequired(v PendingConfirmation) *Error {
+	return NewError(ConfirmationRequired, "", map[string]any{
+		"confirmationId": v.ConfirmationID, "summary": v.Summary,
+		"expiresAt": v.ExpiresAt.UTC().Format(timeLayout), "effect": string(v.Effect), "origin": "client",
+	})
+}
+
+// escalationActive evaluates a RequireConfirmation condition against the
+// effective input; one that panics counts as active (fail closed).
+func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
+	if esc.when == nil {
+		return true
+	}
+	return guarded(r, "a confirmation condition", a.inv.CapabilityID, true, func() bool {
+		return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id, Input: a.value})
+	})
+}
+
+// summary composes what the user is asked to approve: the composer's text
+// (the description if it panics), else the description and the effective
+// input.
+func (r *Registry) summary(a *attempt, composer func(any) string) string {
+	d := a.cap.def
+	if composer == nil {
+		return clip(d.description+" — input: "+string(a.effInput), maxMessage)
+	}
+	return clip(guarded(r, "a confirmation summary", a.inv.CapabilityID, d.description, func() string { return composer(a.value) }), maxMessage)
+}
+
+// releaseEvidence gives back approved evidence reserved by a call that
+// failed before it executed, so the user's approval still stands.
+func (r *Registry) releaseEvidence(a *attempt) {
+	if a.evidence != nil && !a.consumed {
+		r.confirm.release(a.evidence)
+	}
 }

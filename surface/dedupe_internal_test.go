@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"hash/maphash"
 	"slices"
 	"strconv"
 	"sync"
@@ -63,10 +62,8 @@ func (m *dedupeModel) finish(key string, cache bool, now time.Time, ttl time.Dur
 func TestDedupeMatchesModel_AS_BOUND_002(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		size := rapid.IntRange(1, 12).Draw(rt, "size")
-		var c dedupeCache
-		c.init(size)
+		c := newDedupeCache(size)
 		model := dedupeModel{size: size}
-		seed := maphash.MakeSeed()
 		now := time.Unix(0, 0)
 		const ttl = time.Minute
 		inflight := map[string]*dedupeEntry{}
@@ -76,9 +73,8 @@ func TestDedupeMatchesModel_AS_BOUND_002(t *testing.T) {
 			case op <= 4: // begin
 				key := "k" + strconv.Itoa(rapid.IntRange(0, 3*size).Draw(rt, "key"))
 				fp := uint64(rapid.IntRange(1, 2).Draw(rt, "fp"))
-				var cached Result
 				dk := dedupeKey{kind: "test", consumer: "c", invocationID: key}
-				e, hit, _ := c.begin(dk, seed, fp, now, &cached)
+				e, hit, _ := c.begin(dk, fp, now)
 				if want := model.begin(key, fp, now); hit != want {
 					rt.Fatalf("step %d: begin %s (fp %d) = %d, model says %d", step, key, fp, hit, want)
 				}
@@ -87,8 +83,8 @@ func TestDedupeMatchesModel_AS_BOUND_002(t *testing.T) {
 					inflight[key] = e
 					keys = append(keys, key)
 				case dedupeReplay:
-					if cached.InvocationID != key {
-						rt.Fatalf("replay of %s got the result of %s", key, cached.InvocationID)
+					if e.result.InvocationID != key {
+						rt.Fatalf("replay of %s got the result of %s", key, e.result.InvocationID)
 					}
 				}
 			case op <= 7 && len(keys) > 0: // finish one in flight
@@ -106,23 +102,18 @@ func TestDedupeMatchesModel_AS_BOUND_002(t *testing.T) {
 	})
 }
 
-// AS-IDENT-001: joiners racing the settlement of the call they join. A
-// cached settlement takes no lock, so the first joiner and the finisher
-// race to mark the entry; whichever order they take, every joiner is
-// woken (the bubble reports a joiner left waiting as a deadlock) and
-// reads the settled result, and an uncached settlement leaves the key
-// free for a new attempt.
+// AS-IDENT-001: joiners racing the settlement of the call they join:
+// whichever order they take, every joiner is woken (the bubble reports a
+// joiner left waiting as a deadlock) and reads the settled result, and an
+// uncached settlement leaves the key free for a new attempt.
 func TestDedupeJoinRacesSettlement_AS_IDENT_001(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var c dedupeCache
-		c.init(4)
-		seed := maphash.MakeSeed()
+		c := newDedupeCache(4)
 		now := time.Unix(0, 0)
 		for round := range 400 {
 			id := "k" + strconv.Itoa(round)
 			dk := dedupeKey{kind: "test", consumer: "c", invocationID: id}
-			var none Result
-			e, hit, _ := c.begin(dk, seed, 1, now, &none)
+			e, hit, _ := c.begin(dk, 1, now)
 			if hit != dedupeMiss {
 				t.Fatalf("round %d: first begin = %d, want a miss", round, hit)
 			}
@@ -132,14 +123,13 @@ func TestDedupeJoinRacesSettlement_AS_IDENT_001(t *testing.T) {
 			got := make([]string, 8)
 			for j := range got {
 				wg.Go(func() {
-					var cached Result
-					je, hit, done := c.begin(dk, seed, 1, now, &cached)
+					je, hit, done := c.begin(dk, 1, now)
 					switch hit {
 					case dedupeJoin:
 						<-done
 						got[j] = je.result.InvocationID
 					case dedupeReplay:
-						got[j] = cached.InvocationID
+						got[j] = je.result.InvocationID
 					case dedupeMiss: // the uncached settlement came first
 						c.finish(je, Result{InvocationID: id}, false, now, time.Minute)
 						got[j] = id

@@ -120,8 +120,12 @@
 //
 // # Events and audit
 //
-// [Registry.Subscribe] delivers [Event] values in mutation order, after
+// [Registry.Subscribe] delivers [Event] values in emission order, after
 // the mutation, one at a time; see Subscribe for the exact guarantees.
+// [Registry.SubscribeTo] follows some event types only (a toolset follows
+// surface changes), and events nobody follows cost nothing.
+// [Registry.Batch] groups a burst of mutations so that it yields one
+// surface-changed with the final version.
 // Audit records go to [Options.Audit] ([MemorySink] by default; see also
 // [SlogSink] and [AsyncSink]).
 //

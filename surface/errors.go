@@ -1,6 +1,9 @@
 package surface
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // DefinitionCode classifies a structural defect in a component definition.
 type DefinitionCode string
@@ -295,4 +298,83 @@ type InstanceRef struct {
 	Description string `json:"description,omitempty"`
 	// Context is the component a procedure reference is bound to.
 	Context *Parent `json:"context,omitempty"`
+}
+
+// Errors the pipeline makes.
+
+// msgHandlerError is the message of EXECUTION_FAILED handler-error.
+const msgHandlerError = "The capability failed while running; the cause was recorded for the operator."
+
+func handlerError() *Error {
+	return NewError(ExecutionFailed, msgHandlerError, map[string]any{"reason": "handler-error"})
+}
+
+func invalidInput(issues ...Issue) *Error {
+	return NewError(InvalidInput, "", map[string]any{"issues": issues})
+}
+
+func queueFull() *Error {
+	return NewError(RateLimited, "Too many calls are waiting for this capability; retry after details.retryAfterMs milliseconds.",
+		map[string]any{"reason": "queue-full", "retryAfterMs": 250})
+}
+
+func cancelledByClose() *Error {
+	e := NewError(Cancelled, "The surface was closed.", nil)
+	e.Retry = RetryNo
+	return e
+}
+
+// panicError is the error a recovered panic becomes.
+type panicError struct{ value any }
+
+func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// userError maps an error returned by user code (a handler, a
+// precondition) to the agent-facing error: an *Error anywhere in the
+// chain is used as is; anything else becomes EXECUTION_FAILED
+// handler-error, and its text goes only to the log.
+func (r *Registry) userError(a *attempt, err error, what string) *Error {
+	var ae *Error
+	if errors.As(err, &ae) && ae != nil {
+		if e := wellFormed(ae); e != nil {
+			return e
+		}
+	}
+	r.log.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
+	return handlerError()
+}
+
+// wellFormed returns a copy of an error from user code fit for the agent:
+// a known code, a message (the code's default when empty, capped), a retry
+// category from the closed set. It returns nil for an unknown code.
+func wellFormed(e *Error) *Error {
+	rule, known := errorMatrix[e.Code]
+	if !known {
+		return nil
+	}
+	c := *e
+	if c.Message == "" {
+		c.Message = rule.message
+	}
+	c.Message = clip(c.Message, maxMessage)
+	switch c.Retry {
+	case RetryNo, RetryYes, RetryAfterRefresh, RetryAfterDelay, RetryWithConfirmation, RetryWithChanges:
+	default:
+		c.Retry = rule.retry
+	}
+	return &c
+}
+
+// transportError maps an executor failure that is not a *Error:
+// EXECUTION_FAILED transport, retried after a delay when transient. The
+// cause goes to the log only.
+func (r *Registry) transportError(a *attempt, err error) *Error {
+	r.log.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
+	if IsTransient(err) {
+		e := NewError(ExecutionFailed, "The domain service could not be reached; retry after details.retryAfterMs milliseconds.",
+			map[string]any{"reason": "transport", "transient": true, "retryAfterMs": 1000})
+		e.Retry = RetryAfterDelay
+		return e
+	}
+	return NewError(ExecutionFailed, "The domain service failed; the cause was recorded for the operator.", map[string]any{"reason": "transport"})
 }

@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -17,8 +16,26 @@ import (
 type Event interface {
 	// EventType is the wire name of the event, e.g. "surface-changed".
 	EventType() string
-	isEvent()
+	kind() eventKind
 }
+
+// eventKind is an event type as a bit of a subscription's mask.
+type eventKind uint16
+
+const (
+	kindSurfaceChanged eventKind = 1 << iota
+	kindComponentRegistered
+	kindComponentUnregistered
+	kindComponentRejected
+	kindAvailabilityChanged
+	kindCollisionSuspected
+	kindInvocationStarted
+	kindInvocationSettled
+	kindConfirmationRequested
+	kindConfirmationResolved
+
+	allEventKinds eventKind = 1<<iota - 1
+)
 
 // SurfaceChanged reports a new surface version. Consecutive changes that
 // are not yet delivered coalesce into one event carrying the version at
@@ -107,148 +124,143 @@ type CollisionSuspected struct {
 }
 
 // EventType implements Event.
-func (CollisionSuspected) EventType() string { return "collision-suspected" }
-
-func (CollisionSuspected) isEvent() {}
-
-// MarshalJSON implements json.Marshaler.
-func (e CollisionSuspected) MarshalJSON() ([]byte, error) {
-	type plain CollisionSuspected
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// EventType implements Event.
-func (ConfirmationRequested) EventType() string { return "confirmation-requested" }
-
-// EventType implements Event.
-func (ConfirmationResolved) EventType() string { return "confirmation-resolved" }
-
-func (ConfirmationRequested) isEvent() {}
-func (ConfirmationResolved) isEvent()  {}
-
-// MarshalJSON implements json.Marshaler.
-func (e ConfirmationRequested) MarshalJSON() ([]byte, error) {
-	type plain ConfirmationRequested
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ConfirmationResolved) MarshalJSON() ([]byte, error) {
-	type plain ConfirmationResolved
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// EventType implements Event.
-func (InvocationStarted) EventType() string { return "invocation-started" }
-
-// EventType implements Event.
-func (InvocationSettled) EventType() string { return "invocation-settled" }
-
-func (InvocationStarted) isEvent() {}
-func (InvocationSettled) isEvent() {}
-
-// MarshalJSON implements json.Marshaler.
-func (e InvocationStarted) MarshalJSON() ([]byte, error) {
-	type plain InvocationStarted
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e InvocationSettled) MarshalJSON() ([]byte, error) {
-	type plain InvocationSettled
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// emit queues and delivers an event that no mutation carries.
-func emit[E Event](r *Registry, e E) {
-	if ls := r.listeners.Load(); ls == nil || len(*ls) == 0 {
-		return
-	}
-	r.mu.Lock()
-	emitLocked(r, e)
-	r.unlockAndDrain()
-}
-
-// EventType implements Event.
 func (SurfaceChanged) EventType() string { return "surface-changed" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e SurfaceChanged) MarshalJSON() ([]byte, error) {
+	type plain SurfaceChanged
+	return marshalEvent(e, plain(e))
+}
+
+func (SurfaceChanged) kind() eventKind { return kindSurfaceChanged }
 
 // EventType implements Event.
 func (ComponentRegistered) EventType() string { return "component-registered" }
 
+// MarshalJSON encodes the event with its "type" first.
+func (e ComponentRegistered) MarshalJSON() ([]byte, error) {
+	type plain ComponentRegistered
+	return marshalEvent(e, plain(e))
+}
+
+func (ComponentRegistered) kind() eventKind { return kindComponentRegistered }
+
 // EventType implements Event.
 func (ComponentUnregistered) EventType() string { return "component-unregistered" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e ComponentUnregistered) MarshalJSON() ([]byte, error) {
+	type plain ComponentUnregistered
+	return marshalEvent(e, plain(e))
+}
+
+func (ComponentUnregistered) kind() eventKind { return kindComponentUnregistered }
 
 // EventType implements Event.
 func (ComponentRejected) EventType() string { return "component-rejected" }
 
+// MarshalJSON encodes the event with its "type" first.
+func (e ComponentRejected) MarshalJSON() ([]byte, error) {
+	type plain ComponentRejected
+	return marshalEvent(e, plain(e))
+}
+
+func (ComponentRejected) kind() eventKind { return kindComponentRejected }
+
 // EventType implements Event.
 func (AvailabilityChanged) EventType() string { return "availability-changed" }
 
-func (SurfaceChanged) isEvent()        {}
-func (ComponentRegistered) isEvent()   {}
-func (ComponentUnregistered) isEvent() {}
-func (ComponentRejected) isEvent()     {}
-func (AvailabilityChanged) isEvent()   {}
-
-// MarshalJSON implements json.Marshaler.
-func (e SurfaceChanged) MarshalJSON() ([]byte, error) {
-	type plain SurfaceChanged
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ComponentRegistered) MarshalJSON() ([]byte, error) {
-	type plain ComponentRegistered
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ComponentUnregistered) MarshalJSON() ([]byte, error) {
-	type plain ComponentUnregistered
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e ComponentRejected) MarshalJSON() ([]byte, error) {
-	type plain ComponentRejected
-	return marshalEvent(e.EventType(), plain(e))
-}
-
-// MarshalJSON implements json.Marshaler.
+// MarshalJSON encodes the event with its "type" first.
 func (e AvailabilityChanged) MarshalJSON() ([]byte, error) {
 	type plain AvailabilityChanged
-	return marshalEvent(e.EventType(), plain(e))
+	return marshalEvent(e, plain(e))
 }
 
-// marshalEvent encodes fields (a struct without methods) with a leading
-// "type" member.
-func marshalEvent(typ string, fields any) ([]byte, error) {
+func (AvailabilityChanged) kind() eventKind { return kindAvailabilityChanged }
+
+// EventType implements Event.
+func (CollisionSuspected) EventType() string { return "collision-suspected" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e CollisionSuspected) MarshalJSON() ([]byte, error) {
+	type plain CollisionSuspected
+	return marshalEvent(e, plain(e))
+}
+
+func (CollisionSuspected) kind() eventKind { return kindCollisionSuspected }
+
+// EventType implements Event.
+func (InvocationStarted) EventType() string { return "invocation-started" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e InvocationStarted) MarshalJSON() ([]byte, error) {
+	type plain InvocationStarted
+	return marshalEvent(e, plain(e))
+}
+
+func (InvocationStarted) kind() eventKind { return kindInvocationStarted }
+
+// EventType implements Event.
+func (InvocationSettled) EventType() string { return "invocation-settled" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e InvocationSettled) MarshalJSON() ([]byte, error) {
+	type plain InvocationSettled
+	return marshalEvent(e, plain(e))
+}
+
+func (InvocationSettled) kind() eventKind { return kindInvocationSettled }
+
+// EventType implements Event.
+func (ConfirmationRequested) EventType() string { return "confirmation-requested" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e ConfirmationRequested) MarshalJSON() ([]byte, error) {
+	type plain ConfirmationRequested
+	return marshalEvent(e, plain(e))
+}
+
+func (ConfirmationRequested) kind() eventKind { return kindConfirmationRequested }
+
+// EventType implements Event.
+func (ConfirmationResolved) EventType() string { return "confirmation-resolved" }
+
+// MarshalJSON encodes the event with its "type" first.
+func (e ConfirmationResolved) MarshalJSON() ([]byte, error) {
+	type plain ConfirmationResolved
+	return marshalEvent(e, plain(e))
+}
+
+func (ConfirmationResolved) kind() eventKind { return kindConfirmationResolved }
+
+// marshalEvent encodes the fields of e (a copy of it without methods)
+// after a leading "type" member.
+func marshalEvent(e Event, fields any) ([]byte, error) {
 	body, err := json.Marshal(fields)
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"type":`)
-	t, _ := json.Marshal(typ)
-	b.Write(t)
+	b := []byte(`{"type":"` + e.EventType() + `"`)
 	if len(body) > 2 {
-		b.WriteByte(',')
-		b.Write(body[1:])
-	} else {
-		b.WriteByte('}')
+		b = append(b, ',')
 	}
-	return b.Bytes(), nil
+	return append(b, body[1:]...), nil
 }
 
-type listener struct{ fn func(Event) }
+// listener is a subscriber and the event kinds it wants.
+type listener struct {
+	fn    func(Event)
+	wants eventKind
+}
 
 // Subscribe registers fn for every later event and returns a function that
-// unsubscribes it (safe to call more than once).
+// unsubscribes it (safe to call more than once). [Registry.SubscribeTo]
+// subscribes to some event types only.
 //
 // Delivery guarantees:
-//   - Events are delivered one at a time, in the total order of the
-//     mutations that caused them, after the mutation completed (the
-//     registry lock is not held).
+//   - Events are delivered one at a time, in the total order in which
+//     they were emitted, after the mutation that caused them completed
+//     (no registry lock is held).
 //   - Each event goes to the listeners subscribed when its delivery starts.
 //   - A listener that panics is recovered and logged; other listeners and
 //     the registry are unaffected.
@@ -256,46 +268,114 @@ type listener struct{ fn func(Event) }
 //     events are queued behind the current one, never delivered nested.
 //   - Pending surface-changed events coalesce: at most one is queued, at the
 //     tail, and it carries the version current at its delivery, so the
-//     versions a listener sees only increase.
+//     versions a listener sees only increase. [Registry.Batch] groups a
+//     burst of mutations into one.
 //
-// Listeners run on the goroutine that made the mutation (or on one that was
-// already delivering); a slow listener delays that goroutine. No
+// Listeners run on the goroutine that emitted the event (or on one that
+// was already delivering); a slow listener delays that goroutine. No
 // surface-changed is delivered after Close, and Close drops all listeners.
 func (r *Registry) Subscribe(fn func(Event)) (unsubscribe func()) {
-	l := &listener{fn: fn}
-	r.mu.Lock()
-	if !r.closed {
-		var next []*listener
-		if cur := r.listeners.Load(); cur != nil {
-			next = slices.Clone(*cur)
-		}
-		next = append(next, l)
-		r.listeners.Store(&next)
+	return r.subscribe(fn, allEventKinds)
+}
+
+// SubscribeTo is [Registry.Subscribe] for the given event types only, named
+// by their zero values:
+//
+//	reg.SubscribeTo(refresh, surface.SurfaceChanged{})
+//
+// Events no listener wants are not even made, so an adapter that only
+// follows surface changes adds nothing to the cost of an invocation.
+// Without types it subscribes to nothing.
+func (r *Registry) SubscribeTo(fn func(Event), types ...Event) (unsubscribe func()) {
+	var wants eventKind
+	for _, t := range types {
+		wants |= t.kind()
 	}
-	r.mu.Unlock()
+	return r.subscribe(fn, wants)
+}
+
+func (r *Registry) subscribe(fn func(Event), wants eventKind) (unsubscribe func()) {
+	l := &listener{fn: fn, wants: wants}
+	r.evMu.Lock()
+	if !r.closedFlag.Load() {
+		r.setListenersLocked(append(slices.Clone(r.listenersLocked()), l))
+	}
+	r.evMu.Unlock()
 	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		cur := r.listeners.Load()
-		if cur == nil {
-			return
-		}
-		if i := slices.Index(*cur, l); i >= 0 {
-			next := slices.Delete(slices.Clone(*cur), i, i+1)
-			r.listeners.Store(&next)
+		r.evMu.Lock()
+		defer r.evMu.Unlock()
+		if ls := r.listenersLocked(); slices.Contains(ls, l) {
+			r.setListenersLocked(slices.DeleteFunc(slices.Clone(ls), func(x *listener) bool { return x == l }))
 		}
 	}
 }
 
-// emitLocked queues e for delivery, if anyone listens (a later subscriber
-// does not see the past). It is generic so that e is boxed only when it is
-// queued. A SurfaceChanged is a placeholder whose version is filled in at
-// delivery; only one is ever queued, at the tail.
-func emitLocked[E Event](r *Registry, ev E) {
-	if ls := r.listeners.Load(); ls == nil || len(*ls) == 0 {
+func (r *Registry) listenersLocked() []*listener {
+	if ls := r.listeners.Load(); ls != nil {
+		return *ls
+	}
+	return nil
+}
+
+// setListenersLocked publishes a new listener list (lists are replaced,
+// never changed, so deliveries read them without the lock) and the union
+// of what they want.
+func (r *Registry) setListenersLocked(ls []*listener) {
+	var wanted eventKind
+	for _, l := range ls {
+		wanted |= l.wants
+	}
+	r.listeners.Store(&ls)
+	r.wanted.Store(uint32(wanted))
+}
+
+// wants reports whether some listener wants events of kind k.
+func (r *Registry) wants(k eventKind) bool { return eventKind(r.wanted.Load())&k != 0 }
+
+// Batch runs fn and delivers the events of the mutations it makes (from
+// any goroutine) when it returns, so that a burst of mutations — a page
+// mounting ten components — yields one surface-changed carrying the final
+// version. Delivery of other events waits for the batch too; batches may
+// nest. fn must not wait for a listener.
+func (r *Registry) Batch(fn func()) {
+	r.evMu.Lock()
+	r.batches++
+	r.evMu.Unlock()
+	defer func() {
+		r.evMu.Lock()
+		r.batches--
+		r.evMu.Unlock()
+		r.drain()
+	}()
+	fn()
+}
+
+// emit queues and delivers an event that no mutation carries (invocation,
+// confirmation and lint events), without the registry lock; nothing when
+// no listener wants it. It is generic so that e is boxed only when queued.
+func emit[E Event](r *Registry, e E) {
+	if !r.wants(e.kind()) {
 		return
 	}
-	var e Event = ev
+	r.evMu.Lock()
+	r.enqueueLocked(e)
+	r.evMu.Unlock()
+	r.drain()
+}
+
+// emitLocked records an event of the mutation in progress, under r.mu; it
+// is queued when the mutation ends, by unlockAndDrain, so it is never
+// delivered before the mutation completed. A SurfaceChanged is a
+// placeholder whose version is filled in at delivery.
+func emitLocked[E Event](r *Registry, e E) {
+	if r.wants(e.kind()) {
+		r.pending = append(r.pending, e)
+	}
+}
+
+// enqueueLocked appends e to the delivery queue, under evMu, keeping at
+// most one SurfaceChanged, at the tail.
+func (r *Registry) enqueueLocked(e Event) {
 	if _, sc := e.(SurfaceChanged); sc {
 		if r.scPending {
 			i := slices.IndexFunc(r.queue, func(q Event) bool { _, ok := q.(SurfaceChanged); return ok })
@@ -306,29 +386,52 @@ func emitLocked[E Event](r *Registry, ev E) {
 	r.queue = append(r.queue, e)
 }
 
-// unlockAndDrain releases r.mu, which the caller holds, and delivers the
-// queued events unless another goroutine is already delivering them.
+// unlockAndDrain ends a mutation: it queues the mutation's events,
+// releases r.mu, which the caller holds, and delivers the queue unless
+// another goroutine already is or a batch is open. A surface-changed
+// carries the version of the last mutation whose events were queued, so
+// the versions delivered only increase.
 func (r *Registry) unlockAndDrain() {
-	if r.draining || len(r.queue) == 0 {
-		r.mu.Unlock()
+	if len(r.pending) > 0 {
+		r.evMu.Lock()
+		for _, e := range r.pending {
+			r.enqueueLocked(e)
+		}
+		r.queuedVersion = r.version.Load() // no mutation can bump it meanwhile: we hold mu
+		r.evMu.Unlock()
+		clear(r.pending)
+		r.pending = r.pending[:0]
+	}
+	r.mu.Unlock()
+	r.drain()
+}
+
+// drain delivers the queued events one at a time, unless another
+// goroutine is delivering them or a batch is open.
+func (r *Registry) drain() {
+	r.evMu.Lock()
+	if r.draining {
+		r.evMu.Unlock()
 		return
 	}
 	r.draining = true
-	for len(r.queue) > 0 {
+	for len(r.queue) > 0 && r.batches == 0 {
 		e := r.queue[0]
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
 		if _, sc := e.(SurfaceChanged); sc {
 			r.scPending = false
-			e = SurfaceChanged{SurfaceVersion: strconv.FormatUint(r.version.Load(), 10)}
+			e = SurfaceChanged{SurfaceVersion: strconv.FormatUint(r.queuedVersion, 10)}
 		}
-		r.mu.Unlock()
+		r.evMu.Unlock()
 		r.deliver(e)
-		r.mu.Lock()
+		r.evMu.Lock()
 	}
-	r.queue = nil
+	if len(r.queue) == 0 {
+		r.queue = nil
+	}
 	r.draining = false
-	r.mu.Unlock()
+	r.evMu.Unlock()
 }
 
 func (r *Registry) deliver(e Event) {
@@ -336,8 +439,11 @@ func (r *Registry) deliver(e Event) {
 	if ls == nil {
 		return
 	}
+	k := e.kind()
 	for _, l := range *ls {
-		r.call(l, e)
+		if l.wants&k != 0 {
+			r.call(l, e)
+		}
 	}
 }
 

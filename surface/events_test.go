@@ -189,3 +189,71 @@ func TestEventJSON(t *testing.T) {
 		}
 	}
 }
+
+// AS-EVT-001: a batch of mutations — a page mounting several components,
+// from several goroutines — yields one surface-changed, after the batch's
+// other events, carrying the final version; outside a batch, each
+// mutation's events are delivered when it returns. Batches nest.
+func TestBatchCoalescesSurfaceChanged_AS_EVT_001(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	rec := surfacetest.Record(t, reg)
+	var hs []*surface.Handle
+	reg.Batch(func() {
+		for i := range 3 {
+			hs = append(hs, surfacetest.MustRegister(t, reg, simple("page", fmt.Sprint(i))))
+		}
+		done := make(chan struct{})
+		go func() { // another goroutine's mutation joins the batch
+			defer close(done)
+			reg.Batch(func() { surfacetest.MustRegister(t, reg, simple("side", "")) })
+		}()
+		<-done
+		if n := len(rec.Events()); n != 0 {
+			t.Errorf("%d events delivered inside the batch", n)
+		}
+	})
+	want := "component-registered component-registered component-registered component-registered surface-changed"
+	if got := strings.Join(rec.Types(), " "); got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+	if sc := rec.Events()[4].(surface.SurfaceChanged); sc.SurfaceVersion != "4" || reg.Version() != "4" {
+		t.Fatalf("surface-changed carries %s; registry at %s", sc.SurfaceVersion, reg.Version())
+	}
+	rec.Reset()
+	hs[0].Unregister()
+	hs[1].Unregister()
+	want = "component-unregistered surface-changed component-unregistered surface-changed"
+	if got := strings.Join(rec.Types(), " "); got != want {
+		t.Fatalf("outside a batch: %s, want %s", got, want)
+	}
+	rec.Reset()
+	func() {
+		defer func() { _ = recover() }()
+		reg.Batch(func() { hs[2].Unregister(); panic("the batch's caller fails") })
+	}()
+	if got := strings.Join(rec.Types(), " "); got != "component-unregistered surface-changed" {
+		t.Fatalf("a batch that panicked left its events behind: %s", got)
+	}
+}
+
+// A listener subscribed to some event types gets only those, in order
+// with the others; a registry with only such listeners makes no other
+// events (an all-events listener added later sees invocation events
+// again).
+func TestSubscribeTo(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var changes []string
+	reg.SubscribeTo(func(e surface.Event) { changes = append(changes, e.EventType()) }, surface.SurfaceChanged{}, surface.ComponentRegistered{})
+	none := 0
+	reg.SubscribeTo(func(surface.Event) { none++ })
+	surfacetest.MustRegister(t, reg, simple("a", ""))
+	surfacetest.RequireOK(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:a.read"}, as("x")))
+	if got := strings.Join(changes, " "); got != "component-registered surface-changed" || none != 0 {
+		t.Fatalf("filtered listener got %s; empty filter got %d", got, none)
+	}
+	rec := surfacetest.Record(t, reg)
+	surfacetest.RequireOK(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:a.read"}, as("x")))
+	if got := strings.Join(rec.Types(), " "); got != "invocation-started invocation-settled" {
+		t.Fatalf("all-events listener got %s", got)
+	}
+}

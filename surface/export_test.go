@@ -6,8 +6,7 @@ package surface
 func (r *Registry) TombstoneLive(regID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.tombs.byRegistration(regID, r.now())
-	return ok
+	return r.tombs.byRegistration(regID, r.now())
 }
 
 // TombstoneListing reports whether a live tombstone lists capID.
@@ -21,7 +20,7 @@ func (r *Registry) TombstoneListing(capID string) bool {
 func (r *Registry) TombstoneCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.tombs.len()
+	return len(r.tombs)
 }
 
 // ErrorRule exposes a row of the error matrix to tests.

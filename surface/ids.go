@@ -2,6 +2,7 @@ package surface
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -151,8 +152,6 @@ func jsLen(s string) int {
 	return n
 }
 
-const base36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // appendRandom62 appends n random base62 characters. The source is
@@ -183,10 +182,6 @@ func newConfirmationID() string {
 	return string(appendRandom62(append(make([]byte, 0, 16), "cnf_"...), 12))
 }
 
-// maxRegistrationIDLen bounds the length of a registration id: 13 base36
-// digits hold any uint64 counter (36^13 > 2^64).
-const maxRegistrationIDLen = len("reg_") + 13 + 6
-
 // appendRegistrationID appends "reg_" + counter in lowercase base36,
 // zero-padded to at least 4, + 6 base62 characters drawn from key and
 // counter by a bijective mix (splitmix64's finaliser): distinct counters
@@ -197,36 +192,17 @@ func appendRegistrationID(b []byte, counter, key uint64) []byte {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	z ^= z >> 31
-	if counter < 36*36*36*36 { // four counter digits: the layout is fixed
-		lo, hi, v := uint32(z), uint32(z>>32), uint32(counter)
-		return append(b, 'r', 'e', 'g', '_',
-			base36[v/(36*36*36)], base36[v/(36*36)%36], base36[v/36%36], base36[v%36],
-			base62[hi/(62*62)%62], base62[hi/62%62], base62[hi%62],
-			base62[lo/(62*62)%62], base62[lo/62%62], base62[lo%62])
+	var digits [13]byte // any uint64 in base 36
+	d := strconv.AppendUint(digits[:0], counter, 36)
+	b = append(b, "reg_"...)
+	for range 4 - len(d) {
+		b = append(b, '0')
 	}
-	var id [maxRegistrationIDLen]byte // filled from the end
-	n := len(id)
-	// Three digits from each half of z: 32-bit arithmetic (62^3 < 2^32).
-	for _, h := range [2]uint32{uint32(z), uint32(z >> 32)} {
-		for range 3 {
-			n--
-			id[n] = base62[h%62]
-			h /= 62
-		}
+	b = append(b, d...)
+	// Three characters from each half of z, high half first, each the
+	// last digits of the half in base62.
+	for _, h := range [2]uint32{uint32(z >> 32), uint32(z)} {
+		b = append(b, base62[h/(62*62)%62], base62[h/62%62], base62[h%62])
 	}
-	if counter < 1<<32 {
-		for v, digits := uint32(counter), 0; digits < 4 || v > 0; digits++ {
-			n--
-			id[n] = base36[v%36]
-			v /= 36
-		}
-	} else {
-		for v := counter; v > 0; v /= 36 {
-			n--
-			id[n] = base36[v%36]
-		}
-	}
-	n -= len("reg_")
-	copy(id[n:], "reg_")
-	return append(b, id[n:]...)
+	return b
 }

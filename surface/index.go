@@ -1,84 +1,15 @@
 package surface
 
 import (
-	"hash/maphash"
 	"slices"
 	"strings"
+	"time"
 )
 
-// The registry's indexes of live registrations, guarded by Registry.mu.
-
-// typeGroup holds the live registrations of one component type.
-type typeGroup struct {
-	typ        string
-	regs       []*registration         // unordered; registration.typeIdx is the position
-	indexed    bool                    // byInstance is in use: the group outgrew a scan
-	seed       maphash.Seed            // of byInstance's hashes
-	byInstance hashIndex[registration] // by instance id
-}
-
-// scanInstances is the group size up to which an instance is found by a
-// scan rather than the index.
-const scanInstances = 8
-
-// instance returns the live registration with the instance id, or nil.
-func (g *typeGroup) instance(id string) *registration {
-	reg, _ := g.lookup(id)
-	return reg
-}
-
-// lookup is instance, and also returns the hash of id for add once the
-// group is indexed (else 0), so that Register hashes the id once.
-func (g *typeGroup) lookup(id string) (*registration, uint64) {
-	if !g.indexed {
-		for _, reg := range g.regs {
-			if reg.instance == id {
-				return reg, 0
-			}
-		}
-		return nil, 0
-	}
-	h := maphash.String(g.seed, id)
-	return g.byInstance.find(h, func(reg *registration) bool { return reg.instance == id }), h
-}
-
-// add adds reg; h is what lookup(reg.instance) returned, under the
-// registry lock held since.
-func (g *typeGroup) add(reg *registration, h uint64) {
-	reg.typeIdx = int32(len(g.regs))
-	g.regs = append(g.regs, reg)
-	switch {
-	case g.indexed:
-		g.byInstance.add(reg, h)
-	case len(g.regs) > scanInstances:
-		g.indexed, g.seed = true, maphash.MakeSeed()
-		for _, x := range g.regs {
-			g.byInstance.add(x, maphash.String(g.seed, x.instance))
-		}
-	}
-}
-
-// remove swap-removes reg: the order of regs is irrelevant.
-func (g *typeGroup) remove(reg *registration) {
-	n := len(g.regs) - 1
-	last := g.regs[n]
-	g.regs[reg.typeIdx], last.typeIdx = last, reg.typeIdx
-	g.regs[n] = nil
-	g.regs = g.regs[:n]
-	if g.indexed {
-		g.byInstance.remove(reg, maphash.String(g.seed, reg.instance))
-	}
-}
-
-// entryOrder keeps the live registrations in snapshot order (entryCmp)
-// lazily, so registering and unregistering cost O(1) amortised whatever
-// the registry's size: a reader sorts what was added since the last read
-// and merges it in, in O(n + k log k).
-type entryOrder struct {
-	sorted []*registration // in entryCmp order; may hold unregistered ones
-	added  []*registration // since the last read, unordered; may hold unregistered ones
-	dead   int             // unregistered registrations in sorted and added
-}
+// The registry's indexes of live registrations, guarded by Registry.mu:
+// byType by type and instance id, byProc by procedure path, and ordered,
+// the live registrations in snapshot order, made again when a snapshot
+// finds it out of date.
 
 // entryCmp orders registrations by priority desc, type asc, instance asc.
 // Live registrations never compare equal.
@@ -89,58 +20,111 @@ func entryCmp(a, b *registration) int {
 		}
 		return 1
 	}
-	if a.typ != b.typ { // equal types usually share their bytes: a quick check
-		return strings.Compare(a.typ, b.typ)
+	if c := strings.Compare(a.typ, b.typ); c != 0 {
+		return c
 	}
 	return strings.Compare(a.instance, b.instance)
 }
 
-func (o *entryOrder) add(reg *registration) { o.added = append(o.added, reg) }
+// instanceLocked returns the live registration of a type and instance, or
+// nil.
+func (r *Registry) instanceLocked(typ, instance string) *registration {
+	return r.byType[typ][instance]
+}
 
-// remove notes that a registration, already marked unregistered, left.
-// Once the unregistered outnumber the live (plus a margin) both lists are
-// compacted, so they hold at most about twice the live registrations.
-func (o *entryOrder) remove() {
-	o.dead++
-	if live := len(o.sorted) + len(o.added) - o.dead; o.dead > live+32 {
-		o.compact()
+// orderedLocked returns the live registrations in snapshot order. The
+// slice is shared: callers must not change it.
+func (r *Registry) orderedLocked() []*registration {
+	if r.ordered == nil {
+		for _, instances := range r.byType {
+			for _, reg := range instances {
+				r.ordered = append(r.ordered, reg)
+			}
+		}
+		slices.SortFunc(r.ordered, entryCmp)
+	}
+	return r.ordered
+}
+
+// insertLocked adds a registration that just went live to the indexes.
+func (r *Registry) insertLocked(reg *registration) {
+	r.ordered = nil
+	if r.byType == nil {
+		r.byType = make(map[string]map[string]*registration)
+	}
+	instances := r.byType[reg.typ]
+	if instances == nil {
+		instances = make(map[string]*registration)
+		r.byType[reg.typ] = instances
+	}
+	instances[reg.instance] = reg
+	for _, rc := range reg.caps[reg.nView:] {
+		if r.byProc == nil {
+			r.byProc = make(map[string][]*registration)
+		}
+		r.byProc[rc.name] = append(r.byProc[rc.name], reg)
 	}
 }
 
-func (o *entryOrder) compact() {
-	gone := func(reg *registration) bool { return reg.status != Active }
-	o.sorted = slices.DeleteFunc(o.sorted, gone) // clears the tail for the GC
-	o.added = slices.DeleteFunc(o.added, gone)
-	o.dead = 0
-}
-
-// live returns the live registrations in snapshot order. The slice
-// belongs to the order: use it under the lock and do not keep it.
-func (o *entryOrder) live() []*registration {
-	if o.dead > 0 {
-		o.compact()
-	}
-	if len(o.added) == 0 {
-		return o.sorted
-	}
-	slices.SortFunc(o.added, entryCmp)
-	n, m := len(o.sorted), len(o.added)
-	o.sorted = slices.Grow(o.sorted, m)[:n+m]
-	// Merge from the back, so sorted's own elements move at most once.
-	i, j := n-1, m-1
-	for k := n + m - 1; j >= 0; k-- {
-		if i >= 0 && entryCmp(o.sorted[i], o.added[j]) > 0 {
-			o.sorted[k] = o.sorted[i]
-			i--
-		} else {
-			o.sorted[k] = o.added[j]
-			j--
+// removeLocked removes a registration that is going away from the
+// indexes.
+func (r *Registry) removeLocked(reg *registration) {
+	r.ordered = nil
+	if instances := r.byType[reg.typ]; instances != nil {
+		delete(instances, reg.instance)
+		if len(instances) == 0 {
+			delete(r.byType, reg.typ)
 		}
 	}
-	clear(o.added)
-	o.added = o.added[:0]
-	return o.sorted
+	for _, rc := range reg.caps[reg.nView:] {
+		refs := slices.DeleteFunc(r.byProc[rc.name], func(x *registration) bool { return x == reg })
+		if len(refs) == 0 {
+			delete(r.byProc, rc.name)
+		} else {
+			r.byProc[rc.name] = refs
+		}
+	}
 }
 
-// reset forgets every registration.
-func (o *entryOrder) reset() { *o = entryOrder{} }
+// tombstone remembers an unregistered registration: ids and when it
+// expires, never anything executable.
+type tombstone struct {
+	regID   string
+	capIDs  []string
+	expires time.Time
+}
+
+// tombstones remembers recent unregistrations, oldest first, bounded by
+// size and TTL (semantics §8.3). The TTL is constant, so they expire in
+// the order they were added.
+type tombstones []tombstone
+
+func (t *tombstones) add(ts tombstone, now time.Time, size int, ttl time.Duration) {
+	ts.expires = now.Add(ttl)
+	live := *t
+	for len(live) > 0 && (!live[0].expires.After(now) || len(live) >= size) {
+		live[0] = tombstone{}
+		live = live[1:] // append moves the rest when it grows the array
+	}
+	*t = append(live, ts)
+}
+
+// byRegistration reports whether a live tombstone remembers regID.
+func (t tombstones) byRegistration(regID string, now time.Time) bool {
+	for _, ts := range t {
+		if ts.regID == regID && ts.expires.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// listing reports whether a live tombstone lists the capability id.
+func (t tombstones) listing(capID string, now time.Time) bool {
+	for _, ts := range t {
+		if ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
+			return true
+		}
+	}
+	return false
+}

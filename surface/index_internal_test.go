@@ -1,26 +1,23 @@
 package surface
 
 import (
-	"hash/maphash"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"pgregory.net/rapid"
 )
 
 // AS-SNAP-003, AS-LIFE-004: property — whatever the interleaving of
-// registrations, unregistrations and reads, the lazily merged order lists
-// exactly the live registrations in snapshot order, and the type groups
-// find exactly the live instances.
-func TestEntryOrderProperty_AS_SNAP_003(t *testing.T) {
+// registrations, unregistrations and reads, the indexes list exactly the
+// live registrations, entries in snapshot order, and find exactly the
+// live instances; emptied types leave nothing behind.
+func TestIndexesProperty_AS_SNAP_003(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		var order entryOrder
-		groups := map[string]*typeGroup{}
+		r := New(nil)
+		defer r.Close()
 		var live []*registration
 		seq := 0
 		for range rapid.IntRange(1, 400).Draw(rt, "steps") {
@@ -30,160 +27,67 @@ func TestEntryOrderProperty_AS_SNAP_003(t *testing.T) {
 				inst := "i" + strconv.Itoa(seq)
 				seq++
 				reg := &registration{typ: typ, instance: inst, priority: rapid.IntRange(-1, 1).Draw(rt, "priority"), status: Active}
-				order.add(reg)
-				if groups[typ] == nil {
-					groups[typ] = &typeGroup{}
-				}
-				_, h := groups[typ].lookup(inst)
-				groups[typ].add(reg, h)
+				r.insertLocked(reg)
 				live = append(live, reg)
-			case op <= 8: // unregister
+			default: // unregister
 				k := rapid.IntRange(0, len(live)-1).Draw(rt, "victim")
 				reg := live[k]
 				live = slices.Delete(live, k, k+1)
 				reg.status = Unregistered
-				order.remove()
-				groups[reg.typ].remove(reg)
-			default: // read
-				want := slices.SortedFunc(slices.Values(live), entryCmp)
-				if got := order.live(); !slices.Equal(got, want) {
-					rt.Fatalf("order lists %d registrations, want %d in order", len(got), len(want))
-				}
+				r.removeLocked(reg)
 			}
-			if stored := len(order.sorted) + len(order.added); stored > 2*len(live)+33 {
-				rt.Fatalf("%d stored for %d live: unregistered ones are not compacted", stored, len(live))
+			if want := slices.SortedFunc(slices.Values(live), entryCmp); !slices.Equal(r.orderedLocked(), want) {
+				rt.Fatalf("the order lists %d registrations, want %d in order", len(r.orderedLocked()), len(want))
 			}
 		}
+		types := map[string]bool{}
 		for _, reg := range live {
-			if got := groups[reg.typ].instance(reg.instance); got != reg {
+			types[reg.typ] = true
+			if got := r.instanceLocked(reg.typ, reg.instance); got != reg {
 				rt.Fatalf("instance %s/%s not found", reg.typ, reg.instance)
 			}
 		}
-		for typ, g := range groups {
-			if g.instance("i"+strconv.Itoa(seq)) != nil {
+		if len(r.byType) != len(types) {
+			rt.Fatalf("%d types indexed for %d live", len(r.byType), len(types))
+		}
+		for typ := range r.byType {
+			if r.instanceLocked(typ, "i"+strconv.Itoa(seq)) != nil {
 				rt.Fatalf("type %s finds an instance never registered", typ)
 			}
-			for i, reg := range g.regs {
-				if int(reg.typeIdx) != i || reg.status != Active {
-					rt.Fatalf("type %s: slot %d holds a registration at %d, status %v", typ, i, reg.typeIdx, reg.status)
+		}
+	})
+}
+
+// AS-BOUND-001: property — tombstones answer as a plain list of the
+// unregistrations within the TTL, of which only the last size are kept.
+func TestTombstonesProperty_AS_BOUND_001(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		size := rapid.IntRange(1, 6).Draw(rt, "size")
+		const ttl = 10 * time.Second
+		var ts tombstones
+		type added struct {
+			id string
+			at time.Time
+		}
+		var all []added
+		now := time.Unix(0, 0)
+		for i := range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			now = now.Add(time.Duration(rapid.IntRange(0, 6).Draw(rt, "seconds")) * time.Second)
+			id := "reg_" + strconv.Itoa(i)
+			ts.add(tombstone{regID: id, capIDs: []string{"view:t.c" + strconv.Itoa(i%3)}}, now, size, ttl)
+			all = append(all, added{id, now})
+			if len(ts) > size {
+				rt.Fatalf("%d tombstones kept for size %d", len(ts), size)
+			}
+			probe := now.Add(time.Duration(rapid.IntRange(0, 12).Draw(rt, "probe")) * time.Second)
+			for k, a := range all {
+				want := k >= len(all)-size && probe.Sub(a.at) < ttl
+				if got := ts.byRegistration(a.id, probe); got != want {
+					rt.Fatalf("tombstone %s at +%v: live %v, want %v", a.id, probe.Sub(a.at), got, want)
 				}
 			}
 		}
-		if got, want := order.live(), slices.SortedFunc(slices.Values(live), entryCmp); !slices.Equal(got, want) {
-			rt.Fatalf("final order lists %d registrations, want %d in order", len(got), len(want))
-		}
 	})
-}
-
-// AS-STALE-001: a tombstone lists exactly the capability ids of its
-// registration, though it keeps the view ids as one string.
-func TestTombstoneLists_AS_STALE_001(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		typ := rapid.SampledFrom([]string{"a", "a.b", "grid"}).Draw(rt, "type")
-		names := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-c][a-cA-C0-9]{0,3}`), 0, 6, rapid.ID).Draw(rt, "names")
-		slices.Sort(names)
-		r := New(nil)
-		defer r.Close()
-		reg := &registration{typ: typ}
-		for _, n := range names {
-			reg.caps = append(reg.caps, regCap{name: n, x: &noCapExtras})
-		}
-		reg.nView = int32(len(reg.caps))
-		idLen := 0
-		for _, n := range names {
-			idLen += len("view:" + typ + "." + n)
-		}
-		r.assignIDs(reg, idLen)
-		ts := tombstone{regID: reg.id, ids: reg.ids}
-		for i, n := range names {
-			if want := "view:" + typ + "." + n; reg.caps[i].id != want {
-				rt.Fatalf("capability id %q, want %q", reg.caps[i].id, want)
-			}
-			if !ts.lists(reg.caps[i].id) {
-				rt.Fatalf("tombstone does not list %q (ids %q)", reg.caps[i].id, reg.ids)
-			}
-		}
-		probe := "view:" + rapid.SampledFrom([]string{"a", "a.b", "grid", "b"}).Draw(rt, "probeType") + "." +
-			rapid.StringMatching(`[a-c][a-cA-C0-9]{0,4}`).Draw(rt, "probeName")
-		want := slices.ContainsFunc(reg.caps, func(rc regCap) bool { return rc.id == probe })
-		if got := ts.lists(probe); got != want {
-			rt.Fatalf("lists(%q) = %v, want %v (ids %q)", probe, got, want, reg.ids)
-		}
-		if ts.lists(reg.id) || ts.lists("domain:x.y") {
-			rt.Fatal("a tombstone lists its registration id or a procedure it never had")
-		}
-	})
-}
-
-// Emptied type groups are kept for reuse but swept, so a registry that
-// sees many short-lived component types does not keep a group for each.
-func TestTypeGroupsBounded(t *testing.T) {
-	r := New(nil)
-	defer r.Close()
-	keep, err := r.Register(Component{Type: "kept", Description: "stays"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// check verifies the count of empty groups and that the group
-	// groupLocked caches is the one the index holds for its type.
-	check := func(i int) {
-		t.Helper()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		empty := 0
-		for _, g := range r.byType {
-			if len(g.regs) == 0 {
-				empty++
-			}
-		}
-		if empty != r.emptyGroups {
-			t.Fatalf("after %d: %d empty groups, counted %d", i, empty, r.emptyGroups)
-		}
-		if n := len(r.byType); n > 2*66 {
-			t.Fatalf("after %d: %d groups for 1 live registration", i, n)
-		}
-		if g := r.lastGroup; g != nil && r.byType[g.typ] != g {
-			t.Fatalf("after %d: the cached group of %q is not in the index", i, g.typ)
-		}
-	}
-	for i := range 1000 {
-		typ := "t" + strconv.Itoa(i)
-		var hs [2]*Handle
-		for k, inst := range []string{"a", "b"} { // the second finds the group made for the first
-			if hs[k], err = r.Register(Component{Type: typ, InstanceID: inst, Description: "short-lived"}); err != nil {
-				t.Fatal(err)
-			}
-			check(i)
-		}
-		hs[0].Unregister()
-		hs[1].Unregister()
-		check(i)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.byType["kept"]; g == nil || g.instance(DefaultInstanceID) != keep.reg || len(r.entries.live()) != 1 {
-		t.Fatal("the sweep lost the live registration")
-	}
-}
-
-// A registration fits the 416-byte allocation size class; the next is 448.
-// A component registered and unregistered costs about 500 bytes of
-// allocation, so its size sets how often the collector runs in registries
-// that mount and unmount a lot.
-func TestRegistrationSizeClass(t *testing.T) {
-	if n := unsafe.Sizeof(registration{}); n > 416 {
-		t.Fatalf("a registration is %d bytes, more than the 416-byte size class", n)
-	}
-}
-
-// A Registry fits the 1024-byte allocation size class; the next is 1152.
-// Objects over 512 bytes that hold pointers take an 8-byte header, so a
-// Registry may be 1016 bytes. Its size is most of what an empty registry
-// costs to make.
-func TestRegistrySizeClass(t *testing.T) {
-	if n := unsafe.Sizeof(Registry{}); n+8 > 1024 {
-		t.Fatalf("a Registry is %d bytes, more than the 1024-byte size class holds with its header", n)
-	}
 }
 
 // AS-ID-001: registration ids follow "reg_" + base36 counter (at least 4
@@ -212,14 +116,13 @@ func TestRegistrationIDGrammar_AS_ID_001(t *testing.T) {
 }
 
 // AS-IDENT-001, AS-IDENT-005: property — whatever the interleaving of
-// new keys, replays, joins, uncacheable results, expiry and eviction (with
-// entries reused once nothing can reach them), a replay or a join always
-// gets the result stored for its own key, and the cache stays bounded.
+// new keys, replays, joins, uncacheable results, expiry and eviction, a
+// replay or a join always gets the result stored for its own key, and the
+// cache stays bounded.
 func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		var c dedupeCache
-		c.init(rapid.IntRange(1, 600).Draw(rt, "size"))
-		seed := maphash.MakeSeed()
+		size := rapid.IntRange(1, 600).Draw(rt, "size")
+		c := newDedupeCache(size)
 		now := time.Unix(0, 0)
 		ttl := time.Minute
 		type flight struct {
@@ -239,19 +142,18 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 			dk := dedupeKey{kind: "test", consumer: "c", invocationID: key}
 			switch op := rapid.IntRange(0, 5).Draw(rt, "op"); {
 			case op <= 2: // begin
-				var cached Result
-				e, hit, done := c.begin(dk, seed, 7, now, &cached)
+				e, hit, done := c.begin(dk, 7, now)
 				// A begin evicts down to the size before it adds its key,
 				// stopping at an entry in flight (semantics §6).
-				if s := c.body(); s.idx.n > s.capacity+1 && s.head.terminal {
-					rt.Fatalf("cache holds %d entries for capacity %d", s.idx.n, s.capacity)
+				if n := c.len(); n > size+1 && c.order.head.terminal {
+					rt.Fatalf("cache holds %d entries for size %d", n, size)
 				}
 				switch hit {
 				case dedupeMiss:
 					inflight = append(inflight, flight{e, key})
 				case dedupeReplay:
-					if cached.InvocationID != key {
-						rt.Fatalf("replay of %s got the result of %s", key, cached.InvocationID)
+					if e.result.InvocationID != key {
+						rt.Fatalf("replay of %s got the result of %s", key, e.result.InvocationID)
 					}
 				case dedupeJoin:
 					joins = append(joins, join{e, done, key})
@@ -276,9 +178,6 @@ func TestDedupeReuseProperty_AS_IDENT_005(t *testing.T) {
 					}
 				default:
 				}
-			}
-			if s := c.body(); s.nfree > s.capacity {
-				rt.Fatalf("cache keeps %d free entries for capacity %d", s.nfree, s.capacity)
 			}
 		}
 	})
@@ -310,16 +209,4 @@ func TestRegistrationIDVectors_AS_ID_001(t *testing.T) {
 			t.Errorf("appendRegistrationID(%d, %#x) = %s, want %s", c.counter, c.key, got, c.want)
 		}
 	}
-}
-
-// isBlank agrees with strings.TrimSpace(s) == "" on any text, Unicode
-// spaces and invalid UTF-8 included.
-func TestIsBlankProperty(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		parts := rapid.SliceOf(rapid.SampledFrom([]string{" ", "\t", "\n", "\v", "\f", "\r", "\u0085", "\u00a0", "\u2003", "\u3000", "a", "é", "\xff", "\x00", "\x1c"})).Draw(rt, "parts")
-		s := strings.Join(parts, "")
-		if got, want := isBlank(s), strings.TrimSpace(s) == ""; got != want {
-			rt.Fatalf("isBlank(%q) = %v, want %v", s, got, want)
-		}
-	})
 }

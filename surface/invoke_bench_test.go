@@ -73,6 +73,16 @@ func BenchmarkInvokeAction(b *testing.B) {
 	benchInvokeLoop(b, reg, surface.Invocation{CapabilityID: benchAction, RegistrationID: hs[0].ID(), Input: benchInput})
 }
 
+// BenchmarkInvokeActionSurfaceListener: BenchmarkInvokeAction with a
+// listener that follows surface changes only, as every Toolset and MCP
+// server attaches one (target within 1.1× of BenchmarkInvokeAction).
+func BenchmarkInvokeActionSurfaceListener(b *testing.B) {
+	reg, hs := benchInvokeRegistry(b, 1, surface.Limits{})
+	unsubscribe := reg.SubscribeTo(func(surface.Event) {}, surface.SurfaceChanged{})
+	defer unsubscribe()
+	benchInvokeLoop(b, reg, surface.Invocation{CapabilityID: benchAction, RegistrationID: hs[0].ID(), Input: benchInput})
+}
+
 // BenchmarkInvokeObservation: a no-op observation returning {n: 1}
 // (target ≤ 2 µs).
 func BenchmarkInvokeObservation(b *testing.B) {

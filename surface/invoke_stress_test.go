@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -197,13 +198,14 @@ type stressLedger struct {
 	serial atomic.Int64
 
 	mu         sync.Mutex
+	rng        *rand.Rand // the handlers' choices
 	keys       map[string]*stressKey
 	execs      map[int64]*stressExec
 	violations []string
 }
 
-func newStressLedger(strict bool) *stressLedger {
-	return &stressLedger{strict: strict, keys: map[string]*stressKey{}, execs: map[int64]*stressExec{}}
+func newStressLedger(strict bool, seed uint64) *stressLedger {
+	return &stressLedger{strict: strict, rng: rand.New(rand.NewPCG(seed, 1<<32)), keys: map[string]*stressKey{}, execs: map[int64]*stressExec{}}
 }
 
 // handle is the body of both the observation and the action.
@@ -222,10 +224,11 @@ func (l *stressLedger) handle(ctx context.Context, call *surface.Call) (stressOu
 		l.violations = append(l.violations, fmt.Sprintf("key %q executed %d times with only %d non-cacheable earlier outcomes", key, k.execs, k.released))
 	}
 	l.execs[serial] = x
+	r, sleep := l.rng.IntN(40), time.Duration(l.rng.IntN(1000))*time.Microsecond
 	l.mu.Unlock()
 
 	var err error
-	switch r := rand.IntN(40); {
+	switch {
 	case r == 0:
 		err = surface.NewError(surface.RateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": 1})
 	case r == 1:
@@ -235,7 +238,7 @@ func (l *stressLedger) handle(ctx context.Context, call *surface.Call) (stressOu
 	case r == 3:
 		panic("stress: handler panic")
 	case r < 14: // sleep up to 1ms, honouring ctx
-		tm := time.NewTimer(time.Duration(rand.IntN(1000)) * time.Microsecond)
+		tm := time.NewTimer(sleep)
 		select {
 		case <-tm.C:
 		case <-ctx.Done():
@@ -332,8 +335,18 @@ func (r *stressReport) fail(format string, args ...any) {
 	}
 }
 
+// stressSeed seeds TestInvokeStress's random choices; each run logs the
+// seed it used. The interleaving of goroutines still varies from run to
+// run.
+var stressSeed = flag.Uint64("stress.seed", 0, "seed of TestInvokeStress (0: a fresh one, logged)")
+
 func runInvokeStress(t *testing.T, cfg stressConfig) {
-	ledger := newStressLedger(cfg.strict)
+	seed := *stressSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -stress.seed=%d)", seed, seed)
+	ledger := newStressLedger(cfg.strict, seed)
 	lim := cfg.limits
 	lim.ActionQueueDepth = 2
 	lim.MaxConcurrentObservationsPerConsumer = 2
@@ -375,7 +388,7 @@ func runInvokeStress(t *testing.T, cfg stressConfig) {
 	mounterDone := make(chan struct{})
 	go func() {
 		defer close(mounterDone)
-		rng := rand.New(rand.NewPCG(1, 2))
+		rng := rand.New(rand.NewPCG(seed, 1<<33))
 		for {
 			select {
 			case <-stop:
@@ -418,7 +431,7 @@ func runInvokeStress(t *testing.T, cfg stressConfig) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			calls := make([]stressCall, 0, cfg.ops)
 			for n := range cfg.ops {
 				calls = append(calls, stressOne(wctx, reg, rng, w, n, &opCount, regIDs, ledger, &report))

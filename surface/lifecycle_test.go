@@ -485,43 +485,42 @@ func TestTombstoneBounds_AS_BOUND_001(t *testing.T) {
 }
 
 func TestRegisterContext(t *testing.T) {
-	reg := surfacetest.NewRegistry(t, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	h, err := reg.RegisterContext(ctx, table("main", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	unsub := reg.Subscribe(func(e surface.Event) {
-		if _, ok := e.(surface.ComponentUnregistered); ok {
-			close(done)
+	synctest.Test(t, func(t *testing.T) {
+		reg := surface.New(nil)
+		defer reg.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		h, err := reg.RegisterContext(ctx, table("main", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		unregistered := false
+		unsub := reg.Subscribe(func(e surface.Event) {
+			if _, ok := e.(surface.ComponentUnregistered); ok {
+				unregistered = true
+			}
+		})
+		defer unsub()
+		cancel()
+		synctest.Wait()
+		if !unregistered || h.Status() != surface.Unregistered {
+			t.Fatalf("context end: unregistered event %v, status %v", unregistered, h.Status())
+		}
+
+		// An explicit Unregister stops the context watch; Close does too.
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		defer cancel2()
+		h2, _ := reg.RegisterContext(ctx2, table("two", nil))
+		h2.Unregister()
+		_, _ = reg.RegisterContext(ctx2, table("three", nil))
+		// A context already done unregisters at once.
+		ctx3, cancel3 := context.WithCancel(context.Background())
+		cancel3()
+		h3, _ := reg.RegisterContext(ctx3, table("four", nil))
+		_ = reg.Close() // waits for the triggered unregistration
+		if h3.Status() != surface.Unregistered {
+			t.Fatalf("status = %v", h3.Status())
 		}
 	})
-	defer unsub()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("context end did not unregister")
-	}
-	if h.Status() != surface.Unregistered {
-		t.Fatalf("status = %v", h.Status())
-	}
-
-	// An explicit Unregister stops the context watch; Close does too.
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	h2, _ := reg.RegisterContext(ctx2, table("two", nil))
-	h2.Unregister()
-	_, _ = reg.RegisterContext(ctx2, table("three", nil))
-	// A context already done unregisters at once.
-	ctx3, cancel3 := context.WithCancel(context.Background())
-	cancel3()
-	h3, _ := reg.RegisterContext(ctx3, table("four", nil))
-	_ = reg.Close() // waits for the triggered unregistration
-	if h3.Status() != surface.Unregistered {
-		t.Fatalf("status = %v", h3.Status())
-	}
 }
 
 func TestClose(t *testing.T) {

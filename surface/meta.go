@@ -53,7 +53,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 			capID = "meta:surface." + verb
 		}
 		return Result{Status: StatusError, InvocationID: firstNonEmpty(toolCallID, NewInvocationID()), CapabilityID: capID,
-			Error: invalidInput(issues), SurfaceVersion: ts.r.Version()}
+			Error: invalidInput(issues...), SurfaceVersion: ts.r.Version()}
 	}
 	switch name {
 	case MetaDiscover:

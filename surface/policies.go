@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/agentsurface/agentsurface/internal/canonical"
 )
 
@@ -148,7 +150,11 @@ func RateLimit(limit int, window time.Duration) Policy {
 	if window <= 0 {
 		window = time.Second
 	}
-	rl := &rateLimiter{limit: float64(limit), perNs: float64(limit) / float64(window), buckets: map[bucketKey]*bucket{}}
+	rl := &rateLimiter{
+		every:   rate.Limit(float64(limit) / window.Seconds()),
+		burst:   limit,
+		buckets: map[bucketKey]*rate.Limiter{},
+	}
 	return Policy{
 		Name: "rate-limit",
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
@@ -161,11 +167,6 @@ func RateLimit(limit int, window time.Duration) Policy {
 	}
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
 // bucketKey is a consumer (kind and id) and a capability.
 type bucketKey struct {
 	kind       ConsumerKind
@@ -173,48 +174,37 @@ type bucketKey struct {
 	capability string
 }
 
+// rateLimiter keeps one token bucket per key.
 type rateLimiter struct {
+	every   rate.Limit // tokens per second
+	burst   int
 	mu      sync.Mutex
-	limit   float64
-	perNs   float64 // tokens per nanosecond
-	buckets map[bucketKey]*bucket
+	buckets map[bucketKey]*rate.Limiter
 }
 
 // maxBuckets triggers a sweep of full buckets, so idle keys do not
 // accumulate.
 const maxBuckets = 4096
 
-// take takes a token for key, or reports how long until one is available.
+// take takes a token for key at now, or reports how long until one is
+// available.
 func (rl *rateLimiter) take(key bucketKey, now time.Time) (time.Duration, bool) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	b := rl.buckets[key]
 	if b == nil {
 		if len(rl.buckets) >= maxBuckets {
-			rl.sweep(now)
+			// Full buckets behave exactly like new ones: forget them.
+			maps.DeleteFunc(rl.buckets, func(_ bucketKey, b *rate.Limiter) bool { return b.TokensAt(now) >= float64(rl.burst) })
 		}
-		b = &bucket{tokens: rl.limit, last: now}
+		b = rate.NewLimiter(rl.every, rl.burst)
 		rl.buckets[key] = b
 	}
-	if elapsed := now.Sub(b.last); elapsed > 0 {
-		b.tokens = min(rl.limit, b.tokens+float64(elapsed)*rl.perNs)
-	}
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.AllowN(now, 1) {
 		return 0, true
 	}
-	return time.Duration(math.Ceil((1 - b.tokens) / rl.perNs)), false
-}
-
-// sweep forgets buckets that have refilled completely: they behave exactly
-// like new ones.
-func (rl *rateLimiter) sweep(now time.Time) {
-	for k, b := range rl.buckets {
-		if b.tokens+float64(now.Sub(b.last))*rl.perNs >= rl.limit {
-			delete(rl.buckets, k)
-		}
-	}
+	missing := 1 - b.TokensAt(now)
+	return time.Duration(math.Ceil(missing / float64(rl.every) * float64(time.Second))), false
 }
 
 // RequireConfirmation escalates the confirmation level to required: when
@@ -239,7 +229,7 @@ func Audit(sink AuditSink, level AuditLevel) Policy {
 					return
 				}
 				e.CapabilityID, e.RegistrationID, e.InvocationID, e.ConsumerID = ic.CapabilityID, ic.RegistrationID, ic.InvocationID, ic.Consumer.Key()
-				r.auditTo(sink, &e)
+				r.auditTo(sink, e)
 			}
 			start := ic.Now()
 			ev := AuditEvent{Type: AuditInvocationStarted}

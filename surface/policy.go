@@ -47,8 +47,8 @@ func Hide() Decision { return Decision{verdict: hide} }
 
 // PolicyContext describes the capability and the consumer a policy judges.
 // It carries no agent input: discovery and authorization happen before
-// the input exists. The registry reuses contexts; a policy must not keep
-// one after its hook returns, nor change its maps.
+// the input exists. A policy must not keep one after its hook returns,
+// nor change its maps.
 type PolicyContext struct {
 	CapabilityID   string
 	Plane          Plane
@@ -90,7 +90,7 @@ type InvokeContext struct {
 }
 
 // Next continues the chain: the rest of the policies, then the rest of the
-// pipeline. Call it at most once.
+// pipeline. Call it at most once, before the hook returns.
 type Next func(ctx context.Context) Result
 
 // Policy governs capabilities for consumers. Attach policies to the
@@ -155,6 +155,7 @@ func (r *Registry) discover(chain []Policy, pc *PolicyContext) Decision {
 	return out
 }
 
+// discoverOne runs one Discover hook; a panic hides.
 func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision) {
 	defer func() {
 		if rec := recover(); rec != nil {
@@ -163,61 +164,4 @@ func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision) {
 		}
 	}()
 	return p.Discover(pc)
-}
-
-// onion runs the hooks of chain selected by hook around inner, outermost
-// first.
-func onion[C any](p *pipeline, ctx context.Context, chain []Policy, hook func(*Policy) func(context.Context, C, Next) Result, c C, inner Next) Result {
-	o := &onionRun[C]{p: p, chain: chain, hook: hook, c: c, inner: inner}
-	return o.from(ctx, 0)
-}
-
-// onionRun is one traversal of a policy chain.
-type onionRun[C any] struct {
-	p     *pipeline
-	chain []Policy
-	hook  func(*Policy) func(context.Context, C, Next) Result
-	c     C
-	inner Next
-}
-
-// from runs the first hooked policy at or after index i, or inner.
-func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
-	for i < len(o.chain) && o.hook(&o.chain[i]) == nil {
-		i++
-	}
-	if i == len(o.chain) {
-		return o.inner(ctx)
-	}
-	p, name := o.p, o.chain[i].Name
-	called := 0
-	next := func(ctx context.Context) Result {
-		if called++; called > 1 {
-			p.r.log.Error("surface: policy called next twice", "policy", name, "capabilityId", p.inv.CapabilityID)
-			return Fail(handlerError())
-		}
-		return o.from(ctx, i+1)
-	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			p.r.log.Error("surface: policy panicked", "policy", name, "capabilityId", p.inv.CapabilityID, "panic", fmt.Sprint(rec))
-			res = Fail(handlerError())
-		}
-	}()
-	res = o.hook(&o.chain[i])(ctx, o.c, next)
-	switch {
-	case res.Error != nil:
-		e := wellFormed(res.Error)
-		if e == nil {
-			p.r.log.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
-			e = handlerError()
-		}
-		res = Fail(e)
-	case called == 0:
-		p.r.log.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", p.inv.CapabilityID)
-		res = Fail(handlerError())
-	default:
-		res.Status = StatusOK
-	}
-	return res
 }

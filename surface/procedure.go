@@ -77,8 +77,6 @@ type ProcedureDef[In, Out any] struct {
 	Timeout time.Duration
 }
 
-const kindProcedure capKind = kindAction + 1
-
 // procDef holds what only procedure references have.
 type procDef struct {
 	path             string
@@ -92,7 +90,7 @@ type procDef struct {
 // Procedure builds a capability from a procedure reference definition.
 // Problems are reported by [Registry.Register] as *DefinitionError.
 func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
-	d := newCapDef(kindProcedure, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
+	d := newCapDef(KindProcedure, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent = def.Effect, def.Effect == ServerQuery
 	d.proc = &procDef{
 		requiresApproval: def.RequiresApproval,
@@ -259,113 +257,6 @@ func callBind(ctx context.Context, bind func(context.Context) (map[string]any, e
 		}
 	}()
 	return bind(ctx)
-}
-
-// procedureInput builds the effective input of a procedure call
-// (semantics §15): the agent's object, no locked field, valid against the
-// agent's schema; then the live bound values merged in and the whole
-// validated against the full schema. It returns the canonical effective
-// input and its JSON value.
-func (p *pipeline) procedureInput(d *capDef, b *binding) ([]byte, any, *Error) {
-	if p.inputErr != nil {
-		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
-	}
-	raw := p.canonInput
-	if raw == nil {
-		raw = []byte("{}")
-	}
-	agent, err := canonical.Decode(raw)
-	if err != nil {
-		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
-	}
-	obj, isObj := agent.(map[string]any)
-	if !isObj {
-		return nil, nil, invalidInput([]Issue{{Path: "", Message: "expected object"}})
-	}
-	if len(b.locked) > 0 {
-		var sent []string
-		for _, k := range orderedKeys(p.inv.Input) { // agent key order
-			if slices.Contains(b.locked, k) && !slices.Contains(sent, k) {
-				sent = append(sent, k)
-			}
-		}
-		if len(sent) > 0 {
-			return nil, nil, NewError(InvalidInput, "Some fields are bound to the UI and cannot be set; omit them.", map[string]any{"lockedFields": sent})
-		}
-	}
-	if issues := b.reduced.Validate(obj); len(issues) > 0 {
-		out := make([]Issue, len(issues))
-		for i, is := range issues {
-			out[i] = Issue{Path: is.Path, Message: is.Message}
-		}
-		return nil, nil, invalidInput(out)
-	}
-	if len(b.keys) > 0 {
-		bindingFailed := NewError(PreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.", map[string]any{"reason": "binding-failed"})
-		bindingFailed.Retry = RetryAfterRefresh
-		vals, err := callBind(p.ctx, d.proc.bind)
-		if err != nil {
-			p.r.log.Warn("surface: procedure Bind failed", "procedureId", p.inv.CapabilityID, "error", err)
-			return nil, nil, bindingFailed
-		}
-		for _, k := range b.keys {
-			v, present := vals[k]
-			if !present {
-				continue // a bound value that is not there is skipped
-			}
-			if _, sent := obj[k]; sent && slices.Contains(b.overridable, k) {
-				continue // the agent overrode it
-			}
-			jv, err := toJSONValue(v)
-			if err != nil {
-				p.r.log.Warn("surface: procedure Bind returned a value that is not JSON", "procedureId", p.inv.CapabilityID, "field", k, "error", err)
-				return nil, nil, bindingFailed
-			}
-			obj[k] = jv
-		}
-		if issues := d.input.Validate(obj); len(issues) > 0 {
-			p.r.log.Warn("surface: the merged procedure input does not match its schema", "procedureId", p.inv.CapabilityID, "path", issues[0].Path, "issue", issues[0].Message)
-			return nil, nil, bindingFailed
-		}
-	}
-	eff, err := canonical.Marshal(obj)
-	if err != nil {
-		return nil, nil, invalidInput([]Issue{{Path: "", Message: msgInvalidJSON}})
-	}
-	return eff, obj, nil
-}
-
-// toJSONValue converts a Go value to its decoded JSON form.
-func toJSONValue(v any) (any, error) {
-	b, err := canonical.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var out any
-	err = json.Unmarshal(b, &out)
-	return out, err
-}
-
-// orderedKeys returns the top-level keys of a JSON object in text order.
-func orderedKeys(raw json.RawMessage) []string {
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil
-	}
-	var keys []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return keys
-		}
-		k, _ := t.(string)
-		keys = append(keys, k)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return keys
-		}
-	}
-	return keys
 }
 
 // SetProcedureExecutor installs the executor of domain procedures (nil

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"pgregory.net/rapid"
 
@@ -90,16 +89,15 @@ func TestConcurrentLifecycle(t *testing.T) {
 			}
 		}
 	})
-	duration := 2 * time.Second
+	rounds := 2000 // per goroutine: bounded by work, not time
 	if testing.Short() {
-		duration = 200 * time.Millisecond
+		rounds = 200
 	}
-	deadline := time.Now().Add(duration)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			typ := []string{"a", "b", "c"}[g%3]
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := range rounds {
 				h, err := reg.Register(simple(typ, strconv.Itoa(i%4)))
 				if err != nil {
 					t.Error(err)

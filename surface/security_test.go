@@ -7,10 +7,12 @@ package surface_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
@@ -326,5 +328,339 @@ func TestRequirement12_HiddenEqualsAbsent(t *testing.T) {
 	absent := reg.Invoke(bg, inv("", "view:devices.table.missing", `{"ids":[]}`), as("b"))
 	if envelope(hidden) != envelope(absent) || hidden.Error.Code != surface.CapabilityNotFound {
 		t.Fatalf("%s\n%s", envelope(hidden), envelope(absent))
+	}
+}
+
+// Panicking user code. Every piece of user code the pipeline runs is
+// recovered where it runs and settles as the error of its phase: the
+// invocation settles exactly once, its dedupe entry is settled (a retry
+// with the same invocation id gets the result at once), the audit record
+// is written, and the registry stays usable, with handlers inline and
+// isolated alike.
+
+// boomIn is an input type whose decoding panics: agent input reaches it.
+type boomIn struct{ X string }
+
+func (*boomIn) UnmarshalJSON([]byte) error { panic("input decoder exploded") }
+
+// boomOut is an output type whose encoding panics.
+type boomOut struct{ X string }
+
+func (boomOut) MarshalJSON() ([]byte, error) { panic("output encoder exploded") }
+
+// trapError is an error whose errors.As hook panics, so merely
+// classifying it panics.
+type trapError struct{}
+
+func (trapError) Error() string   { return "trap" }
+func (trapError) As(any) bool     { panic("error classification exploded") }
+func (trapError) Unwrap() []error { return nil }
+
+const boomSchema = `{"type":"object","properties":{"x":{"type":"string"}},"additionalProperties":false}`
+
+// safeInvoke invokes, reporting a panic that escapes Invoke instead of
+// crashing the test binary.
+func safeInvoke(reg *surface.Registry, ctx context.Context, in surface.Invocation) (res surface.Result, escaped any) {
+	defer func() { escaped = recover() }()
+	return reg.Invoke(ctx, in, as("agent")), nil
+}
+
+// panickingSink is an audit sink that panics.
+type panickingSink struct{}
+
+func (panickingSink) Record(surface.AuditEvent) { panic("audit sink exploded") }
+
+// requireContained checks the contract for one call that runs panicking
+// user code, on a new registry with opts and comp registered. An empty
+// code means the call must still succeed.
+func requireContained(t *testing.T, opts *surface.Options, comp surface.Component, in surface.Invocation, code surface.Code, reason string) {
+	t.Helper()
+	sink := surface.NewMemorySink(0)
+	var o surface.Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Audit = sink
+	reg := surface.New(&o)
+	defer reg.Close()
+	requireContainedOn(t, reg, sink, comp, in, code, reason)
+}
+
+// requireContainedOn checks the contract on a registry the test made: no
+// panic escaped, the result has the code (and reason when given), one
+// started and one settled event, a settled audit record, a retry with the
+// same invocation id answered at once with the same result, and another
+// capability still callable.
+func requireContainedOn(t *testing.T, reg *surface.Registry, sink *surface.MemorySink, comp surface.Component, in surface.Invocation, code surface.Code, reason string) {
+	t.Helper()
+	rec := surfacetest.Record(t, reg)
+	surfacetest.MustRegister(t, reg, comp)
+	surfacetest.MustRegister(t, reg, simple("healthy", ""))
+	in.InvocationID = "inv-under-attack"
+	res, escaped := safeInvoke(reg, bg, in)
+	if escaped != nil {
+		t.Fatalf("a panic escaped Invoke: %v", escaped)
+	}
+	if code == "" {
+		surfacetest.RequireOK(t, res)
+	} else if e := surfacetest.RequireCode(t, res, code); reason != "" && e.Details["reason"] != reason {
+		t.Fatalf("reason %v, want %s (%+v)", e.Details["reason"], reason, e)
+	}
+	started, settled := 0, 0
+	for _, ev := range rec.Events() {
+		switch ev := ev.(type) {
+		case surface.InvocationStarted:
+			if ev.InvocationID == in.InvocationID {
+				started++
+			}
+		case surface.InvocationSettled:
+			if ev.InvocationID == in.InvocationID {
+				settled++
+			}
+		}
+	}
+	if started != 1 || settled != 1 {
+		t.Fatalf("%d started and %d settled events, want one each", started, settled)
+	}
+	// An audited start has its settlement audited (observations audit
+	// neither).
+	audit := map[surface.AuditType]int{}
+	for _, ev := range sink.Events() {
+		if ev.InvocationID == in.InvocationID {
+			audit[ev.Type]++
+		}
+	}
+	if audit[surface.AuditInvocationStarted] != audit[surface.AuditInvocationSettled] {
+		t.Fatalf("audit records %v: a start without its settlement", audit)
+	}
+	// A retry is answered from the settled entry: it never waits.
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	if again, escaped := safeInvoke(reg, ctx, in); escaped != nil || again.Status != res.Status || again.Error != nil && again.Error.Code != code {
+		t.Fatalf("retry with the same id: %+v (panic %v), want %+v", again, escaped, res)
+	}
+	surfacetest.RequireOK(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:healthy.read"}, as("agent")))
+}
+
+// forBothExecutions runs f with handlers inline and isolated.
+func forBothExecutions(t *testing.T, f func(t *testing.T, opts *surface.Options)) {
+	for _, isolate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("isolate=%v", isolate), func(t *testing.T) { f(t, &surface.Options{IsolateHandlers: isolate}) })
+	}
+}
+
+// Threat: agent input drives a panicking UnmarshalJSON of the input type;
+// one call must not crash a server that serves every user.
+func TestThreatPanickingInputDecoder(t *testing.T) {
+	comp := surface.Component{Type: "boom", Description: "Explodes", Actions: map[string]surface.Capability{
+		"act": surface.Action(surface.ActionDef[boomIn, surface.None]{
+			Description: "Decodes input", Effect: surface.LocalState, InputSchema: json.RawMessage(boomSchema),
+			Execute: func(context.Context, *surface.Call, boomIn) (surface.None, error) { return surface.None{}, nil },
+		}),
+	}}
+	forBothExecutions(t, func(t *testing.T, opts *surface.Options) {
+		requireContained(t, opts, comp, surface.Invocation{CapabilityID: "view:boom.act", Input: json.RawMessage(`{"x":"y"}`)}, surface.InvalidInput, "")
+	})
+}
+
+// Threat: a handler's output panics while it is encoded.
+func TestThreatPanickingOutputEncoder(t *testing.T) {
+	comp := surface.Component{Type: "boom", Description: "Explodes", Observations: map[string]surface.Capability{
+		"read": surface.Observation(surface.ObservationDef[boomOut]{
+			Description: "Encodes output", OutputSchema: json.RawMessage(boomSchema),
+			Read: func(context.Context, *surface.Call) (boomOut, error) { return boomOut{}, nil },
+		}),
+	}, Actions: map[string]surface.Capability{
+		"act": surface.Action(surface.ActionDef[surface.None, boomOut]{
+			Description: "Encodes output", Effect: surface.LocalState, OutputSchema: json.RawMessage(boomSchema),
+			Execute: func(context.Context, *surface.Call, surface.None) (boomOut, error) { return boomOut{}, nil },
+		}),
+	}}
+	forBothExecutions(t, func(t *testing.T, opts *surface.Options) {
+		requireContained(t, opts, comp, surface.Invocation{CapabilityID: "view:boom.act"}, surface.ExecutionFailed, "handler-error")
+		requireContained(t, opts, comp, surface.Invocation{CapabilityID: "view:boom.read"}, surface.ExecutionFailed, "handler-error")
+	})
+}
+
+// Threat: a handler fails with an error whose methods panic when the
+// runtime classifies it; with IsolateHandlers this happens on the
+// handler's own goroutine, where an escaped panic kills the process.
+func TestThreatPanickingHandlerError(t *testing.T) {
+	comp := surface.Component{Type: "boom", Description: "Explodes", Actions: map[string]surface.Capability{
+		"act": surface.Action(surface.ActionDef[surface.None, surface.None]{
+			Description: "Fails strangely", Effect: surface.LocalState,
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+				return surface.None{}, trapError{}
+			},
+		}),
+	}}
+	forBothExecutions(t, func(t *testing.T, opts *surface.Options) {
+		requireContained(t, opts, comp, surface.Invocation{CapabilityID: "view:boom.act"}, surface.ExecutionFailed, "handler-error")
+	})
+}
+
+// Threat: a procedure's executor fails with an error whose methods panic.
+func TestThreatPanickingExecutorError(t *testing.T) {
+	forBothExecutions(t, func(t *testing.T, opts *surface.Options) {
+		exec := surface.NewFuncExecutor()
+		surface.AddFunc(exec, "devices.list", func(context.Context, *surface.ProcedureCall, surface.None) ([]string, error) {
+			return nil, trapError{}
+		})
+		sink := surface.NewMemorySink(0)
+		opts.Audit = sink
+		reg := surface.New(opts)
+		defer reg.Close()
+		reg.SetProcedureExecutor(exec)
+		comp := surface.Component{Type: "boom", Description: "Explodes", Procedures: []surface.Capability{
+			surface.Procedure(surface.ProcedureDef[surface.None, []string]{ID: "domain:devices.list", Description: "Lists", Effect: surface.ServerQuery}),
+		}}
+		requireContainedOn(t, reg, sink, comp, surface.Invocation{CapabilityID: "domain:devices.list"}, surface.ExecutionFailed, "transport")
+	})
+}
+
+// Threat: a value bound from live UI state panics while it is encoded.
+func TestThreatPanickingBoundValue(t *testing.T) {
+	exec := surface.NewFuncExecutor()
+	surface.AddFunc(exec, "devices.disable", func(context.Context, *surface.ProcedureCall, disableIn) (disableOut, error) {
+		return disableOut{}, nil
+	})
+	sink := surface.NewMemorySink(0)
+	reg := surface.New(&surface.Options{Audit: sink})
+	defer reg.Close()
+	reg.SetProcedureExecutor(exec)
+	var binds atomic.Int64
+	comp := surface.Component{Type: "boom", Description: "Explodes", Procedures: []surface.Capability{
+		surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{
+			ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.ServerMutation,
+			Bind: func(context.Context) (map[string]any, error) {
+				if binds.Add(1) == 1 { // at registration: the bound keys
+					return map[string]any{"ids": []string{}}, nil
+				}
+				return map[string]any{"ids": boomOut{}}, nil
+			},
+		}),
+	}}
+	requireContainedOn(t, reg, sink, comp, surface.Invocation{CapabilityID: "domain:devices.disable", Input: json.RawMessage(`{"reason":"x"}`)},
+		surface.PreconditionFailed, "binding-failed")
+}
+
+// Threat: the host's route provider panics while an agent discovers the
+// surface: discovery goes on without a route.
+func TestThreatPanickingRouteProvider(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, &surface.Options{Route: func() *surface.Route { panic("route exploded") }})
+	surfacetest.MustRegister(t, reg, simple("healthy", ""))
+	snap, escaped := func() (s surface.Snapshot, escaped any) {
+		defer func() { escaped = recover() }()
+		return reg.Snapshot(surface.SnapshotOptions{}), nil
+	}()
+	if escaped != nil || snap.Route != nil || len(snap.Components) != 1 {
+		t.Fatalf("snapshot %+v, panic %v", snap, escaped)
+	}
+}
+
+// Threat: any other piece of user code the pipeline runs panics. Each is
+// recovered where it runs and settles as its phase's error.
+func TestThreatPanickingUserCode(t *testing.T) {
+	boom := func() { panic("user code exploded") }
+	noop := func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }
+	action := func(def surface.ActionDef[surface.None, surface.None]) surface.Component {
+		def.Description, def.Effect = "Acts", surface.LocalState
+		if def.Execute == nil {
+			def.Execute = noop
+		}
+		return surface.Component{Type: "boom", Description: "Explodes", Actions: map[string]surface.Capability{"act": surface.Action(def)}}
+	}
+	withPolicy := func(p surface.Policy) surface.Component {
+		c := action(surface.ActionDef[surface.None, surface.None]{})
+		c.Policies = []surface.Policy{p}
+		return c
+	}
+	call := surface.Invocation{CapabilityID: "view:boom.act"}
+	for _, c := range []struct {
+		name   string
+		opts   surface.Options
+		comp   surface.Component
+		code   surface.Code
+		reason string
+	}{
+		{name: "handler", comp: action(surface.ActionDef[surface.None, surface.None]{
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+				boom()
+				return surface.None{}, nil
+			},
+		}), code: surface.ExecutionFailed, reason: "handler-error"},
+		{name: "isolated handler", opts: surface.Options{IsolateHandlers: true}, comp: action(surface.ActionDef[surface.None, surface.None]{
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
+				boom()
+				return surface.None{}, nil
+			},
+		}), code: surface.ExecutionFailed, reason: "handler-error"},
+		{name: "precondition", comp: action(surface.ActionDef[surface.None, surface.None]{
+			Precondition: func(context.Context, *surface.Call, surface.None) error { boom(); return nil },
+		}), code: surface.ExecutionFailed, reason: "handler-error"},
+		{name: "When", comp: action(surface.ActionDef[surface.None, surface.None]{
+			When: func() bool { boom(); return true },
+		}), code: surface.CapabilityNotAvailable, reason: "when-error"},
+		{name: "unavailable reason", comp: action(surface.ActionDef[surface.None, surface.None]{
+			When: func() bool { return false }, UnavailableReasonFunc: func() string { boom(); return "" },
+		}), code: surface.CapabilityNotAvailable},
+		{name: "host context", opts: surface.Options{Context: func() map[string]any { boom(); return nil }},
+			comp: withPolicy(surface.Authenticated("")), code: surface.CapabilityNotFound},
+		{name: "discover hook", comp: withPolicy(surface.Policy{Name: "x", Discover: func(*surface.PolicyContext) surface.Decision { boom(); return surface.Expose() }}),
+			code: surface.CapabilityNotFound},
+		{name: "authorize hook", comp: withPolicy(surface.Policy{Name: "x", Authorize: func(context.Context, *surface.PolicyContext, surface.Next) surface.Result {
+			boom()
+			return surface.Result{}
+		}}), code: surface.ExecutionFailed, reason: "handler-error"},
+		{name: "invoke hook", comp: withPolicy(surface.Policy{Name: "x", Invoke: func(ctx context.Context, _ *surface.InvokeContext, next surface.Next) surface.Result {
+			next(ctx)
+			boom()
+			return surface.Result{}
+		}}), code: surface.ExecutionFailed, reason: "handler-error"},
+		{name: "confirmation condition", comp: withPolicy(surface.RequireConfirmation(func(*surface.InvokeContext) bool { boom(); return false }, nil)),
+			code: surface.ConfirmationRequired},
+		{name: "summary composer", comp: withPolicy(surface.RequireConfirmation(nil, func(any) string { boom(); return "" })),
+			code: surface.ConfirmationRequired},
+		{name: "audit sink", comp: withPolicy(surface.Audit(panickingSink{}, surface.AuditFull)), code: ""},
+		{name: "redact", opts: surface.Options{Redact: func(string, surface.AuditPayload) surface.AuditPayload { boom(); return surface.AuditPayload{} }},
+			comp: action(surface.ActionDef[surface.None, surface.None]{Audit: surface.AuditFull}), code: ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			requireContained(t, &c.opts, c.comp, call, c.code, c.reason)
+		})
+	}
+}
+
+// Threat: code that watches the surface panics — a procedure's Describe,
+// a confirmation subscriber, a toolset subscriber, an event listener.
+// Discovery, confirmation and invocation go on.
+func TestThreatPanickingObservers(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	d := newDomain()
+	reg.SetProcedureExecutor(d)
+	reg.Subscribe(func(surface.Event) { panic("listener exploded") })
+	reg.Confirmations().Subscribe(func([]surface.PendingConfirmation) { panic("confirmation subscriber exploded") })
+	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.RemoteLoop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	ts.Subscribe(func([]surface.Tool) { panic("toolset subscriber exploded") })
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "boom", Description: "Explodes", Procedures: []surface.Capability{
+		surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{
+			ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.Destructive,
+			Describe: func() string { panic("describe exploded") },
+		}),
+	}})
+	snap := reg.Snapshot(surface.SnapshotOptions{})
+	if len(snap.Procedures) != 1 || snap.Procedures[0].ContextualNote != "" {
+		t.Fatalf("procedures %+v", snap.Procedures)
+	}
+	if len(ts.Tools()) != 1 {
+		t.Fatal("the toolset lost its tool")
+	}
+	requireConfirmationEffect(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "domain:devices.disable", Input: json.RawMessage(`{"ids":["d1"],"reason":"x"}`)}, as("agent")), surface.Destructive)
+	if len(reg.Confirmations().Pending()) != 1 {
+		t.Fatal("the confirmation request was lost")
 	}
 }

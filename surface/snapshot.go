@@ -2,7 +2,6 @@ package surface
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,11 +91,11 @@ func (c ComponentDescriptor) Description() string { return c.reg.description }
 
 // Parent returns the containment link, if the component declared one.
 func (c ComponentDescriptor) Parent() (Parent, bool) {
-	return c.reg.ext.parent, c.reg.ext.parent != Parent{}
+	return c.reg.parent, c.reg.parent != Parent{}
 }
 
 // Meta returns the agent-visible metadata record, or "" if none.
-func (c ComponentDescriptor) Meta() JSONText { return c.reg.ext.meta }
+func (c ComponentDescriptor) Meta() JSONText { return c.reg.meta }
 
 // state returns the snapshot state of capability i.
 func (c ComponentDescriptor) state(i int) capView {
@@ -109,7 +108,7 @@ func (c ComponentDescriptor) state(i int) capView {
 // Observations returns the listed observations, by name, as a fresh slice.
 func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 	out := make([]ObservationDescriptor, 0, c.reg.nObs)
-	for i := range int(c.reg.nObs) {
+	for i := range c.reg.nObs {
 		st := c.state(i)
 		if st.omitted {
 			continue
@@ -118,7 +117,7 @@ func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 		out = append(out, ObservationDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
 			OutputSchema: JSONText(rc.def.output.JSON()),
-			Available:    st.available, UnavailableReason: st.reason, Meta: rc.x.meta,
+			Available:    st.available, UnavailableReason: st.reason, Meta: rc.meta,
 		})
 	}
 	return out
@@ -127,7 +126,7 @@ func (c ComponentDescriptor) Observations() []ObservationDescriptor {
 // Actions returns the listed actions, by name, as a fresh slice.
 func (c ComponentDescriptor) Actions() []ActionDescriptor {
 	out := make([]ActionDescriptor, 0, c.reg.nView-c.reg.nObs)
-	for i := int(c.reg.nObs); i < int(c.reg.nView); i++ {
+	for i := c.reg.nObs; i < c.reg.nView; i++ {
 		st := c.state(i)
 		if st.omitted {
 			continue
@@ -138,7 +137,7 @@ func (c ComponentDescriptor) Actions() []ActionDescriptor {
 			CapabilityID: rc.id, Name: rc.name, Description: d.description,
 			InputSchema: JSONText(d.input.JSON()), Effect: d.effect,
 			Idempotent: d.idempotent, Reversible: d.reversible, Confirmation: d.confirmation,
-			Available: st.available, UnavailableReason: st.reason, Meta: rc.x.meta,
+			Available: st.available, UnavailableReason: st.reason, Meta: rc.meta,
 		}
 		if d.output != nil {
 			ad.OutputSchema = JSONText(d.output.JSON())
@@ -163,7 +162,7 @@ func (c ComponentDescriptor) MarshalJSON() ([]byte, error) {
 		Meta           JSONText                `json:"meta,omitempty"`
 		Observations   []ObservationDescriptor `json:"observations"`
 		Actions        []ActionDescriptor      `json:"actions"`
-	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.ext.meta, c.Observations(), c.Actions()})
+	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.meta, c.Observations(), c.Actions()})
 }
 
 // ObservationDescriptor describes one observation.
@@ -252,10 +251,10 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// route provider) runs after.
 	r.mu.Lock()
 	version := r.version.Load()
-	live := r.entries.live()
+	live := r.orderedLocked()
 	comps := make([]ComponentDescriptor, 0, len(live))
 	for _, reg := range live {
-		if int(reg.nView) < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
+		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
 			comps = append(comps, ComponentDescriptor{reg: reg, st: reg.st})
 		}
 	}
@@ -267,9 +266,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		CapturedAt:     r.now(),
 		Procedures:     []ProcedureDescriptor{},
 	}
-	if r.route != nil {
-		snap.Route = r.route()
-	}
+	snap.Route = r.currentRoute()
 	consumer := opts.Consumer.normalized()
 	var pc *PolicyContext // built on the first capability with discovery policies
 	kept := comps[:0]
@@ -290,7 +287,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			avail, reason := false, ""
 			switch decision.verdict {
 			case hide:
-				if i < int(reg.nView) {
+				if i < reg.nView {
 					hidden++
 				}
 			case disable:
@@ -318,7 +315,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			continue // procedure-only: no component entry
 		case len(opts.Scope) > 0 && !inScope(reg.typ, opts.Scope):
 			continue // listed only for its procedures
-		case hidden > 0 && hidden == int(reg.nView):
+		case hidden > 0 && hidden == reg.nView:
 			continue // every capability is hidden: the component does not exist for this consumer
 		}
 		kept = append(kept, comps[k])
@@ -335,10 +332,10 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 // registration.
 func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDescriptor, scope []string) []ProcedureDescriptor {
 	reg := c.reg
-	for i := int(reg.nView); i < len(reg.caps); i++ {
+	for i := reg.nView; i < len(reg.caps); i++ {
 		st := c.state(i)
 		rc := &reg.caps[i]
-		b := rc.x.bound
+		b := rc.bound
 		if st.omitted {
 			continue
 		}
@@ -352,12 +349,12 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 		d := rc.def
 		pd := ProcedureDescriptor{
 			ProcedureID: rc.id, Description: d.description,
-			ContextualNote: r.contextualNote(d),
+			ContextualNote: r.contextualNote(rc),
 			InputSchema:    JSONText(b.reduced.JSON()),
 			Effect:         d.effect, Confirmation: d.confirmation,
 			Available: st.available, UnavailableReason: st.reason,
 			BoundFields:    slices.Clone(b.fields),
-			RegistrationID: reg.id, Meta: rc.x.meta,
+			RegistrationID: reg.id, Meta: rc.meta,
 		}
 		if pd.BoundFields == nil {
 			pd.BoundFields = []BoundField{}
@@ -374,33 +371,35 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 	return out
 }
 
+// currentRoute asks the route provider, if any; a panic gives no route.
+func (r *Registry) currentRoute() *Route {
+	if r.route == nil {
+		return nil
+	}
+	return guarded(r, "the route provider", "", nil, r.route)
+}
+
 // contextualNote reads a procedure's live note; a panic or "" gives none.
-func (r *Registry) contextualNote(d *capDef) (note string) {
-	if d.proc.describe == nil {
+func (r *Registry) contextualNote(rc *regCap) string {
+	if rc.def.proc.describe == nil {
 		return ""
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.log.Warn("surface: procedure Describe panicked", "panic", fmt.Sprint(rec))
-			note = ""
-		}
-	}()
-	return clip(d.proc.describe(), maxMessage)
+	return clip(guarded(r, "Describe", rc.id, "", rc.def.proc.describe), maxMessage)
 }
 
 // fill points pc at one capability.
 func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.CapabilityID = rc.id
 	pc.Plane = ViewPlane
-	if rc.def.kind == kindProcedure {
+	if rc.def.kind == KindProcedure {
 		pc.Plane = DomainPlane
 	}
-	pc.Kind = rc.def.kindName()
+	pc.Kind = rc.def.kind
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id
-	pc.ComponentMeta = reg.ext.metaMap
-	pc.CapabilityMeta = rc.x.metaMap
-	pc.Internal = reg.ext.internal
+	pc.ComponentMeta = reg.metaMap
+	pc.CapabilityMeta = rc.metaMap
+	pc.Internal = reg.internal
 }
 
 // availability computes a capability's availability (spec 03
@@ -418,34 +417,28 @@ func (r *Registry) availability(st *regState, c *regCap) (bool, string) {
 		}
 		return false, a.Reason
 	}
-	ok, panicked := evalWhen(c.def, r.log)
-	if panicked {
+	switch r.evalWhen(c) {
+	case whenFailed:
 		return false, "when-error"
-	}
-	if !ok {
-		return false, r.unavailableReason(c.def)
+	case whenFalse:
+		return false, r.unavailableReason(c)
 	}
 	return true, ""
 }
 
 const defaultUnavailableReason = "Currently unavailable"
 
-func (r *Registry) unavailableReason(d *capDef) (reason string) {
-	if d.reasonFn != nil {
-		defer func() {
-			if p := recover(); p != nil {
-				reason = defaultUnavailableReason
-			}
-		}()
-		if s := d.reasonFn(); s != "" {
-			return s
-		}
+// unavailableReason is the reason of a capability whose When is false:
+// UnavailableReasonFunc's (live), else UnavailableReason, else the default.
+func (r *Registry) unavailableReason(c *regCap) string {
+	reason := c.def.reason
+	if fn := c.def.reasonFn; fn != nil {
+		reason = guarded(r, "UnavailableReasonFunc", c.id, "", fn)
+	}
+	if reason == "" {
 		return defaultUnavailableReason
 	}
-	if d.reason != "" {
-		return d.reason
-	}
-	return defaultUnavailableReason
+	return reason
 }
 
 func inScope(typ string, scope []string) bool {

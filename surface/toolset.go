@@ -160,11 +160,7 @@ func NewToolset(reg *Registry, opts ToolsetOptions) (*Toolset, error) {
 	ts := &Toolset{r: reg, opts: opts, confirm: mode}
 	ts.ctx, ts.stop = context.WithCancel(context.Background())
 	if opts.Mode == Direct {
-		ts.unsub = reg.Subscribe(func(e Event) {
-			if _, ok := e.(SurfaceChanged); ok {
-				ts.refresh()
-			}
-		})
+		ts.unsub = reg.SubscribeTo(func(Event) { ts.refresh() }, SurfaceChanged{})
 	}
 	return ts, nil
 }
@@ -293,7 +289,7 @@ func withStates(tools []Tool, snap Snapshot) bool {
 	k := 0
 	for _, c := range snap.Components {
 		reg := c.reg
-		for i := range int(reg.nView) {
+		for i := range reg.nView {
 			st := c.state(i)
 			if st.omitted {
 				continue
@@ -301,7 +297,7 @@ func withStates(tools []Tool, snap Snapshot) bool {
 			if k == len(tools) || tools[k].CapabilityID != reg.caps[i].id || tools[k].RegistrationID != reg.id {
 				return false
 			}
-			setState(&tools[k].State, ToolState{Available: st.available, UnavailableReason: st.reason})
+			tools[k].State = ToolState{Available: st.available, UnavailableReason: st.reason}
 			k++
 		}
 	}
@@ -309,22 +305,10 @@ func withStates(tools []Tool, snap Snapshot) bool {
 		if k == len(tools) || tools[k].CapabilityID != p.ProcedureID || tools[k].RegistrationID != p.RegistrationID {
 			return false
 		}
-		setState(&tools[k].State, ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote})
+		tools[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
 		k++
 	}
 	return k == len(tools)
-}
-
-// setState stores st, writing the strings only when they change (most
-// states repeat the cached one), which spares the write barriers.
-func setState(dst *ToolState, st ToolState) {
-	dst.Available = st.Available
-	if dst.UnavailableReason != st.UnavailableReason {
-		dst.UnavailableReason = st.UnavailableReason
-	}
-	if dst.Note != st.Note {
-		dst.Note = st.Note
-	}
 }
 
 // catalogSignature is the JSON of what subscribers care about.

@@ -1,11 +1,14 @@
 package surface
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
 )
 
 // Wire names (semantics §16.2).
@@ -245,8 +248,7 @@ func wireLooksHashed(name string) bool {
 func AssignWireNames(keys []WireKey) map[WireKey]string {
 	sorted := make([]wireSortKey, len(keys))
 	for i, k := range keys {
-		str := k.CapabilityID + "#" + k.InstanceID
-		sorted[i] = wireSortKey{&keys[i], str, wireASCII(str)}
+		sorted[i] = wireSortKey{&keys[i], k.CapabilityID + "#" + k.InstanceID}
 	}
 	slices.SortFunc(sorted, wireSortKey.compare)
 	sorted = slices.CompactFunc(sorted, func(a, b wireSortKey) bool { return *a.key == *b.key })
@@ -317,91 +319,20 @@ func AssignWireNames(keys []WireKey) map[WireKey]string {
 
 // wireSortKey is a key with its catalog key "id#instanceId".
 type wireSortKey struct {
-	key   *WireKey
-	str   string
-	ascii bool // str is ASCII, so byte order is UTF-16 order
-}
-
-func wireASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
+	key *WireKey
+	str string
 }
 
 // compare orders keys by catalog key in UTF-16 code-unit order (the
-// reference sorts JavaScript strings), then by id and instance id, so that
-// distinct keys never compare equal.
+// reference sorts JavaScript strings; an invalid UTF-8 byte reads as
+// U+FFFD, as in canonical JSON), then by the bytes of id and instance id,
+// so that distinct keys never compare equal.
 func (a wireSortKey) compare(b wireSortKey) int {
-	c := 0
-	if a.ascii && b.ascii {
-		c = strings.Compare(a.str, b.str)
-	} else {
-		c = compareUTF16(a.str, b.str)
-	}
-	if c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.key.CapabilityID, b.key.CapabilityID); c != 0 {
-		return c
-	}
-	return strings.Compare(a.key.InstanceID, b.key.InstanceID)
-}
-
-// compareUTF16 compares a and b by UTF-16 code units: lexicographically
-// over their runes, each rune ordered by its UTF-16 encoding (this differs
-// from byte order only where a supplementary character meets one in
-// U+E000–U+FFFF), an invalid byte reading as U+FFFD and ordered against
-// an equal rune by its bytes, which keeps the order total.
-func compareUTF16(a, b string) int {
-	// Fast path: the first difference is between ASCII bytes, or one
-	// string ends where the other continues with ASCII. An ASCII byte
-	// always starts a rune, so the runes before it are the same.
-	i := 0
-	for i < len(a) && i < len(b) && a[i] == b[i] {
-		i++
-	}
-	switch {
-	case i == len(a) && i == len(b):
-		return 0
-	case i == len(a) && b[i] < utf8.RuneSelf:
-		return -1
-	case i == len(b) && a[i] < utf8.RuneSelf:
-		return 1
-	case i < len(a) && i < len(b) && a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf:
-		return int(a[i]) - int(b[i])
-	}
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		if ra != rb {
-			ua, ub := ra, rb
-			if ra >= 0x10000 {
-				ua, _ = utf16.EncodeRune(ra)
-			}
-			if rb >= 0x10000 {
-				ub, _ = utf16.EncodeRune(rb)
-			}
-			if ua != ub {
-				if ua < ub {
-					return -1
-				}
-				return 1
-			}
-			// Same high surrogate: the low surrogates order as the runes.
-			if ra < rb {
-				return -1
-			}
-			return 1
-		}
-		if c := strings.Compare(a[:na], b[:nb]); c != 0 {
-			return c // two invalid bytes, both U+FFFD
-		}
-		a, b = a[na:], b[nb:]
-	}
-	return len(a) - len(b)
+	return cmp.Or(
+		canonical.CompareUTF16(a.str, b.str),
+		strings.Compare(a.key.CapabilityID, b.key.CapabilityID),
+		strings.Compare(a.key.InstanceID, b.key.InstanceID),
+	)
 }
 
 // DecodeWireName maps a faithful (unhashed) name back to its capability id

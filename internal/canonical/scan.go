@@ -33,27 +33,8 @@ func Canonicalize(raw []byte) ([]byte, error) {
 // overlap raw. On failure it returns dst with its original length and an
 // [*Error].
 func AppendCanonicalize(dst, raw []byte) ([]byte, error) {
-	var sc Scratch
-	return sc.AppendCanonicalize(dst, raw)
-}
-
-// Scratch keeps the working buffers of canonicalization between calls, so
-// that a caller canonicalizing many texts allocates them once. The zero
-// value is ready to use; a Scratch is not safe for concurrent use.
-type Scratch struct {
-	members []member
-	keys    []byte
-	scratch []byte
-	order   []sortKey
-}
-
-// AppendCanonicalize is the package's [AppendCanonicalize], reusing the
-// Scratch's buffers.
-func (sc *Scratch) AppendCanonicalize(dst, raw []byte) ([]byte, error) {
-	s := scanner{in: raw, out: dst, members: sc.members[:0], keys: sc.keys[:0], scratch: sc.scratch[:0], order: sc.order[:0]}
-	err := s.document(0)
-	sc.members, sc.keys, sc.scratch, sc.order = s.members[:0], s.keys[:0], s.scratch[:0], s.order[:0]
-	if err != nil {
+	s := scanner{in: raw, out: dst}
+	if err := s.document(0); err != nil {
 		return dst, err
 	}
 	return s.out, nil

@@ -1,0 +1,156 @@
+package surface
+
+import (
+	"context"
+	"fmt"
+)
+
+// checkAvailable runs phase 3: the capability's availability, evaluated
+// live (semantics §8.4).
+func (r *Registry) checkAvailable(a *attempt) *Error {
+	if ok, reason := r.availability(a.st, a.cap); !ok {
+		return NewError(CapabilityNotAvailable, "", map[string]any{"reason": reason})
+	}
+	return nil
+}
+
+// authorizeDiscovery begins phase 4: it reads the host context once, makes
+// what handlers and policies see, and re-runs the discovery hooks for this
+// consumer (DESIGN decision 2), so that a capability hidden from the
+// consumer is indistinguishable from one that does not exist.
+func (r *Registry) authorizeDiscovery(a *attempt) *Error {
+	host := r.hostContext()
+	a.call = &Call{CapabilityID: a.cap.id, RegistrationID: a.reg.id, InvocationID: a.id, Consumer: a.consumer, Host: host}
+	if len(a.cap.chain) == 0 {
+		return nil
+	}
+	a.pc = &PolicyContext{Consumer: a.consumer, Host: host, Environment: r.env, r: r}
+	a.pc.fill(a.reg, a.cap)
+	if !a.cap.discovers {
+		return nil
+	}
+	switch d := r.discover(a.cap.chain, a.pc); d.verdict {
+	case hide:
+		return NewError(CapabilityNotFound, "", nil)
+	case disable:
+		return NewError(CapabilityNotAvailable, "", map[string]any{"reason": d.reason})
+	}
+	return nil
+}
+
+// phases runs the rest of an invocation inside policy hooks.
+type phases func(r *Registry, ctx context.Context, a *attempt) Result
+
+// authorize ends phase 4: the authorize hooks, outermost first, around
+// next (the later phases).
+func (r *Registry) authorize(ctx context.Context, a *attempt, next phases) Result {
+	if !a.cap.authorizes {
+		return next(r, ctx, a)
+	}
+	hook := func(p *Policy) func(context.Context, *PolicyContext, Next) Result { return p.Authorize }
+	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, a.pc, func(ctx context.Context) Result { return next(r, ctx, a) })
+}
+
+// invokePolicies is phase 6: the invoke hooks, outermost first, around
+// next (the confirmation gate and the later phases). They see the
+// validated effective input; observations take none, so theirs see {}.
+func (r *Registry) invokePolicies(ctx context.Context, a *attempt, next phases) Result {
+	if !a.cap.invokes {
+		return next(r, ctx, a)
+	}
+	value := a.value
+	if a.cap.def.kind == KindObservation {
+		value = map[string]any{}
+	}
+	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id, Input: value}
+	hook := func(p *Policy) func(context.Context, *InvokeContext, Next) Result { return p.Invoke }
+	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, ic, func(ctx context.Context) Result { return next(r, ctx, a) })
+}
+
+// hostContext reads the host context once; a panicking provider gives an
+// empty context.
+func (r *Registry) hostContext() map[string]any {
+	if r.hostCtx == nil {
+		return nil
+	}
+	return guarded(r, "the host context provider", "", map[string]any{}, r.hostCtx)
+}
+
+// onion runs the hooks of chain selected by hook around inner, outermost
+// first (index 0); policies without the hook are skipped.
+func onion[C any](r *Registry, capID string, ctx context.Context, chain []Policy, hook func(*Policy) func(context.Context, C, Next) Result, c C, inner Next) Result {
+	o := &onionRun[C]{r: r, capID: capID, chain: chain, hook: hook, c: c, inner: inner}
+	return o.from(ctx, 0)
+}
+
+// onionRun is one traversal of a policy chain.
+type onionRun[C any] struct {
+	r     *Registry
+	capID string
+	chain []Policy
+	hook  func(*Policy) func(context.Context, C, Next) Result
+	c     C
+	inner Next
+}
+
+// from runs the first hooked policy at or after index i, or inner. A hook
+// that panics, calls next twice or late, fails with an unknown code or
+// returns without calling next or failing settles EXECUTION_FAILED.
+func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
+	for i < len(o.chain) && o.hook(&o.chain[i]) == nil {
+		i++
+	}
+	if i == len(o.chain) {
+		return o.inner(ctx)
+	}
+	r, name := o.r, o.chain[i].Name
+	called, returned := 0, false
+	next := func(ctx context.Context) Result {
+		if called++; called > 1 || returned {
+			r.log.Error("surface: policy called next twice or after returning", "policy", name, "capabilityId", o.capID)
+			return Fail(handlerError())
+		}
+		return o.from(ctx, i+1)
+	}
+	defer func() {
+		returned = true
+		if rec := recover(); rec != nil {
+			r.log.Error("surface: policy panicked", "policy", name, "capabilityId", o.capID, "panic", fmt.Sprint(rec))
+			res = Fail(handlerError())
+		}
+	}()
+	res = o.hook(&o.chain[i])(ctx, o.c, next)
+	switch {
+	case res.Error != nil:
+		e := wellFormed(res.Error)
+		if e == nil {
+			r.log.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
+			e = handlerError()
+		}
+		res = Fail(e)
+	case called == 0:
+		r.log.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", o.capID)
+		res = Fail(handlerError())
+	default:
+		res.Status = StatusOK
+	}
+	return res
+}
+
+// guarded calls f, which is user code, and returns its result; if f
+// panics, the panic is logged (what panicked, for which capability) and
+// fallback is returned.
+func guarded[T any](r *Registry, what, capabilityID string, fallback T, f func() T) (v T) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.logPanic(what, capabilityID, rec)
+			v = fallback
+		}
+	}()
+	return f()
+}
+
+// logPanic logs a panic recovered from user code.
+func (r *Registry) logPanic(what, capabilityID string, rec any) {
+	r.log.Error("surface: "+what+" panicked", "capabilityId", capabilityID, "panic", fmt.Sprint(rec))
+}

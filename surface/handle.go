@@ -1,0 +1,223 @@
+package surface
+
+import (
+	"maps"
+	"slices"
+)
+
+// Handle controls one registration. Its methods are safe for concurrent
+// use; after the registration is gone they do nothing.
+type Handle struct {
+	r   *Registry
+	reg *registration
+}
+
+func (reg *registration) handle(r *Registry) *Handle {
+	reg.h = Handle{r: r, reg: reg}
+	return &reg.h
+}
+
+// ID returns the registration id ("reg_…"), also for rejected handles.
+func (h *Handle) ID() string { return h.reg.id }
+
+// Status reports whether the registration is live.
+func (h *Handle) Status() Status {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return h.reg.status
+}
+
+// regState is the mutable part of a registration. It is immutable once
+// stored: a change stores a new one, so snapshots may keep the old one.
+type regState struct {
+	disabled  bool
+	overrides map[string]Availability
+}
+
+// Shared states of registrations without overrides.
+var (
+	enabledState  = &regState{}
+	disabledState = &regState{disabled: true}
+)
+
+// Availability is a pushed availability override for one capability.
+type Availability struct {
+	// Available false makes the capability unavailable; true stops an
+	// earlier override from blocking.
+	Available bool
+	// Reason is shown to the agent when unavailable. Default "unavailable".
+	Reason string
+}
+
+// Unregister removes the registration: its capabilities disappear from
+// later snapshots and a tombstone remembers its id for a while, so late
+// calls get COMPONENT_UNMOUNTED. Unregistering twice does nothing.
+func (h *Handle) Unregister() {
+	r := h.r
+	r.mu.Lock()
+	if h.reg.status != Active || r.closed {
+		r.mu.Unlock()
+		return
+	}
+	now := r.now()
+	r.unregisterLocked(h.reg, now)
+	r.unlockAndDrain()
+	r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: h.reg.id, At: now})
+}
+
+// Invalidate bumps the surface version without changing anything, so
+// consumers re-discover. It does nothing on a dead handle.
+func (h *Handle) Invalidate() {
+	r := h.r
+	r.mu.Lock()
+	if h.reg.status != Active || r.closed {
+		r.mu.Unlock()
+		h.warnDead("Invalidate")
+		return
+	}
+	r.bumpLocked()
+	r.unlockAndDrain()
+}
+
+func (h *Handle) warnDead(op string) {
+	if h.r.env.IsDev() {
+		h.r.log.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
+	}
+}
+
+// Update pushes dynamic state: the disabled flag and per-capability
+// availability overrides. Only these are updatable; anything structural
+// needs a new registration. A call that changes something bumps the
+// surface version once; each new or different override emits
+// availability-changed. Overrides are keyed by capability name (or full
+// capability id) and cannot be removed: set Available true to stop one
+// from blocking.
+type Update struct {
+	// Disabled, when non-nil, sets the component's disabled flag: a
+	// disabled component's capabilities are visible but unavailable
+	// ("component-disabled").
+	Disabled *bool
+	// Availability sets overrides by capability name.
+	Availability map[string]Availability
+}
+
+// Update applies u. It does nothing on a dead handle.
+func (h *Handle) Update(u Update) {
+	r := h.r
+	r.mu.Lock()
+	if h.reg.status != Active || r.closed {
+		r.mu.Unlock()
+		h.warnDead("Update")
+		return
+	}
+	old := h.reg.st
+	st := &regState{disabled: old.disabled, overrides: old.overrides}
+	changed, cloned := false, false
+	if u.Disabled != nil && *u.Disabled != old.disabled {
+		st.disabled = *u.Disabled
+		changed = true
+	}
+	for _, key := range slices.Sorted(maps.Keys(u.Availability)) {
+		a := u.Availability[key]
+		if prev, ok := old.overrides[key]; ok && prev == a {
+			continue
+		}
+		if !cloned { // published states are immutable
+			st.overrides = make(map[string]Availability, len(old.overrides)+len(u.Availability))
+			maps.Copy(st.overrides, old.overrides)
+			cloned = true
+		}
+		st.overrides[key] = a
+		changed = true
+		emitLocked(r, AvailabilityChanged{RegistrationID: h.reg.id, CapabilityID: h.reg.capabilityID(key), Available: a.Available})
+	}
+	if changed {
+		h.reg.st = st
+		r.bumpLocked()
+	}
+	r.unlockAndDrain()
+}
+
+// capabilityID resolves an override key (a name or a full id) to a
+// capability id, else returns the key.
+func (reg *registration) capabilityID(key string) string {
+	for i := range reg.caps {
+		if reg.caps[i].name == key || reg.caps[i].id == key {
+			return reg.caps[i].id
+		}
+	}
+	return key
+}
+
+// override returns the override that applies to capability c, if any.
+func (st *regState) override(c *regCap) (Availability, bool) {
+	if a, ok := st.overrides[c.name]; ok {
+		return a, true
+	}
+	a, ok := st.overrides[c.id]
+	return a, ok
+}
+
+// Refresh re-evaluates the When predicates of the registration's
+// capabilities and pushes what changed since the last Refresh (the first
+// Refresh compares against "available"): one availability-changed event per
+// flipped capability and, if anything flipped, one version bump. Go apps
+// have no render loop, so call Refresh when the state behind a When
+// changes; event-driven adapters (MCP tools/list_changed) then see it.
+func (h *Handle) Refresh() {
+	r, reg := h.r, h.reg
+	if len(reg.caps) == 0 {
+		return
+	}
+	now := make([]bool, len(reg.caps))
+	for i := range reg.caps {
+		now[i] = r.evalWhen(&reg.caps[i]) == whenTrue // user code: outside the lock
+	}
+	r.mu.Lock()
+	if reg.status != Active || r.closed {
+		r.mu.Unlock()
+		h.warnDead("Refresh")
+		return
+	}
+	st := reg.st
+	changed := false
+	for k := range reg.caps {
+		before := !reg.caps[k].whenOff
+		if now[k] == before {
+			continue
+		}
+		reg.caps[k].whenOff = !now[k]
+		changed = true
+		avail := now[k] && !st.disabled
+		if a, ok := st.override(&reg.caps[k]); ok && !a.Available {
+			avail = false
+		}
+		emitLocked(r, AvailabilityChanged{RegistrationID: reg.id, CapabilityID: reg.caps[k].id, Available: avail})
+	}
+	if changed {
+		r.bumpLocked()
+	}
+	r.unlockAndDrain()
+}
+
+// whenResult is what a capability's When predicate said.
+type whenResult int
+
+const (
+	whenTrue   whenResult = iota // or there is no predicate
+	whenFalse                    // unavailable, with the capability's reason
+	whenFailed                   // it panicked: unavailable, "when-error"
+)
+
+// evalWhen runs a capability's When predicate.
+func (r *Registry) evalWhen(c *regCap) whenResult {
+	if c.def.when == nil {
+		return whenTrue
+	}
+	return guarded(r, "When", c.id, whenFailed, func() whenResult {
+		if c.def.when() {
+			return whenTrue
+		}
+		return whenFalse
+	})
+}

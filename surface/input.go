@@ -1,0 +1,230 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+	"github.com/agentsurface/agentsurface/internal/schema"
+)
+
+// Fixed agent-facing texts of input issues.
+const (
+	msgInvalidJSON = "input is not valid JSON"
+	msgShape       = "input does not match the expected shape"
+)
+
+// effectiveInput runs phase 5: the action's validated, decoded input, or
+// the procedure's input merged with its live bound values. Observations
+// take none.
+func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
+	switch a.cap.def.kind {
+	case KindAction:
+		return r.actionInput(a)
+	case KindProcedure:
+		return r.procedureInput(ctx, a)
+	}
+	return nil
+}
+
+// actionInput validates the action input against its schema and decodes
+// it into the handler's type. No input means null, or {} for an object
+// schema.
+func (r *Registry) actionInput(a *attempt) *Error {
+	d := a.cap.def
+	if a.inputErr != nil {
+		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+	}
+	raw := a.input
+	if raw == nil {
+		raw = []byte("null")
+		if d.input.IsObject() {
+			raw = []byte("{}")
+		}
+	}
+	value, err := canonical.Decode(raw)
+	if err != nil {
+		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+	}
+	if issues := d.input.Validate(value); len(issues) > 0 {
+		return invalidInput(schemaIssues(issues)...)
+	}
+	// Decode from the canonical text of the validated value: it spells
+	// numbers the way Go decoders accept (1 rather than 1.0).
+	in, e := r.decode(a, raw)
+	if e != nil {
+		return e
+	}
+	a.in, a.value, a.effInput = in, value, raw
+	return nil
+}
+
+// decode decodes the input into the handler's type, which may have an
+// UnmarshalJSON of its own: a failure or a panic there is INVALID_INPUT.
+func (r *Registry) decode(a *attempt, raw []byte) (in any, e *Error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.logPanic("decoding the input", a.inv.CapabilityID, rec)
+			in, e = nil, invalidInput(Issue{Path: "", Message: msgShape})
+		}
+	}()
+	in, err := a.cap.def.decode(raw)
+	if err != nil {
+		return nil, invalidInput(Issue{Path: "", Message: msgShape})
+	}
+	return in, nil
+}
+
+// procedureInput builds the effective input of a procedure call
+// (semantics §15): the agent's object, no locked field, valid against the
+// agent's schema; then the live bound values merged in and the whole
+// validated against the full schema, all before any policy or
+// confirmation sees it.
+func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
+	b := a.cap.bound
+	if a.inputErr != nil {
+		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+	}
+	raw := a.input
+	if raw == nil {
+		raw = []byte("{}")
+	}
+	agent, err := canonical.Decode(raw)
+	if err != nil {
+		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+	}
+	obj, isObj := agent.(map[string]any)
+	if !isObj {
+		return invalidInput(Issue{Path: "", Message: "expected object"})
+	}
+	if len(b.locked) > 0 {
+		var sent []string
+		for _, k := range orderedKeys(a.inv.Input) { // agent key order
+			if slices.Contains(b.locked, k) && !slices.Contains(sent, k) {
+				sent = append(sent, k)
+			}
+		}
+		if len(sent) > 0 {
+			return NewError(InvalidInput, "Some fields are bound to the UI and cannot be set; omit them.", map[string]any{"lockedFields": sent})
+		}
+	}
+	if issues := b.reduced.Validate(obj); len(issues) > 0 {
+		return invalidInput(schemaIssues(issues)...)
+	}
+	if len(b.keys) > 0 {
+		if err := r.mergeBound(ctx, a, obj); err != nil {
+			r.log.Warn("surface: procedure binding failed", "procedureId", a.inv.CapabilityID, "error", err)
+			e := NewError(PreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.",
+				map[string]any{"reason": "binding-failed"})
+			e.Retry = RetryAfterRefresh
+			return e
+		}
+	}
+	eff, err := canonical.Marshal(obj)
+	if err != nil {
+		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+	}
+	a.in, a.value, a.effInput = eff, obj, eff
+	return nil
+}
+
+// mergeBound reads the live bound values (Bind is user code: a panic, in
+// it or in encoding a value it returned, is an error) and merges them into
+// obj: each bound key takes its value unless it is overridable and the
+// agent sent it; a value that is not there is skipped. The merged object
+// must match the full input schema.
+func (r *Registry) mergeBound(ctx context.Context, a *attempt, obj map[string]any) (err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = panicError{rec}
+		}
+	}()
+	d, b := a.cap.def, a.cap.bound
+	vals, err := d.proc.bind(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range b.keys {
+		v, present := vals[k]
+		if !present {
+			continue
+		}
+		if _, sent := obj[k]; sent && slices.Contains(b.overridable, k) {
+			continue // the agent overrode it
+		}
+		jv, err := toJSONValue(v)
+		if err != nil {
+			return err
+		}
+		obj[k] = jv
+	}
+	if issues := d.input.Validate(obj); len(issues) > 0 {
+		return fmt.Errorf("the merged input does not match the schema at %q: %s", issues[0].Path, issues[0].Message)
+	}
+	return nil
+}
+
+// toJSONValue converts a Go value to its decoded JSON form.
+func toJSONValue(v any) (any, error) {
+	b, err := canonical.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	err = json.Unmarshal(b, &out)
+	return out, err
+}
+
+// orderedKeys returns the top-level keys of a JSON object in text order.
+func orderedKeys(raw json.RawMessage) []string {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		k, _ := t.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+	}
+	return keys
+}
+
+// schemaIssues converts the validator's issues to agent-facing ones.
+func schemaIssues(issues []schema.Issue) []Issue {
+	out := make([]Issue, len(issues))
+	for i, is := range issues {
+		out[i] = Issue{Path: is.Path, Message: is.Message}
+	}
+	return out
+}
+
+// precondition runs phase 7: the action's precondition, against live
+// state. An *Error it returns is the result; any other error, or a panic,
+// is EXECUTION_FAILED handler-error.
+func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
+	d := a.cap.def
+	if d.kind != KindAction || d.precondition == nil {
+		return nil
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.logPanic("the precondition", a.inv.CapabilityID, rec)
+			e = handlerError()
+		}
+	}()
+	if err := d.precondition(ctx, a.call, a.in); err != nil {
+		return r.userError(a, err, "precondition")
+	}
+	return nil
+}

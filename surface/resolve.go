@@ -1,0 +1,127 @@
+package surface
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// resolve runs phase 2: it finds the target registration and capability
+// (semantics §9), then applies the version gate.
+func (r *Registry) resolve(a *attempt) *Error {
+	inv := &a.inv
+	id, ok := ParseCapabilityID(inv.CapabilityID)
+	if !ok {
+		return NewError(CapabilityNotFound, "", nil)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var buf [4]candidate
+	cands := r.candidatesLocked(buf[:0], id, inv.InstanceID)
+	var picked candidate
+	switch {
+	case inv.RegistrationID != "":
+		i := slices.IndexFunc(cands, func(c candidate) bool { return c.reg.id == inv.RegistrationID })
+		if i < 0 {
+			return r.notLiveLocked(inv.RegistrationID, cands)
+		}
+		picked = cands[i]
+	case len(cands) == 1:
+		picked = cands[0]
+	default:
+		return r.noneOrManyLocked(inv.CapabilityID, cands)
+	}
+	a.reg, a.cap, a.st = picked.reg, picked.cap, picked.reg.st
+	// The version gate: a stale hint only stops dangerous procedures.
+	if e := a.cap.def.effect; inv.SurfaceVersion != "" && (e == Destructive || e == ExternalSideEffect) &&
+		inv.SurfaceVersion != r.Version() {
+		return NewError(StaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
+	}
+	return nil
+}
+
+// candidate is a live capability an id may resolve to.
+type candidate struct {
+	reg *registration
+	cap *regCap
+}
+
+// instance is what an instance id selects and sorts candidates by: the
+// component's instance for view capabilities, the reference's context
+// instance for procedures.
+func (c candidate) instance() string {
+	if b := c.cap.bound; b != nil {
+		return b.context.InstanceID
+	}
+	return c.reg.instance
+}
+
+// candidatesLocked appends to cands the live capabilities with the id,
+// filtered by instance when one is given, sorted by instance, then
+// registration id.
+func (r *Registry) candidatesLocked(cands []candidate, id CapabilityID, instance string) []candidate {
+	if id.Plane == ViewPlane {
+		add := func(reg *registration) {
+			if i := slices.IndexFunc(reg.caps[:reg.nView], func(rc regCap) bool { return rc.name == id.Name }); i >= 0 {
+				cands = append(cands, candidate{reg, &reg.caps[i]})
+			}
+		}
+		if instance != "" {
+			if reg := r.instanceLocked(id.Type, instance); reg != nil {
+				add(reg)
+			}
+			return cands
+		}
+		for _, reg := range r.byType[id.Type] {
+			add(reg)
+		}
+	} else {
+		for _, reg := range r.byProc[id.Path] {
+			i := reg.nView + slices.IndexFunc(reg.caps[reg.nView:], func(rc regCap) bool { return rc.name == id.Path })
+			if c := (candidate{reg, &reg.caps[i]}); instance == "" || c.instance() == instance {
+				cands = append(cands, c)
+			}
+		}
+	}
+	slices.SortFunc(cands, func(x, y candidate) int {
+		return cmp.Or(strings.Compare(x.instance(), y.instance()), strings.Compare(x.reg.id, y.reg.id))
+	})
+	return cands
+}
+
+// notLiveLocked is the failure of a call whose registration id names none
+// of the live candidates: replaced, unmounted, reloaded or unknown.
+func (r *Registry) notLiveLocked(regID string, cands []candidate) *Error {
+	tomb := r.tombs.byRegistration(regID, r.now())
+	switch {
+	case tomb && len(cands) > 0:
+		return NewError(StaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": cands[0].reg.id})
+	case tomb:
+		return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+	case len(cands) > 0:
+		return NewError(StaleCapability, "", map[string]any{"reason": "surface-reloaded", "liveRegistrationId": cands[0].reg.id})
+	}
+	return NewError(CapabilityNotFound, "", nil)
+}
+
+// noneOrManyLocked is the failure of a call without a registration id that
+// matches no live candidate or several.
+func (r *Registry) noneOrManyLocked(capID string, cands []candidate) *Error {
+	if len(cands) == 0 {
+		if r.tombs.listing(capID, r.now()) {
+			return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+		}
+		return NewError(CapabilityNotFound, "", nil)
+	}
+	refs := make([]InstanceRef, len(cands))
+	for i, c := range cands {
+		refs[i] = InstanceRef{InstanceID: c.instance(), RegistrationID: c.reg.id}
+		if b := c.cap.bound; b != nil {
+			ctx := b.context
+			refs[i].Context = &ctx
+		} else {
+			refs[i].Description = c.reg.description
+		}
+	}
+	return NewError(AmbiguousInstance, "", map[string]any{"instances": refs})
+}

@@ -1,0 +1,175 @@
+package surface
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Fixed agent-facing messages of settlement failures.
+const (
+	msgOutputInvalid  = "The capability returned output that does not match its declared output schema."
+	msgOutputTooLarge = "The capability's output is larger than the configured limit."
+)
+
+// maxJSONDepth bounds the nesting of handler output (semantics §18).
+const maxJSONDepth = 64
+
+// encodeOutput begins phase 10: the handler's return value as JSON,
+// size-capped and valid against the output schema (semantics §4.3). The
+// encoding runs user code (a MarshalJSON of the output type): a panic
+// there is EXECUTION_FAILED handler-error.
+func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
+	d := a.cap.def
+	if d.output == nil {
+		return "", nil
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.logPanic("encoding the output", a.inv.CapabilityID, rec)
+			text, e = "", handlerError()
+		}
+	}()
+	invalid := func(err error) (JSONText, *Error) {
+		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
+		if r.env.IsDev() {
+			a.devDefect = true // not cached: the fixed handler can be retried with the same id
+		}
+		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return invalid(err)
+	}
+	if jsonDepth(b) > maxJSONDepth {
+		return invalid(fmt.Errorf("output nests deeper than %d levels", maxJSONDepth))
+	}
+	if len(b) > r.limits.MaxOutputBytes {
+		r.log.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.limits.MaxOutputBytes)
+		return "", NewError(ExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
+	}
+	if d.outputTyped {
+		// The schema was inferred from the handler's Go type to describe
+		// everything that type marshals to: checking again cannot fail.
+		return JSONText(b), nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return invalid(err)
+	}
+	if issues := d.output.Validate(v); len(issues) > 0 {
+		return invalid(fmt.Errorf("output does not match the schema at %q: %s", issues[0].Path, issues[0].Message))
+	}
+	return JSONText(b), nil
+}
+
+// jsonDepth returns the maximum nesting depth of valid JSON text.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > deepest {
+				deepest = depth
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// settle ends phase 10: it stores the result under the invocation's key
+// (cached when its code is, semantics §6), emits invocation-settled and
+// writes the audit record. It returns the caller's copy of the result.
+func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
+	end := r.now()
+	cache := (res.Error == nil || errorMatrix[res.Error.Code].cached) && !a.devDefect
+	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
+	r.settled(a, res, end, a.level() != AuditNone || a.unresolved)
+	return res.clone()
+}
+
+// settled emits invocation-settled and, if audit is set, writes the
+// settled audit record: timing of the phases that ran, and at level full
+// the effective input and the output.
+func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
+	d := end.Sub(a.start)
+	var code Code
+	if res.Error != nil {
+		code = res.Error.Code
+	}
+	emit(r, InvocationSettled{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
+	if !audit {
+		return
+	}
+	ms := &[3]int64{d.Milliseconds(), a.queueWait.Milliseconds(), a.execution.Milliseconds()}
+	ev := AuditEvent{
+		Type: AuditInvocationSettled, At: end, CapabilityID: a.inv.CapabilityID, InvocationID: a.id,
+		ConsumerID: a.consumerKey, Status: res.Status, Code: code, DurationMs: &ms[0],
+	}
+	if a.reg != nil {
+		ev.RegistrationID = a.reg.id
+	}
+	if a.queued {
+		ev.QueueWaitMs = &ms[1]
+	}
+	if a.executed {
+		ev.ExecutionMs = &ms[2]
+	}
+	if a.level() == AuditFull {
+		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.effInput), res.Output)
+	}
+	r.audit(ev)
+}
+
+// known answers a call whose key the dedupe cache knows: it joins the
+// call in flight, replays the cached result, or fails INVOCATION_CONFLICT
+// (reported, never stored, revealing nothing of the other request).
+func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hit dedupeHit, settled <-chan struct{}) Result {
+	switch hit {
+	case dedupeJoin:
+		select {
+		case <-settled:
+			return entry.result.clone()
+		case <-ctx.Done():
+			return a.result(r, NewError(Cancelled, "", nil))
+		case <-r.closingCh:
+			return a.result(r, cancelledByClose())
+		}
+	case dedupeReplay:
+		return entry.result.clone()
+	}
+	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, ConsumerID: a.consumer.ID})
+	res := a.result(r, NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
+	r.settled(a, res, r.now(), true)
+	return res
+}
+
+// payload builds a full-level audit payload: redacted (a panicking Redact
+// drops it), then capped.
+func (r *Registry) payload(capabilityID string, input, output JSONText) *AuditPayload {
+	pl := AuditPayload{Input: input, Output: output}
+	if r.redact != nil {
+		pl = guarded(r, "the audit Redact hook", capabilityID, AuditPayload{Truncated: true}, func() AuditPayload { return r.redact(capabilityID, pl) })
+	}
+	for _, part := range []*JSONText{&pl.Input, &pl.Output} {
+		if len(*part) > r.limits.MaxOutputBytes {
+			*part, pl.Truncated = "", true
+		}
+	}
+	if pl == (AuditPayload{}) {
+		return nil
+	}
+	return &pl
+}
