@@ -35,7 +35,7 @@ func benchClient(b *testing.B, s *mcp.Server) *mcp.ClientSession {
 func BenchmarkToolsCallRoundTrip(b *testing.B) {
 	reg := surfacetest.NewRegistry(b, nil)
 	surfacetest.MustRegister(b, reg, surface.Component{Type: "bench", Description: "Bench",
-		Actions: map[string]surface.Capability{"noop": surfacetest.Noop("Does nothing", surface.LocalState)}})
+		Actions: map[string]surface.Capability{"noop": surfacetest.Noop("Does nothing", surface.EffectLocalState)}})
 	srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "bench"}, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -81,10 +81,10 @@ func BenchmarkToolsetTools(b *testing.B) {
 				surfacetest.MustRegister(b, reg, surface.Component{
 					Type: fmt.Sprintf("bench.c%03d", i), Description: "Component",
 					Observations: map[string]surface.Capability{"read": surfacetest.Value("Reads", i)},
-					Actions:      map[string]surface.Capability{"act": surfacetest.Noop("Acts", surface.LocalState)},
+					Actions:      map[string]surface.Capability{"act": surfacetest.Noop("Acts", surface.EffectLocalState)},
 				})
 			}
-			ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.RemoteLoop})
+			ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.TopologyRemote})
 			if err != nil {
 				b.Fatal(err)
 			}

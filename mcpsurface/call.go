@@ -36,7 +36,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 		return toolResult(s.resume(ctx, at, req)), nil
 	}
 	res := s.call(ctx, at, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
-	if code(res) == surface.ConfirmationRequired {
+	if code(res) == surface.CodeConfirmationRequired {
 		rec := s.remember(p.Name, p.Arguments, res)
 		if s.elicit && elicitable(req) {
 			cid, _ := res.Error.Details["confirmationId"].(string)
@@ -100,7 +100,7 @@ func (s *Server) call(ctx context.Context, at *attempt, name string, args json.R
 		// _meta sends the confirmation id too.)
 		res := s.withEvidence(ctx, at, rec, args, rec.invocationID)
 		reason := ""
-		if code(res) == surface.ConfirmationInvalid {
+		if code(res) == surface.CodeConfirmationInvalid {
 			reason, _ = res.Error.Details["reason"].(string)
 		}
 		if reason == "" || reason == "denied" {
@@ -127,7 +127,7 @@ func (s *Server) withEvidence(ctx context.Context, at *attempt, rec *issued, arg
 		inv.Input = args
 	}
 	res := s.reg.Invoke(ctx, inv, surface.InvokeOptions{Consumer: s.consumer})
-	if same && code(res) != surface.ConfirmationRequired {
+	if same && code(res) != surface.CodeConfirmationRequired {
 		// Settled: a duplicate retry by id replays this result, and an
 		// identical call later is a new request.
 		s.issued.settled(rec, inv.SurfaceVersion)
@@ -175,7 +175,7 @@ func toolResult(res surface.Result) *mcp.CallToolResult {
 	b, err := json.Marshal(res)
 	if err != nil { // only invalid output JSON could do this; the registry validates it
 		res = surface.Result{Status: surface.StatusError, InvocationID: res.InvocationID, CapabilityID: res.CapabilityID,
-			Error: surface.NewError(surface.ExecutionFailed, "", map[string]any{"reason": "output-invalid"}), SurfaceVersion: res.SurfaceVersion}
+			Error: surface.NewError(surface.CodeExecutionFailed, "", map[string]any{"reason": "output-invalid"}), SurfaceVersion: res.SurfaceVersion}
 		b, _ = json.Marshal(res)
 	}
 	return &mcp.CallToolResult{

@@ -46,7 +46,7 @@
 //			},
 //			Actions: map[string]surface.Capability{
 //				"selectRows": surface.Action(surface.ActionDef[Selection, surface.None]{
-//					Description: "Replace the selection", Effect: surface.LocalState,
+//					Description: "Replace the selection", Effect: surface.EffectLocalState,
 //					Execute: func(_ context.Context, _ *surface.Call, in Selection) (surface.None, error) {
 //						mu.Lock()
 //						defer mu.Unlock()
@@ -59,7 +59,7 @@
 //		if err != nil {
 //			log.Fatal(err)
 //		}
-//		srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "claude", Kind: surface.MCPBridge},
+//		srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "claude", Kind: surface.ConsumerMCPBridge},
 //			&mcpsurface.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}) // stdout is the transport
 //		if err != nil {
 //			log.Fatal(err)
@@ -184,7 +184,7 @@
 //		if !ok {
 //			return nil, surface.Consumer{}, errors.New("unknown token")
 //		}
-//		return s.Registry, surface.Consumer{ID: s.UserID, Kind: surface.MCPBridge}, nil
+//		return s.Registry, surface.Consumer{ID: s.UserID, Kind: surface.ConsumerMCPBridge}, nil
 //	}, nil)
 //	defer h.Close()
 //	mux.Handle("/mcp", h)

@@ -129,7 +129,7 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 	if err != nil || st.Tool != p.Name || st.Args != argsDigest(p.Arguments) {
 		s.log.Warn("mcpsurface: rejected a tool call with an invalid request state", "tool", p.Name)
 		return surface.Result{Status: surface.StatusError, InvocationID: s.newInvocationID(), CapabilityID: firstNonEmpty(st.Cap, p.Name),
-			Error: surface.NewError(surface.ConfirmationInvalid, "The confirmation state could not be verified; call the tool again.",
+			Error: surface.NewError(surface.CodeConfirmationInvalid, "The confirmation state could not be verified; call the tool again.",
 				map[string]any{"reason": "mismatch"}), SurfaceVersion: s.reg.Version()}
 	}
 	at.invocationID, at.capabilityID = st.Inv, st.Cap
@@ -147,7 +147,7 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 		// Refused here, but resolved elsewhere meanwhile: a refusal never
 		// executes.
 		return surface.Result{Status: surface.StatusError, InvocationID: st.Inv, CapabilityID: st.Cap,
-			Error: surface.NewError(surface.ConfirmationInvalid, "", map[string]any{"reason": "denied"}), SurfaceVersion: s.reg.Version()}
+			Error: surface.NewError(surface.CodeConfirmationInvalid, "", map[string]any{"reason": "denied"}), SurfaceVersion: s.reg.Version()}
 	}
 	if s.meta {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})

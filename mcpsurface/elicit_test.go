@@ -64,7 +64,7 @@ func TestElicitationApprove(t *testing.T) {
 					resolved = &r
 				}
 			}
-			if resolved == nil || resolved.Outcome != surface.Approved {
+			if resolved == nil || resolved.Outcome != surface.OutcomeApproved {
 				t.Fatalf("the registry's record was not approved: %v", rec.Types())
 			}
 			// Calls that need no confirmation are not affected.
@@ -90,7 +90,7 @@ func TestElicitationDecline(t *testing.T) {
 				var asked atomic.Int64
 				cs := connect(t, srv, version, answering(c.action, c.approve, &asked, nil))
 				env := callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d1"}}, nil)
-				if e := requireCode(t, env, surface.ConfirmationInvalid); e.Details["reason"] != "denied" {
+				if e := requireCode(t, env, surface.CodeConfirmationInvalid); e.Details["reason"] != "denied" {
 					t.Fatalf("%+v", e)
 				}
 				if a.wipes.Load() != 0 || asked.Load() != 1 {
@@ -108,10 +108,10 @@ func TestElicitationDeclineAfterAppApproval(t *testing.T) {
 	srv := newServer(t, reg, &mcpsurface.Options{Elicit: true})
 	var asked atomic.Int64
 	cs := connect(t, srv, v2026, answering("decline", false, &asked, func(*mcp.ElicitRequest) {
-		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Approve)
+		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Resolution{Approved: true})
 	}))
 	env := callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d1"}}, nil)
-	if e := requireCode(t, env, surface.ConfirmationInvalid); e.Details["reason"] != "denied" {
+	if e := requireCode(t, env, surface.CodeConfirmationInvalid); e.Details["reason"] != "denied" {
 		t.Fatalf("%+v", e)
 	}
 	if a.wipes.Load() != 0 {
@@ -127,12 +127,12 @@ func TestElicitationFallsBackToTwoPhase(t *testing.T) {
 			reg, _, _ := newApp(t)
 			srv := newServer(t, reg, &mcpsurface.Options{Elicit: true})
 			cs := connect(t, srv, version, nil) // no ElicitationHandler: no capability
-			requireCode(t, callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d1"}}, nil), surface.ConfirmationRequired)
+			requireCode(t, callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d1"}}, nil), surface.CodeConfirmationRequired)
 
 			plain := newServer(t, reg, nil)
 			var asked atomic.Int64
 			cs2 := connect(t, plain, version, answering("accept", true, &asked, nil))
-			requireCode(t, callTool(t, cs2, "view_devices__table__wipe", map[string]any{"ids": []string{"d2"}}, nil), surface.ConfirmationRequired)
+			requireCode(t, callTool(t, cs2, "view_devices__table__wipe", map[string]any{"ids": []string{"d2"}}, nil), surface.CodeConfirmationRequired)
 			if asked.Load() != 0 {
 				t.Fatal("asked without Options.Elicit")
 			}
@@ -153,7 +153,7 @@ func TestElicitationStaleAfterRemount_AS_STALE_001(t *testing.T) {
 				surfacetest.MustRegister(t, reg, a.table("main"))
 			}))
 			env := callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d1"}}, nil)
-			if e := requireCode(t, env, surface.StaleCapability); e.Details["reason"] != "registration-replaced" {
+			if e := requireCode(t, env, surface.CodeStaleCapability); e.Details["reason"] != "registration-replaced" {
 				t.Fatalf("%+v", e)
 			}
 			if a.wipes.Load() != 0 {
@@ -203,7 +203,7 @@ func TestElicitationRequestState(t *testing.T) {
 		{"other arguments", "view_devices__table__wipe", map[string]any{"ids": []string{"d1", "d2"}}, state},
 		{"other tool", "view_devices__table__selectRows", args, state},
 	} {
-		if e := requireCode(t, retry(c.tool, c.args, c.state), surface.ConfirmationInvalid); e.Details["reason"] != "mismatch" {
+		if e := requireCode(t, retry(c.tool, c.args, c.state), surface.CodeConfirmationInvalid); e.Details["reason"] != "mismatch" {
 			t.Fatalf("%s: %+v", c.name, e)
 		}
 	}
@@ -218,7 +218,7 @@ func TestElicitationRequestState(t *testing.T) {
 		t.Fatalf("%v %+v", err, r1)
 	}
 	env := callToolParams(t, c2, &mcp.CallToolParams{Name: "view_devices__table__wipe", Arguments: map[string]any{"ids": []string{"d7"}}, InputResponses: approve, RequestState: r1.RequestState})
-	requireCode(t, env, surface.ConfirmationInvalid)
+	requireCode(t, env, surface.CodeConfirmationInvalid)
 	if a.wipes.Load() != 0 {
 		t.Fatal("ran with a bad state")
 	}
@@ -255,7 +255,7 @@ func TestElicitationMetaMode_AS_ADAPTER_004(t *testing.T) {
 	for _, version := range versions {
 		t.Run(version, func(t *testing.T) {
 			reg, a, _ := newApp(t)
-			srv := newServer(t, reg, &mcpsurface.Options{Elicit: true, Mode: surface.Meta})
+			srv := newServer(t, reg, &mcpsurface.Options{Elicit: true, Mode: surface.ToolsetMeta})
 			var asked atomic.Int64
 			cs := connect(t, srv, version, answering("accept", true, &asked, nil))
 			env := callTool(t, cs, "surface_act", map[string]any{"capabilityId": "view:devices.table.wipe", "input": map[string]any{"ids": []string{"d1"}}}, nil)

@@ -31,7 +31,7 @@ func Example() {
 		},
 		Actions: map[string]surface.Capability{
 			"selectRows": surface.Action(surface.ActionDef[Selection, surface.None]{
-				Description: "Replace the selection", Effect: surface.LocalState, Idempotent: true,
+				Description: "Replace the selection", Effect: surface.EffectLocalState, Idempotent: true,
 				Execute: func(_ context.Context, _ *surface.Call, in Selection) (surface.None, error) {
 					selected = in.IDs
 					return surface.None{}, nil
@@ -44,7 +44,7 @@ func Example() {
 		return
 	}
 
-	srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "agent", Kind: surface.MCPBridge}, nil)
+	srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return

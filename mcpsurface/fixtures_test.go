@@ -75,7 +75,7 @@ func (a *app) table(instance string) surface.Component {
 		},
 		Actions: map[string]surface.Capability{
 			"selectRows": surface.Action(surface.ActionDef[selectIn, tableState]{
-				Description: "Replace the selection", Effect: surface.LocalState, Idempotent: true,
+				Description: "Replace the selection", Effect: surface.EffectLocalState, Idempotent: true,
 				Execute: func(_ context.Context, _ *surface.Call, in selectIn) (tableState, error) {
 					a.mu.Lock()
 					defer a.mu.Unlock()
@@ -84,21 +84,21 @@ func (a *app) table(instance string) surface.Component {
 				},
 			}),
 			"label": surface.Action(surface.ActionDef[labelIn, labelIn]{
-				Description: "Set the table label", Effect: surface.LocalState,
+				Description: "Set the table label", Effect: surface.EffectLocalState,
 				Execute: func(_ context.Context, _ *surface.Call, in labelIn) (labelIn, error) {
 					a.labels.Add(1)
 					return in, nil
 				},
 			}),
 			"wipe": surface.Action(surface.ActionDef[selectIn, surface.None]{
-				Description: "Wipe devices", Effect: surface.LocalState, Confirmation: surface.ConfirmRequired,
+				Description: "Wipe devices", Effect: surface.EffectLocalState, Confirmation: surface.ConfirmRequired,
 				Execute: func(context.Context, *surface.Call, selectIn) (surface.None, error) {
 					a.wipes.Add(1)
 					return surface.None{}, nil
 				},
 			}),
 			"open": surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "Open the table", Effect: surface.Navigation,
+				Description: "Open the table", Effect: surface.EffectNavigation,
 				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
 					return surface.None{}, nil
 				},
@@ -115,14 +115,14 @@ func (a *app) domainPanel() surface.Component {
 		Observations: map[string]surface.Capability{"count": surfacetest.Value("Device count", 2)},
 		Procedures: []surface.Capability{
 			surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{
-				ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.Destructive,
+				ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectDestructive,
 				Confirmation: surface.ConfirmRequired,
 			}),
 			surface.Procedure(surface.ProcedureDef[surface.None, []string]{
-				ID: "domain:devices.list", Description: "List devices", Effect: surface.ServerQuery,
+				ID: "domain:devices.list", Description: "List devices", Effect: surface.EffectServerQuery,
 			}),
 			surface.Procedure(surface.ProcedureDef[labelIn, surface.None]{
-				ID: "domain:devices.notify", Description: "Email the owners", Effect: surface.ExternalSideEffect,
+				ID: "domain:devices.notify", Description: "Email the owners", Effect: surface.EffectExternalSideEffect,
 			}),
 		},
 	}
@@ -162,7 +162,7 @@ func newAppWith(t testing.TB, opts *surface.Options) (*surface.Registry, *app, *
 
 func newServer(t testing.TB, reg *surface.Registry, opts *mcpsurface.Options) *mcpsurface.Server {
 	t.Helper()
-	srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "agent", Kind: surface.MCPBridge}, opts)
+	srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

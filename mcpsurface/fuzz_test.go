@@ -32,13 +32,13 @@ func FuzzToolCall(f *testing.F) {
 	surfacetest.MustRegister(f, reg, a.domainPanel())
 	surfacetest.MustRegister(f, reg, surface.Component{Type: "devices.free", Description: "Free-form input",
 		Actions: map[string]surface.Capability{
-			"echo": surface.Action(surface.ActionDef[any, any]{Description: "Returns its input", Effect: surface.LocalState,
+			"echo": surface.Action(surface.ActionDef[any, any]{Description: "Returns its input", Effect: surface.EffectLocalState,
 				Execute: func(_ context.Context, _ *surface.Call, in any) (any, error) { return in, nil }}),
 		}})
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
 	var targets []fuzzTarget
-	for _, mode := range []surface.ToolsetMode{surface.Direct, surface.Meta} {
+	for _, mode := range []surface.ToolsetMode{surface.ToolsetDirect, surface.ToolsetMeta} {
 		srv := newServer(f, reg, &mcpsurface.Options{Mode: mode, Elicit: true, Logger: log})
 		for _, version := range versions {
 			cs := connect(f, srv, version, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},

@@ -186,7 +186,7 @@ func (s *Server) sessionClosed(id string) {
 // expiredResult is the result of a call whose confirmation expired while
 // the client was asked: the registry's CONFIRMATION_INVALID expired.
 func (s *Server) expiredResult(at attempt) surface.Result {
-	e := surface.NewError(surface.ConfirmationInvalid, "", map[string]any{"reason": "expired"})
+	e := surface.NewError(surface.CodeConfirmationInvalid, "", map[string]any{"reason": "expired"})
 	e.Retry = surface.RetryWithConfirmation
 	return surface.Result{Status: surface.StatusError, InvocationID: firstNonEmpty(at.invocationID, s.newInvocationID()),
 		CapabilityID: at.capabilityID, Error: e, SurfaceVersion: s.reg.Version()}
@@ -198,7 +198,7 @@ func (s *Server) closedResult(at attempt, cause error) surface.Result {
 	if errors.Is(cause, errSessionClosed) {
 		msg = "The session was closed."
 	}
-	e := surface.NewError(surface.Cancelled, msg, nil)
+	e := surface.NewError(surface.CodeCancelled, msg, nil)
 	e.Retry = surface.RetryNo
 	return surface.Result{Status: surface.StatusError, InvocationID: firstNonEmpty(at.invocationID, s.newInvocationID()),
 		CapabilityID: at.capabilityID, Error: e, SurfaceVersion: s.reg.Version()}
@@ -228,7 +228,7 @@ func (s *Server) panicked(rec any, name string, args json.RawMessage, at *attemp
 		"panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
 	return surface.Result{
 		Status: surface.StatusError, InvocationID: invID, CapabilityID: capID,
-		Error:          surface.NewError(surface.ExecutionFailed, "", map[string]any{"reason": "handler-error"}),
+		Error:          surface.NewError(surface.CodeExecutionFailed, "", map[string]any{"reason": "handler-error"}),
 		SurfaceVersion: s.reg.Version(),
 	}
 }

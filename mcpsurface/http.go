@@ -204,7 +204,7 @@ func (h *HTTPHandler) resolveRecovered(r *http.Request) (reg *surface.Registry, 
 // server returns the cached Server of a pair, creating it on first use.
 func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (*cached, error) {
 	if consumer.Kind == "" {
-		consumer.Kind = surface.MCPBridge
+		consumer.Kind = surface.ConsumerMCPBridge
 	}
 	key := serverKey{reg: reg, consumer: consumerKey(consumer)}
 	now := time.Now()

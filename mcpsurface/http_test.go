@@ -122,7 +122,7 @@ func twoUsers(t testing.TB) map[string]*session {
 	regB.SetProcedureExecutor(b.executor())
 	surfacetest.MustRegister(t, regB, b.domainPanel())
 	return map[string]*session{
-		"tok-alice": {reg: regA, app: a, consumer: surface.Consumer{ID: "alice", Kind: surface.MCPBridge}},
+		"tok-alice": {reg: regA, app: a, consumer: surface.Consumer{ID: "alice", Kind: surface.ConsumerMCPBridge}},
 		"tok-bob":   {reg: regB, app: b, consumer: surface.Consumer{ID: "bob"}},
 	}
 }
@@ -163,7 +163,7 @@ func TestHTTPSessionIsolation(t *testing.T) {
 				t.Fatal("bob reached alice's tool")
 			}
 			// Consumers are the resolver's: Bob's got the MCP kind.
-			cid, _ := requireCode(t, callTool(t, bob, "domain_devices__disable", map[string]any{"ids": []string{"d1"}}, nil), surface.ConfirmationRequired).Details["confirmationId"].(string)
+			cid, _ := requireCode(t, callTool(t, bob, "domain_devices__disable", map[string]any{"ids": []string{"d1"}}, nil), surface.CodeConfirmationRequired).Details["confirmationId"].(string)
 			if p := users["tok-bob"].reg.Confirmations().Pending(); len(p) != 1 || p[0].ConfirmationID != cid || p[0].ConsumerKey != "mcp-bridge:bob" {
 				t.Fatalf("%+v", p)
 			}
@@ -228,7 +228,7 @@ func TestHTTPElicitation(t *testing.T) {
 				wipes := users["tok-alice"].app.wipes.Load()
 				switch {
 				case mode.name == "stateless-legacy":
-					requireCode(t, env, surface.ConfirmationRequired)
+					requireCode(t, env, surface.CodeConfirmationRequired)
 					if asked.Load() != 0 {
 						t.Fatal("asked over a channel that cannot answer")
 					}
@@ -239,7 +239,7 @@ func TestHTTPElicitation(t *testing.T) {
 						t.Fatalf("wipes %d", wipes)
 					}
 				default:
-					if e := requireCode(t, env, surface.ConfirmationInvalid); e.Details["reason"] != "denied" || wipes != 0 {
+					if e := requireCode(t, env, surface.CodeConfirmationInvalid); e.Details["reason"] != "denied" || wipes != 0 {
 						t.Fatalf("%+v, wipes %d", e, wipes)
 					}
 				}
@@ -256,7 +256,7 @@ func TestHTTPElicitation(t *testing.T) {
 // everything and later requests get 503.
 func TestHTTPCacheForgetClose(t *testing.T) {
 	users := twoUsers(t)
-	users["tok-alice-2"] = &session{reg: users["tok-alice"].reg, consumer: surface.Consumer{ID: "alice", Kind: surface.MCPBridge}}
+	users["tok-alice-2"] = &session{reg: users["tok-alice"].reg, consumer: surface.Consumer{ID: "alice", Kind: surface.ConsumerMCPBridge}}
 	f := newHTTP(t, nil, users)
 	a1 := f.mustClient(t, "tok-alice", v2025, nil)
 	a2 := f.mustClient(t, "tok-alice-2", v2025, nil)

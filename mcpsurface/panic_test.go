@@ -69,14 +69,14 @@ func hostileComponent() surface.Component {
 		Type: "hostile", Description: "Capabilities whose input or output codecs panic",
 		Actions: map[string]surface.Capability{
 			"parse": surface.Action(surface.ActionDef[hostileIn, hostileOut]{
-				Description: "Decode the text", Effect: surface.LocalState,
+				Description: "Decode the text", Effect: surface.EffectLocalState,
 				InputSchema: textSchema, OutputSchema: textSchema,
 				Execute: func(_ context.Context, _ *surface.Call, in hostileIn) (hostileOut, error) {
 					return hostileOut(in), nil
 				},
 			}),
 			"render": surface.Action(surface.ActionDef[labelIn, hostileOut]{
-				Description: "Encode the text", Effect: surface.LocalState, OutputSchema: textSchema,
+				Description: "Encode the text", Effect: surface.EffectLocalState, OutputSchema: textSchema,
 				Execute: func(_ context.Context, _ *surface.Call, in labelIn) (hostileOut, error) {
 					return hostileOut{Text: in.Label}, nil
 				},
@@ -194,8 +194,8 @@ func TestPanicInAgentDrivenUserCodeKeepsProcessServing(t *testing.T) {
 		code       surface.Code
 		retry      surface.Retry
 	}{
-		{"view_hostile__parse", "input decoding", surface.InvalidInput, surface.RetryWithChanges},
-		{"view_hostile__render", "output encoding", surface.ExecutionFailed, surface.RetryNo},
+		{"view_hostile__parse", "input decoding", surface.CodeInvalidInput, surface.RetryWithChanges},
+		{"view_hostile__render", "output encoding", surface.CodeExecutionFailed, surface.RetryNo},
 	} {
 		args := map[string]any{"text": "boom"}
 		if c.tool == "view_hostile__render" {
@@ -207,7 +207,7 @@ func TestPanicInAgentDrivenUserCodeKeepsProcessServing(t *testing.T) {
 		}
 		env := decode(t, res)
 		e := requireCode(t, env, c.code)
-		if e.Retry != string(c.retry) || (c.code == surface.ExecutionFailed && e.Details["reason"] != "handler-error") {
+		if e.Retry != string(c.retry) || (c.code == surface.CodeExecutionFailed && e.Details["reason"] != "handler-error") {
 			t.Fatalf("%s panic: %+v", c.what, e)
 		}
 		if raw, _ := json.Marshal(res); bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte("goroutine")) {

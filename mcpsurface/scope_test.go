@@ -29,7 +29,7 @@ func TestScopeLimitsDiscoveryOnly_AS_ADAPTER_005(t *testing.T) {
 		t.Fatal("direct mode called a tool outside its scope")
 	}
 
-	meta := connect(t, newServer(t, reg, &mcpsurface.Options{Mode: surface.Meta, Scope: scope}), v2025, nil)
+	meta := connect(t, newServer(t, reg, &mcpsurface.Options{Mode: surface.ToolsetMeta, Scope: scope}), v2025, nil)
 	env := callTool(t, meta, "surface_discover", nil, nil)
 	requireOK(t, env)
 	if out := string(env.Output); !strings.Contains(out, "devices.panel") || strings.Contains(out, "devices.table") {
@@ -57,7 +57,7 @@ func TestTwoPhaseIsTheDefault(t *testing.T) {
 	answers := answering("accept", true, &asked, nil)
 	wipe := func(cs *mcp.ClientSession, id string) {
 		t.Helper()
-		requireCode(t, callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{id}}, nil), surface.ConfirmationRequired)
+		requireCode(t, callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{id}}, nil), surface.CodeConfirmationRequired)
 	}
 	for _, opts := range []*mcpsurface.Options{nil, {}} {
 		for _, version := range versions {

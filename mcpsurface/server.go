@@ -42,7 +42,7 @@ const (
 // Options.Instructions is empty.
 func defaultInstructions(mode surface.ToolsetMode) string {
 	retry := "then call the same tool again with the same arguments."
-	if mode == surface.Meta {
+	if mode == surface.ToolsetMeta {
 		retry = "then call surface_act again with the same input and the confirmationId."
 	}
 	return "Tools act on the user's live application. " +
@@ -56,7 +56,7 @@ type Options struct {
 	// Implementation names the server to clients. Default
 	// {Name: "agentsurface", Version: "0.1.0"}.
 	Implementation *mcp.Implementation
-	// Mode is surface.Direct (the default) or surface.Meta.
+	// Mode is surface.ToolsetDirect (the default) or surface.ToolsetMeta.
 	Mode surface.ToolsetMode
 	// Scope limits discovery to these component-type prefixes: in direct
 	// mode the tool list (a capability outside it is not a tool, so it
@@ -123,7 +123,7 @@ type Server struct {
 }
 
 // NewServer returns an MCP server for reg as seen by consumer. A consumer
-// without a Kind gets surface.MCPBridge. It fails when the toolset options
+// without a Kind gets surface.ConsumerMCPBridge. It fails when the toolset options
 // are invalid (an unknown Mode).
 func NewServer(reg *surface.Registry, consumer surface.Consumer, opts *Options) (*Server, error) {
 	return newServer(reg, consumer, opts, "")
@@ -140,18 +140,18 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		o = *opts
 	}
 	if consumer.Kind == "" {
-		consumer.Kind = surface.MCPBridge
+		consumer.Kind = surface.ConsumerMCPBridge
 	}
 	consumer.Grants = slices.Clone(consumer.Grants)
 	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{
-		Consumer: consumer, Mode: o.Mode, Topology: surface.RemoteLoop, Scope: o.Scope,
+		Consumer: consumer, Mode: o.Mode, Topology: surface.TopologyRemote, Scope: o.Scope,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		reg: reg, consumer: consumer, ts: ts,
-		meta: o.Mode == surface.Meta, elicit: o.Elicit,
+		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
 		catalog: map[string]surface.Tool{}, defs: map[string]string{},
@@ -321,14 +321,14 @@ func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
 	if json.Unmarshal([]byte(t.InputSchema), &root) != nil || root.Type != "object" {
 		return nil, false
 	}
-	readOnly := t.Kind == surface.KindObservation || t.Effect == surface.Read || t.Effect == surface.ServerQuery
+	readOnly := t.Kind == surface.KindObservation || t.Effect == surface.EffectRead || t.Effect == surface.EffectServerQuery
 	ann := &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: t.Idempotent}
 	if t.Effect == "" {
 		// surface_act (meta mode) can reach any capability: say so.
 		ann.DestructiveHint, ann.OpenWorldHint = ptr(true), ptr(true)
 	} else {
-		ann.DestructiveHint = ptr(t.Effect == surface.Destructive)
-		ann.OpenWorldHint = ptr(t.Effect == surface.ExternalSideEffect)
+		ann.DestructiveHint = ptr(t.Effect == surface.EffectDestructive)
+		ann.OpenWorldHint = ptr(t.Effect == surface.EffectExternalSideEffect)
 	}
 	meta := mcp.Meta{MetaAvailable: t.State.Available, MetaKind: string(t.Kind)}
 	if t.CapabilityID != "" {

@@ -48,7 +48,7 @@ func TestToolsList_AS_ADAPTER_001(t *testing.T) {
 			if len(tools) != len(want) {
 				t.Fatalf("tools: %s", names(tools))
 			}
-			ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Consumer: surface.Consumer{ID: "agent", Kind: surface.MCPBridge}, Topology: surface.RemoteLoop})
+			ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Consumer: surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}, Topology: surface.TopologyRemote})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func TestToolListChanged_AS_ADAPTER_001(t *testing.T) {
 				t.Fatalf("reason %v", r)
 			}
 			env := callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d1"}}, nil)
-			if e := requireCode(t, env, surface.CapabilityNotAvailable); e.Details["reason"] != "Nothing selected" {
+			if e := requireCode(t, env, surface.CodeCapabilityNotAvailable); e.Details["reason"] != "Nothing selected" {
 				t.Fatalf("%+v", e)
 			}
 
@@ -171,7 +171,7 @@ func TestCallObservationAndAction_AS_ADAPTER_002(t *testing.T) {
 			}
 			replay := reg.Invoke(bg, surface.Invocation{InvocationID: "client-1", CapabilityID: "view:devices.table.selectRows",
 				RegistrationID: h.ID(), SurfaceVersion: reg.Version(), Input: json.RawMessage(`{"ids":["d2"]}`)},
-				surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent", Kind: surface.MCPBridge}})
+				surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}})
 			want, _ := json.Marshal(replay)
 			if got := res.Content[0].(*mcp.TextContent).Text; got != string(want) {
 				t.Fatalf("not lossless:\n got %s\nwant %s", got, want)
@@ -184,7 +184,7 @@ func TestCallObservationAndAction_AS_ADAPTER_002(t *testing.T) {
 			}
 			// Same id, other request: the registry's conflict, relayed.
 			env = callTool(t, cs, "view_devices__table__selectRows", map[string]any{"ids": []string{"d1"}}, mcp.Meta{mcpsurface.MetaInvocationID: "client-1"})
-			requireCode(t, env, surface.InvocationConflict)
+			requireCode(t, env, surface.CodeInvocationConflict)
 		})
 	}
 }
@@ -198,7 +198,7 @@ func TestTypedErrors_AS_ADAPTER_002(t *testing.T) {
 			srv := newServer(t, reg, nil)
 			cs := connect(t, srv, version, nil)
 			env := callTool(t, cs, "view_devices__table__selectRows", map[string]any{"ids": "d1"}, nil)
-			e := requireCode(t, env, surface.InvalidInput)
+			e := requireCode(t, env, surface.CodeInvalidInput)
 			issues, _ := e.Details["issues"].([]any)
 			if e.Retry != string(surface.RetryWithChanges) || e.Message == "" || len(issues) != 1 {
 				t.Fatalf("%+v", e)
@@ -209,7 +209,7 @@ func TestTypedErrors_AS_ADAPTER_002(t *testing.T) {
 			}
 			// Arguments the schema does not allow never reach the handler.
 			env = callTool(t, cs, "view_devices__table__label", map[string]any{"label": "x", "extra": 1}, nil)
-			requireCode(t, env, surface.InvalidInput)
+			requireCode(t, env, surface.CodeInvalidInput)
 
 			// An unknown tool is the SDK's protocol error.
 			_, err := cs.CallTool(bg, &mcp.CallToolParams{Name: "no_such_tool"})
@@ -233,7 +233,7 @@ func TestTwoPhaseConfirmation_AS_IDENT_006(t *testing.T) {
 			args := map[string]any{"ids": []string{"d1"}}
 
 			first := callTool(t, cs, "view_devices__table__wipe", args, nil)
-			e := requireCode(t, first, surface.ConfirmationRequired)
+			e := requireCode(t, first, surface.CodeConfirmationRequired)
 			cid, _ := e.Details["confirmationId"].(string)
 			if cid == "" || e.Retry != string(surface.RetryWithConfirmation) || e.Details["summary"] == "" {
 				t.Fatalf("%+v", e)
@@ -247,11 +247,11 @@ func TestTwoPhaseConfirmation_AS_IDENT_006(t *testing.T) {
 			}
 			// Not approved yet: the same record again.
 			again := callTool(t, cs, "view_devices__table__wipe", args, mcp.Meta{mcpsurface.MetaConfirmationID: cid})
-			if requireCode(t, again, surface.ConfirmationRequired).Details["confirmationId"] != cid {
+			if requireCode(t, again, surface.CodeConfirmationRequired).Details["confirmationId"] != cid {
 				t.Fatal("a pending retry must keep the id")
 			}
 
-			if !reg.Confirmations().Resolve(cid, surface.Approve) {
+			if !reg.Confirmations().Resolve(cid, surface.Resolution{Approved: true}) {
 				t.Fatal("resolve")
 			}
 			ok := callTool(t, cs, "view_devices__table__wipe", args, mcp.Meta{mcpsurface.MetaConfirmationID: cid})
@@ -265,12 +265,12 @@ func TestTwoPhaseConfirmation_AS_IDENT_006(t *testing.T) {
 				t.Fatalf("executed %d times", n)
 			}
 			// A later plain call with the same arguments is a new request.
-			if next := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, nil), surface.ConfirmationRequired); next.Details["confirmationId"] == cid {
+			if next := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, nil), surface.CodeConfirmationRequired); next.Details["confirmationId"] == cid {
 				t.Fatal("an executed confirmation was presented again")
 			}
 			// Other arguments with that evidence: mismatch, nothing runs.
 			other := callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d9"}}, mcp.Meta{mcpsurface.MetaConfirmationID: cid})
-			requireCode(t, other, surface.ConfirmationInvalid)
+			requireCode(t, other, surface.CodeConfirmationInvalid)
 			if a.wipes.Load() != 1 {
 				t.Fatal("ran with mismatched evidence")
 			}
@@ -289,7 +289,7 @@ func TestTwoPhasePlainRetry(t *testing.T) {
 	args := map[string]any{"ids": []string{"d1", "d2"}}
 	cidOf := func(env envelope) string {
 		t.Helper()
-		cid, _ := requireCode(t, env, surface.ConfirmationRequired).Details["confirmationId"].(string)
+		cid, _ := requireCode(t, env, surface.CodeConfirmationRequired).Details["confirmationId"].(string)
 		return cid
 	}
 
@@ -297,7 +297,7 @@ func TestTwoPhasePlainRetry(t *testing.T) {
 	if again := cidOf(callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{"d1", "d2"}}, nil)); again != cid {
 		t.Fatal("a pending re-call must show the same confirmation")
 	}
-	reg.Confirmations().Resolve(cid, surface.Approve)
+	reg.Confirmations().Resolve(cid, surface.Resolution{Approved: true})
 	requireOK(t, callTool(t, cs, "view_devices__table__wipe", args, nil))
 	if a.wipes.Load() != 1 {
 		t.Fatal("not executed")
@@ -306,8 +306,8 @@ func TestTwoPhasePlainRetry(t *testing.T) {
 	if next == cid || a.wipes.Load() != 1 {
 		t.Fatal("a later identical call must ask again")
 	}
-	reg.Confirmations().Resolve(next, surface.Deny)
-	if e := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, nil), surface.ConfirmationInvalid); e.Details["reason"] != "denied" {
+	reg.Confirmations().Resolve(next, surface.Resolution{})
+	if e := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, nil), surface.CodeConfirmationInvalid); e.Details["reason"] != "denied" {
 		t.Fatalf("%+v", e)
 	}
 	if third := cidOf(callTool(t, cs, "view_devices__table__wipe", args, nil)); third == next || third == cid {
@@ -324,7 +324,7 @@ func TestMetaMode_AS_ADAPTER_004(t *testing.T) {
 	for _, version := range versions {
 		t.Run(version, func(t *testing.T) {
 			reg, a, _ := newApp(t)
-			srv := newServer(t, reg, &mcpsurface.Options{Mode: surface.Meta})
+			srv := newServer(t, reg, &mcpsurface.Options{Mode: surface.ToolsetMeta})
 			cs := connect(t, srv, version, nil)
 			tools := listTools(t, cs)
 			if names(tools) != "surface_act,surface_discover,surface_read" {
@@ -342,14 +342,14 @@ func TestMetaMode_AS_ADAPTER_004(t *testing.T) {
 				t.Fatalf("%s", env.Output)
 			}
 			act := map[string]any{"capabilityId": "view:devices.table.wipe", "input": map[string]any{"ids": []string{"d1"}}, "invocationId": "m1"}
-			cid, _ := requireCode(t, callTool(t, cs, "surface_act", act, nil), surface.ConfirmationRequired).Details["confirmationId"].(string)
-			reg.Confirmations().Resolve(cid, surface.Approve)
+			cid, _ := requireCode(t, callTool(t, cs, "surface_act", act, nil), surface.CodeConfirmationRequired).Details["confirmationId"].(string)
+			reg.Confirmations().Resolve(cid, surface.Resolution{Approved: true})
 			act["confirmationId"] = cid
 			requireOK(t, callTool(t, cs, "surface_act", act, nil))
 
 			act2 := map[string]any{"capabilityId": "view:devices.table.wipe", "input": map[string]any{"ids": []string{"d2"}}}
-			cid2, _ := requireCode(t, callTool(t, cs, "surface_act", act2, nil), surface.ConfirmationRequired).Details["confirmationId"].(string)
-			reg.Confirmations().Resolve(cid2, surface.Approve)
+			cid2, _ := requireCode(t, callTool(t, cs, "surface_act", act2, nil), surface.CodeConfirmationRequired).Details["confirmationId"].(string)
+			reg.Confirmations().Resolve(cid2, surface.Resolution{Approved: true})
 			requireOK(t, callTool(t, cs, "surface_act", act2, mcp.Meta{mcpsurface.MetaConfirmationID: cid2}))
 			if n := a.wipes.Load(); n != 2 {
 				t.Fatalf("executed %d times", n)
@@ -369,11 +369,11 @@ func TestStaleAfterRemount_AS_STALE_001_002(t *testing.T) {
 			srv := newServer(t, reg, nil)
 			cs := connect(t, srv, version, nil)
 			args := map[string]any{"ids": []string{"d1"}}
-			cid, _ := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, nil), surface.ConfirmationRequired).Details["confirmationId"].(string)
+			cid, _ := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, nil), surface.CodeConfirmationRequired).Details["confirmationId"].(string)
 			h.Unregister()
 			surfacetest.MustRegister(t, reg, a.table("main"))
-			reg.Confirmations().Resolve(cid, surface.Approve)
-			e := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, mcp.Meta{mcpsurface.MetaConfirmationID: cid}), surface.StaleCapability)
+			reg.Confirmations().Resolve(cid, surface.Resolution{Approved: true})
+			e := requireCode(t, callTool(t, cs, "view_devices__table__wipe", args, mcp.Meta{mcpsurface.MetaConfirmationID: cid}), surface.CodeStaleCapability)
 			if e.Details["reason"] != "registration-replaced" || e.Retry != string(surface.RetryAfterRefresh) {
 				t.Fatalf("%+v", e)
 			}
@@ -381,13 +381,13 @@ func TestStaleAfterRemount_AS_STALE_001_002(t *testing.T) {
 				t.Fatal("ran against a replaced registration")
 			}
 
-			meta := newServer(t, reg, &mcpsurface.Options{Mode: surface.Meta})
+			meta := newServer(t, reg, &mcpsurface.Options{Mode: surface.ToolsetMeta})
 			mcs := connect(t, meta, version, nil)
 			surfacetest.MustRegister(t, reg, a.domainPanel())
 			old := reg.Version()
 			surfacetest.MustRegister(t, reg, a.table("side"))
 			env := callTool(t, mcs, "surface_act", map[string]any{"capabilityId": "domain:devices.disable", "input": map[string]any{"ids": []string{"d1"}}, "surfaceVersion": old}, nil)
-			if e := requireCode(t, env, surface.StaleCapability); e.Details["reason"] != "surface-version-mismatch" {
+			if e := requireCode(t, env, surface.CodeStaleCapability); e.Details["reason"] != "surface-version-mismatch" {
 				t.Fatalf("%+v", e)
 			}
 		})
@@ -459,7 +459,7 @@ func toolsOf(s *mcp.Server) []*mcp.Tool {
 func TestNonObjectInputLeftOut(t *testing.T) {
 	reg, _, _ := newApp(t)
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "tags", Description: "Tags", Actions: map[string]surface.Capability{
-		"set": surface.Action(surface.ActionDef[[]string, surface.None]{Description: "Set tags", Effect: surface.LocalState,
+		"set": surface.Action(surface.ActionDef[[]string, surface.None]{Description: "Set tags", Effect: surface.EffectLocalState,
 			Execute: func(context.Context, *surface.Call, []string) (surface.None, error) { return surface.None{}, nil }}),
 	}})
 	var logs bytes.Buffer

@@ -52,7 +52,7 @@ func callAsync(cs *mcp.ClientSession, name string, args any) <-chan outcome {
 // elicitation/create while the call waits; at 2026-07-28 the server does
 // not wait at all.
 func TestUnansweredElicitationEndsAtConfirmationExpiry(t *testing.T) {
-	for _, mode := range []surface.ToolsetMode{surface.Direct, surface.Meta} {
+	for _, mode := range []surface.ToolsetMode{surface.ToolsetDirect, surface.ToolsetMeta} {
 		t.Run(string(mode), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const ttl = 3 * time.Minute
@@ -64,7 +64,7 @@ func TestUnansweredElicitationEndsAtConfirmationExpiry(t *testing.T) {
 
 				start := time.Now()
 				name, args := "view_devices__table__wipe", any(map[string]any{"ids": []string{"d1"}})
-				if mode == surface.Meta {
+				if mode == surface.ToolsetMeta {
 					name, args = "surface_act", map[string]any{"capabilityId": "view:devices.table.wipe", "input": map[string]any{"ids": []string{"d1"}}}
 				}
 				done := callAsync(cs, name, args)
@@ -85,7 +85,7 @@ func TestUnansweredElicitationEndsAtConfirmationExpiry(t *testing.T) {
 				if o.err != nil {
 					t.Fatalf("the call failed: %v", o.err)
 				}
-				e := requireCode(t, decode(t, o.res), surface.ConfirmationInvalid)
+				e := requireCode(t, decode(t, o.res), surface.CodeConfirmationInvalid)
 				if e.Details["reason"] != "expired" || e.Retry != string(surface.RetryWithConfirmation) {
 					t.Fatalf("%+v", e)
 				}
@@ -129,7 +129,7 @@ func TestServerCloseEndsUnansweredElicitations(t *testing.T) {
 		for _, ch := range calls {
 			o := <-ch
 			if o.err == nil {
-				requireCode(t, decode(t, o.res), surface.Cancelled)
+				requireCode(t, decode(t, o.res), surface.CodeCancelled)
 			}
 		}
 		if a.wipes.Load() != 0 {
@@ -182,7 +182,7 @@ func TestHTTPCloseAndDeleteEndUnansweredElicitations(t *testing.T) {
 					t.Fatalf("%s took %v", how, d)
 				}
 				if o := <-done; o.err == nil {
-					requireCode(t, decode(t, o.res), surface.Cancelled)
+					requireCode(t, decode(t, o.res), surface.CodeCancelled)
 				}
 				if users["tok-alice"].app.wipes.Load() != 0 {
 					t.Fatal("executed")
@@ -209,7 +209,7 @@ func TestElicitationApprovedBeforeExpiryRunsPastIt(t *testing.T) {
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "vault", Description: "Vault",
 			Actions: map[string]surface.Capability{
 				"purge": surface.Action(surface.ActionDef[surface.None, surface.None]{
-					Description: "Purge the vault", Effect: surface.LocalState, Confirmation: surface.ConfirmRequired,
+					Description: "Purge the vault", Effect: surface.EffectLocalState, Confirmation: surface.ConfirmRequired,
 					Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
 						time.Sleep(ttl / 2) // still running when the confirmation would have expired
 						runs.Add(1)

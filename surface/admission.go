@@ -48,7 +48,7 @@ func (r *Registry) admit(ctx context.Context, a *attempt) *Error {
 		a.admitted = true
 		return nil
 	case <-ctx.Done():
-		e = NewError(Cancelled, "", nil)
+		e = NewError(CodeCancelled, "", nil)
 	case <-r.closingCh:
 		e = cancelledByClose()
 	}

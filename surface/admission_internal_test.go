@@ -100,7 +100,7 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 				switch {
 				case e != nil:
 					got = rejected
-					if e.Code != RateLimited {
+					if e.Code != CodeRateLimited {
 						rt.Fatalf("step %d: rejected with %s", step, e.Code)
 					}
 				case w != nil:
@@ -187,7 +187,7 @@ func TestActionQueueMatchesModel_AS_CONC_002(t *testing.T) {
 					fifo = append(fifo, id)
 					waiters[id] = w
 				default:
-					if e == nil || e.Code != RateLimited || e.Details["reason"] != "queue-full" {
+					if e == nil || e.Code != CodeRateLimited || e.Details["reason"] != "queue-full" {
 						rt.Fatalf("step %d: a full queue answered %v, %v", step, w, e)
 					}
 				}

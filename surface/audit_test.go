@@ -34,13 +34,13 @@ func TestAuditLevels(t *testing.T) {
 		return p
 	}})
 	mk := func(level surface.AuditLevel) surface.Capability {
-		return surface.Action(surface.ActionDef[map[string]any, map[string]any]{Description: "Acts", Effect: surface.LocalState, Audit: level,
+		return surface.Action(surface.ActionDef[map[string]any, map[string]any]{Description: "Acts", Effect: surface.EffectLocalState, Audit: level,
 			Execute: func(_ context.Context, _ *surface.Call, in map[string]any) (map[string]any, error) {
 				return map[string]any{"echo": in["password"]}, nil
 			}})
 	}
 	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "form", Description: "Form", Actions: map[string]surface.Capability{
-		"quiet": mk(surface.AuditNone), "meta": mk(""), "full": mk(surface.AuditFull),
+		"quiet": mk(surface.AuditLevelNone), "meta": mk(""), "full": mk(surface.AuditLevelFull),
 	}, Observations: map[string]surface.Capability{"read": surfacetest.Value("Reads", 1)}})
 	if auditTypes(sink) != "registration" || sink.Events()[0].RegistrationID != h.ID() {
 		t.Fatalf("%s", auditTypes(sink))
@@ -62,9 +62,9 @@ func TestAuditLevels(t *testing.T) {
 		t.Fatalf("full payload: %+v", last.Payload)
 	}
 	// A phase-2 failure records a settled event at metadata level.
-	surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:form.nope", nil), surface.CapabilityNotFound)
+	surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:form.nope", nil), surface.CodeCapabilityNotFound)
 	last = sink.Events()[len(sink.Events())-1]
-	if last.Type != surface.AuditInvocationSettled || last.Code != surface.CapabilityNotFound || last.RegistrationID != "" {
+	if last.Type != surface.AuditInvocationSettled || last.Code != surface.CodeCapabilityNotFound || last.RegistrationID != "" {
 		t.Fatalf("%+v", last)
 	}
 	h.Unregister()
@@ -81,7 +81,7 @@ func TestAuditPolicyAndPayloadCap(t *testing.T) {
 	own := surface.NewMemorySink(0)
 	reg := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxOutputBytes: 40}})
 	c := newProbe().component("main")
-	c.Policies = []surface.Policy{surface.Audit(own, surface.AuditFull)}
+	c.Policies = []surface.Policy{surface.Audit(own, surface.AuditLevelFull)}
 	surfacetest.MustRegister(t, reg, c)
 	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", selectID, `{"ids":["a"]}`), as("a")))
 	ev := own.Events()
@@ -89,7 +89,7 @@ func TestAuditPolicyAndPayloadCap(t *testing.T) {
 		t.Fatalf("%+v", ev)
 	}
 	// Too large for the output cap and for the payload cap alike.
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", selectID, `{"ids":["a very long device identifier indeed"]}`), as("a")), surface.ExecutionFailed)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", selectID, `{"ids":["a very long device identifier indeed"]}`), as("a")), surface.CodeExecutionFailed)
 	ev = own.Events()
 	if p := ev[2].Payload; p == nil || p.Input != "" || !p.Truncated {
 		t.Fatalf("oversized payload must be dropped and marked: %+v", p)
@@ -170,7 +170,7 @@ func TestDevConsoleAudit_AS_OBSV_002(t *testing.T) {
 	errR, errW, _ := os.Pipe()
 	stdout, stderr := os.Stdout, os.Stderr
 	os.Stdout, os.Stderr = outW, errW
-	reg := surface.New(&surface.Options{Environment: surface.Development})
+	reg := surface.New(&surface.Options{Environment: surface.EnvDevelopment})
 	os.Stdout, os.Stderr = stdout, stderr
 	surfacetest.MustRegister(t, reg, newProbe().component("main"))
 	_ = reg.Close()
@@ -328,7 +328,7 @@ func TestKeepingSinkDurationsStayOwn_AS_OBSV_001(t *testing.T) {
 		act := surface.Action(surface.ActionDef[struct {
 			Ms int `json:"ms"`
 		}, surface.None]{
-			Description: "Sleeps", Effect: surface.LocalState,
+			Description: "Sleeps", Effect: surface.EffectLocalState,
 			Execute: func(_ context.Context, _ *surface.Call, in struct {
 				Ms int `json:"ms"`
 			}) (surface.None, error) {

@@ -9,7 +9,7 @@ import (
 // live (semantics §8.4).
 func (r *Registry) checkAvailable(a *attempt) *Error {
 	if ok, reason := r.availability(a.st, a.cap); !ok {
-		return NewError(CapabilityNotAvailable, "", map[string]any{"reason": reason})
+		return NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason})
 	}
 	return nil
 }
@@ -31,9 +31,9 @@ func (r *Registry) authorizeDiscovery(a *attempt) *Error {
 	}
 	switch d := r.discover(a.cap.chain, a.pc); d.verdict {
 	case hide:
-		return NewError(CapabilityNotFound, "", nil)
+		return NewError(CodeCapabilityNotFound, "", nil)
 	case disable:
-		return NewError(CapabilityNotAvailable, "", map[string]any{"reason": d.reason})
+		return NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": d.reason})
 	}
 	return nil
 }

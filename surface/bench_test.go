@@ -26,7 +26,7 @@ func benchComponents(n int) []surface.Component {
 	})
 	act := surface.Action(surface.ActionDef[benchIn, surface.None]{
 		Description: "Selects ids",
-		Effect:      surface.LocalState,
+		Effect:      surface.EffectLocalState,
 		Execute:     func(context.Context, *surface.Call, benchIn) (surface.None, error) { return surface.None{}, nil },
 	})
 	comps := make([]surface.Component, n)

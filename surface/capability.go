@@ -72,7 +72,7 @@ type ObservationDef[Out any] struct {
 }
 
 // ActionDef defines an action: a change of view or session state
-// (effect [LocalState] or [Navigation]) taking input In and returning Out.
+// (effect [EffectLocalState] or [EffectNavigation]) taking input In and returning Out.
 // Use [None] for no input or no output. Build a [Capability] from it with
 // [Action].
 type ActionDef[In, Out any] struct {
@@ -85,7 +85,7 @@ type ActionDef[In, Out any] struct {
 	// OutputSchema, when set, is the raw JSON Schema of the output; else it
 	// is inferred from Out (none for [None]).
 	OutputSchema json.RawMessage
-	// Effect must be LocalState or Navigation; server effects belong to
+	// Effect must be EffectLocalState or Navigation; server effects belong to
 	// procedure references (a PLANE_VIOLATION here).
 	Effect Effect
 	// Idempotent declares that repeating the action has no further effect.
@@ -186,7 +186,7 @@ func compileSchema(raw json.RawMessage, t reflect.Type, field string) (*schema.S
 		s, err = schema.InferLimits(t, buildLimits)
 	}
 	if err != nil {
-		return nil, &DefinitionError{Code: UnsupportedSchema, Field: field, Message: err.Error(), Err: err}
+		return nil, &DefinitionError{Code: DefinitionUnsupportedSchema, Field: field, Message: err.Error(), Err: err}
 	}
 	return s, nil
 }
@@ -195,13 +195,13 @@ func compileSchema(raw json.RawMessage, t reflect.Type, field string) (*schema.S
 // problems are reported by [Registry.Register] as *DefinitionError.
 func Observation[Out any](def ObservationDef[Out]) Capability {
 	d := newCapDef(KindObservation, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
-	d.effect, d.idempotent, d.confirmation, d.audit = Read, true, ConfirmNever, AuditNone
+	d.effect, d.idempotent, d.confirmation, d.audit = EffectRead, true, ConfirmNever, AuditLevelNone
 	outType := reflect.TypeFor[Out]()
 	switch {
 	case def.Read == nil:
-		d.bad = defErr(InvalidDefinition, "read", "an observation needs a Read function")
+		d.bad = defErr(DefinitionInvalid, "read", "an observation needs a Read function")
 	case outType == noneType && def.OutputSchema == nil:
-		d.bad = defErr(InvalidDefinition, "output", "an observation must return a value, not None")
+		d.bad = defErr(DefinitionInvalid, "output", "an observation must return a value, not None")
 	default:
 		d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
 		d.outputTyped = def.OutputSchema == nil
@@ -219,12 +219,12 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 	d.effect, d.idempotent, d.reversible = def.Effect, def.Idempotent, !def.Irreversible
 	d.confirmation, d.audit = def.Confirmation.orDefault(), def.Audit
 	if d.audit == "" {
-		d.audit = AuditMetadata
+		d.audit = AuditLevelMetadata
 	}
 	inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
 	switch {
 	case def.Execute == nil:
-		d.bad = defErr(InvalidDefinition, "execute", "an action needs an Execute function")
+		d.bad = defErr(DefinitionInvalid, "execute", "an action needs an Execute function")
 	case inType == noneType && def.InputSchema == nil:
 		d.input = emptyObjectSchema()
 	default:
@@ -289,10 +289,10 @@ func (d *capDef) check(group, name string, want Kind, lim *Limits) *DefinitionEr
 		return &c
 	}
 	if d == nil {
-		return at(defErr(InvalidDefinition, "", "not built by surface.Observation or surface.Action"))
+		return at(defErr(DefinitionInvalid, "", "not built by surface.Observation or surface.Action"))
 	}
 	if d.kind != want {
-		return at(defErr(InvalidDefinition, "", "a "+string(d.kind)+" listed among "+string(want)+"s"))
+		return at(defErr(DefinitionInvalid, "", "a "+string(d.kind)+" listed among "+string(want)+"s"))
 	}
 	if e := d.checkLimits(lim); e != nil {
 		return at(e)
@@ -310,24 +310,24 @@ func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	}
 	if d.kind == KindProcedure && !d.effect.IsServer() {
 		if d.effect.IsView() {
-			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects")
+			return defErr(DefinitionPlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects")
 		}
-		return defErr(InvalidDefinition, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive")
+		return defErr(DefinitionInvalid, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive")
 	}
 	if d.kind == KindAction {
 		switch {
 		case d.effect.IsServer():
-			return defErr(PlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation")
+			return defErr(DefinitionPlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation")
 		case !d.effect.IsView():
-			return defErr(InvalidDefinition, "effect", "effect must be local-state or navigation")
+			return defErr(DefinitionInvalid, "effect", "effect must be local-state or navigation")
 		case !d.confirmation.valid():
-			return defErr(InvalidDefinition, "confirmation", "confirmation must be never, optional or required")
+			return defErr(DefinitionInvalid, "confirmation", "confirmation must be never, optional or required")
 		case !d.audit.valid():
-			return defErr(InvalidDefinition, "audit", "audit must be none, metadata or full")
+			return defErr(DefinitionInvalid, "audit", "audit must be none, metadata or full")
 		}
 	}
 	if d.timeout < 0 {
-		return defErr(InvalidDefinition, "timeout", "timeout must not be negative")
+		return defErr(DefinitionInvalid, "timeout", "timeout must not be negative")
 	}
 	for _, s := range []struct {
 		s     *schema.Schema
@@ -337,7 +337,7 @@ func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 			continue
 		}
 		if err := s.s.CheckLimits(lim.MaxSchemaBytes, lim.MaxSchemaDepth); err != nil {
-			return &DefinitionError{Code: UnsupportedSchema, Field: s.field, Message: err.Error(), Err: err}
+			return &DefinitionError{Code: DefinitionUnsupportedSchema, Field: s.field, Message: err.Error(), Err: err}
 		}
 	}
 	return nil

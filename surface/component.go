@@ -63,10 +63,10 @@ type Component struct {
 // checkDescription reports a missing or over-long description.
 func checkDescription(s string, max int) *DefinitionError {
 	if strings.TrimSpace(s) == "" {
-		return defErr(InvalidDefinition, "description", "a non-empty description is required")
+		return defErr(DefinitionInvalid, "description", "a non-empty description is required")
 	}
 	if n := jsLen(s); n > max {
-		return defErr(LimitExceeded, "description", fmt.Sprintf("description is %d characters, more than the limit of %d", n, max))
+		return defErr(DefinitionLimitExceeded, "description", fmt.Sprintf("description is %d characters, more than the limit of %d", n, max))
 	}
 	return nil
 }
@@ -76,14 +76,14 @@ func checkDescription(s string, max int) *DefinitionError {
 func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionError) {
 	lim := &r.limits
 	if !ValidComponentType(c.Type) {
-		return nil, defErr(InvalidID, "type", "component type must be dot-separated segments matching ^[a-z][a-z0-9-]*$, at most 128 long")
+		return nil, defErr(DefinitionInvalidID, "type", "component type must be dot-separated segments matching ^[a-z][a-z0-9-]*$, at most 128 long")
 	}
 	instance := c.InstanceID
 	if instance == "" {
 		instance = DefaultInstanceID
 	}
 	if !ValidInstanceID(instance) {
-		return nil, defErr(InvalidID, "instanceId", "instance id must match ^[A-Za-z0-9_-]+$, at most 128 long")
+		return nil, defErr(DefinitionInvalidID, "instanceId", "instance id must match ^[A-Za-z0-9_-]+$, at most 128 long")
 	}
 	if e := checkDescription(c.Description, lim.MaxComponentDescription); e != nil {
 		return nil, e
@@ -101,7 +101,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 			reg.parent.InstanceID = DefaultInstanceID
 		}
 		if !ValidComponentType(reg.parent.Type) || !ValidInstanceID(reg.parent.InstanceID) {
-			return nil, defErr(InvalidDefinition, "parent", "parent needs a valid component type and instance id")
+			return nil, defErr(DefinitionInvalid, "parent", "parent needs a valid component type and instance id")
 		}
 	}
 	var e *DefinitionError
@@ -129,7 +129,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 		if i < reg.nObs {
 			group, kind = "observations", KindObservation
 			if _, dup := c.Actions[rc.name]; dup {
-				return nil, defErr(DuplicateCapability, "actions."+rc.name, "the name is used by both an observation and an action")
+				return nil, defErr(DefinitionDuplicateCapability, "actions."+rc.name, "the name is used by both an observation and an action")
 			}
 		}
 		if e := r.checkViewCap(reg, rc, group, kind); e != nil {
@@ -178,10 +178,10 @@ func (r *Registry) assignIDs(reg *registration) {
 func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kind Kind) *DefinitionError {
 	lim := &r.limits
 	if !ValidCapabilityName(rc.name) {
-		return defErr(InvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
+		return defErr(DefinitionInvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 	}
 	if len("view:")+len(reg.typ)+1+len(rc.name) > MaxIDLength {
-		return defErr(InvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", ViewID(reg.typ, rc.name), MaxIDLength))
+		return defErr(DefinitionInvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", ViewID(reg.typ, rc.name), MaxIDLength))
 	}
 	d := rc.def
 	if e := d.check(group, rc.name, kind, lim); e != nil {
@@ -212,13 +212,13 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		path := d.proc.path
 		switch {
 		case box == nil:
-			return defErr(PlaneViolation, field, "procedure references need a procedure executor; call SetProcedureExecutor first")
+			return defErr(DefinitionPlaneViolation, field, "procedure references need a procedure executor; call SetProcedureExecutor first")
 		case box.paths != nil && !slices.Contains(box.paths, path):
-			return defErr(PlaneViolation, field, fmt.Sprintf("the executor does not expose %q", path))
+			return defErr(DefinitionPlaneViolation, field, fmt.Sprintf("the executor does not expose %q", path))
 		}
 		for k := reg.nView; k < len(reg.caps); k++ {
 			if reg.caps[k].name == path {
-				return defErr(DuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
+				return defErr(DefinitionDuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
 			}
 		}
 		meta, e := freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes)
@@ -249,7 +249,7 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 			continue
 		}
 		if r.suffix == SuffixError {
-			return defErr(PlaneViolation, "", fmt.Sprintf("%s is confusable with the domain procedure %q", rc.id, path))
+			return defErr(DefinitionPlaneViolation, "", fmt.Sprintf("%s is confusable with the domain procedure %q", rc.id, path))
 		}
 		if r.env.IsDev() {
 			r.log.Warn("surface: view capability suffix collides with a domain procedure", "capabilityId", rc.id, "procedureId", "domain:"+path)

@@ -31,7 +31,7 @@ type gated struct {
 func (g *gated) capability() surface.Capability {
 	effect := g.effect
 	if effect == "" {
-		effect = surface.LocalState
+		effect = surface.EffectLocalState
 	}
 	return surface.Action(surface.ActionDef[echo, surface.None]{
 		Description: "Gated", Effect: effect,
@@ -92,7 +92,7 @@ func TestActionQueue_AS_CONC_002(t *testing.T) {
 			synctest.Wait() // arrival order a, b, c
 		}
 		full := reg.Invoke(bg, actInput("d"), as("x"))
-		e := surfacetest.RequireCode(t, full, surface.RateLimited)
+		e := surfacetest.RequireCode(t, full, surface.CodeRateLimited)
 		if e.Details["reason"] != "queue-full" || e.Details["retryAfterMs"] != 250 {
 			t.Fatalf("%+v", e)
 		}
@@ -145,11 +145,11 @@ func TestUnmountRaces_AS_CONC_010(t *testing.T) {
 		synctest.Wait()
 		h.Unregister()
 		// Unmount wins against the running one: settled at once.
-		e := surfacetest.RequireCode(t, <-first, surface.ComponentUnmounted)
+		e := surfacetest.RequireCode(t, <-first, surface.CodeComponentUnmounted)
 		if e.Details["phase"] != "mid-flight" {
 			t.Fatalf("%+v", e)
 		}
-		e = surfacetest.RequireCode(t, <-second, surface.ComponentUnmounted)
+		e = surfacetest.RequireCode(t, <-second, surface.CodeComponentUnmounted)
 		if e.Details["phase"] != "mid-flight" || strings.Join(g.started(), "") != "a" {
 			t.Fatalf("queued call: %+v, started %v", e, g.started())
 		}
@@ -169,7 +169,7 @@ func TestUnmountRaces_AS_CONC_010(t *testing.T) {
 		g3 := &gated{commit: func() { self.Unregister() }}
 		self = surfacetest.MustRegister(t, reg2, gatedComponent("self", g3))
 		res := reg2.Invoke(bg, actInput("d"), as("x"))
-		surfacetest.RequireCode(t, res, surface.ComponentUnmounted)
+		surfacetest.RequireCode(t, res, surface.CodeComponentUnmounted)
 		synctest.Wait()
 		if !hasAudit(sink, surface.AuditLateSettlement) {
 			t.Fatal("the handler's late return must be audited")
@@ -201,7 +201,7 @@ func TestUnregisterAbortsHandler_AS_LIFE_001(t *testing.T) {
 		go func() { done <- reg.Invoke(bg, actInput("a"), as("x")) }()
 		synctest.Wait()
 		h.Unregister()
-		surfacetest.RequireCode(t, <-done, surface.ComponentUnmounted)
+		surfacetest.RequireCode(t, <-done, surface.CodeComponentUnmounted)
 		synctest.Wait()
 		if c, _ := cause.Load().(string); !strings.Contains(c, "unregistered") {
 			t.Fatalf("handler context cause %q", c)
@@ -235,7 +235,7 @@ func testTimeout(t *testing.T, isolate bool) {
 	}
 	slow := func(idem bool, timeout time.Duration) surface.Capability {
 		return surface.Action(surface.ActionDef[surface.None, surface.None]{
-			Description: "Slow", Effect: surface.LocalState, Idempotent: idem, Timeout: timeout,
+			Description: "Slow", Effect: surface.EffectLocalState, Idempotent: idem, Timeout: timeout,
 			Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
 				wait(ctx)
 				return surface.None{}, nil // too late: only audited
@@ -248,22 +248,22 @@ func testTimeout(t *testing.T, isolate bool) {
 			Read: func(ctx context.Context, _ *surface.Call) (int, error) { wait(ctx); return 0, ctx.Err() }}),
 	}})
 	start := time.Now()
-	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.plain", ""), as("x")), surface.Timeout)
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.plain", ""), as("x")), surface.CodeTimeout)
 	if time.Since(start) != 10*time.Second || e.Retry != surface.RetryNo || e.Details["timeoutMs"] != int64(10000) || e.Details["idempotent"] != false {
 		t.Fatalf("default action timeout: %v %+v", time.Since(start), e)
 	}
 	start = time.Now()
-	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), as("x")), surface.Timeout)
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), as("x")), surface.CodeTimeout)
 	if time.Since(start) != 2*time.Second || e.Retry != surface.RetryYes {
 		t.Fatalf("capability timeout: %v %+v", time.Since(start), e)
 	}
 	start = time.Now()
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), surface.InvokeOptions{Timeout: time.Second}), surface.Timeout)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.idem", ""), surface.InvokeOptions{Timeout: time.Second}), surface.CodeTimeout)
 	if time.Since(start) != time.Second {
 		t.Fatalf("option timeout: %v", time.Since(start))
 	}
 	start = time.Now()
-	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.read", ""), as("x")), surface.Timeout)
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:slow.read", ""), as("x")), surface.CodeTimeout)
 	if time.Since(start) != 5*time.Second || e.Retry != surface.RetryYes {
 		t.Fatalf("observation timeout: %v %+v", time.Since(start), e)
 	}
@@ -292,7 +292,7 @@ func TestInlineHandlerIgnoringContext_AS_CONC_011(t *testing.T) {
 		var running, overlaps atomic.Int32
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "slow", Description: "Slow", Actions: map[string]surface.Capability{
 			"sleep": surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "Sleeps", Effect: surface.LocalState, Timeout: 2 * time.Second,
+				Description: "Sleeps", Effect: surface.EffectLocalState, Timeout: 2 * time.Second,
 				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
 					if running.Add(1) > 1 {
 						overlaps.Add(1)
@@ -308,7 +308,7 @@ func TestInlineHandlerIgnoringContext_AS_CONC_011(t *testing.T) {
 			go func() { results <- reg.Invoke(bg, inv("", "view:slow.sleep", ""), as("x")) }()
 		}
 		for range 2 {
-			e := surfacetest.RequireCode(t, <-results, surface.Timeout)
+			e := surfacetest.RequireCode(t, <-results, surface.CodeTimeout)
 			if e.Details["timeoutMs"] != int64(2000) {
 				t.Fatalf("%+v", e)
 			}
@@ -333,7 +333,7 @@ func TestInlineHandlerContext(t *testing.T) {
 		var report []string
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "ctx", Description: "Context", Actions: map[string]surface.Capability{
 			"probe": surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "Probes", Effect: surface.LocalState, Timeout: time.Second,
+				Description: "Probes", Effect: surface.EffectLocalState, Timeout: time.Second,
 				Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
 					kept = ctx
 					dl, ok := ctx.Deadline()
@@ -347,7 +347,7 @@ func TestInlineHandlerContext(t *testing.T) {
 					return surface.None{}, nil
 				}}),
 		}})
-		surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:ctx.probe", ""), as("x")), surface.Timeout)
+		surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:ctx.probe", ""), as("x")), surface.CodeTimeout)
 		want := []string{"true 1s <nil>", "context deadline exceeded true", "context deadline exceeded"}
 		if fmt.Sprint(report) != fmt.Sprint(want) {
 			t.Fatalf("handler saw %q, want %q", report, want)
@@ -379,7 +379,7 @@ func TestKeptHandlerStateStaysOwn(t *testing.T) {
 	var mu sync.Mutex
 	var all []kept
 	act := surface.Action(surface.ActionDef[surface.None, surface.None]{
-		Description: "Keeps", Effect: surface.LocalState,
+		Description: "Keeps", Effect: surface.EffectLocalState,
 		Execute: func(ctx context.Context, call *surface.Call, _ surface.None) (surface.None, error) {
 			k := kept{ctx: ctx, call: call, id: call.InvocationID}
 			if len(call.InvocationID)%2 == 0 { // half arm the context
@@ -450,7 +450,7 @@ func TestCancelBeforeAndWhileQueued_AS_CONC_012(t *testing.T) {
 		surfacetest.MustRegister(t, reg, gatedComponent("one", g))
 		done, cancelled := context.WithCancel(bg)
 		cancelled()
-		e := surfacetest.RequireCode(t, reg.Invoke(done, actInput("never"), as("x")), surface.Cancelled)
+		e := surfacetest.RequireCode(t, reg.Invoke(done, actInput("never"), as("x")), surface.CodeCancelled)
 		if e.Retry != surface.RetryYes {
 			t.Fatalf("%+v", e)
 		}
@@ -461,7 +461,7 @@ func TestCancelBeforeAndWhileQueued_AS_CONC_012(t *testing.T) {
 		go func() { queued <- reg.Invoke(ctx, actInput("b"), as("x")) }()
 		synctest.Wait()
 		cancel()
-		surfacetest.RequireCode(t, <-queued, surface.Cancelled)
+		surfacetest.RequireCode(t, <-queued, surface.CodeCancelled)
 		// The slot is not leaked: a later call runs after a.
 		after := make(chan surface.Result)
 		go func() { after <- reg.Invoke(bg, actInput("c"), as("x")) }()
@@ -481,7 +481,7 @@ func TestCancelBeforeAndWhileQueued_AS_CONC_012(t *testing.T) {
 		go func() { running <- reg.Invoke(ctx2, i2, as("x")) }()
 		synctest.Wait()
 		cancel2()
-		if e := surfacetest.RequireCode(t, <-running, surface.Cancelled); e.Retry != surface.RetryYes {
+		if e := surfacetest.RequireCode(t, <-running, surface.CodeCancelled); e.Retry != surface.RetryYes {
 			t.Fatalf("%+v", e)
 		}
 	})
@@ -491,7 +491,7 @@ func TestCancelBeforeAndWhileQueued_AS_CONC_012(t *testing.T) {
 func TestNavigationCommitThenUnmount_AS_NAV_001(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	var self *surface.Handle
-	g := &gated{effect: surface.Navigation, commit: func() { self.Unregister() }}
+	g := &gated{effect: surface.EffectNavigation, commit: func() { self.Unregister() }}
 	self = surfacetest.MustRegister(t, reg, gatedComponent("page", g))
 	res := reg.Invoke(bg, actInput("go"), as("x"))
 	surfacetest.RequireOK(t, res)
@@ -507,7 +507,7 @@ func TestNavigationRefusal_AS_NAV_002(t *testing.T) {
 		defer reg.Close()
 		refused := errors.New("router refused the transition")
 		// Aborted by an unmount, then the handler rejects: CANCELLED.
-		g := &gated{effect: surface.Navigation, release: make(chan struct{}), result: func(ctx context.Context) error {
+		g := &gated{effect: surface.EffectNavigation, release: make(chan struct{}), result: func(ctx context.Context) error {
 			return fmt.Errorf("%w: %w", refused, ctx.Err())
 		}}
 		h := surfacetest.MustRegister(t, reg, gatedComponent("page", g))
@@ -517,14 +517,14 @@ func TestNavigationRefusal_AS_NAV_002(t *testing.T) {
 		h.Unregister() // does not settle a navigation
 		select {
 		case r := <-done:
-			surfacetest.RequireCode(t, r, surface.Cancelled)
+			surfacetest.RequireCode(t, r, surface.CodeCancelled)
 		case <-time.After(time.Second):
 			t.Fatal("an aborted navigation that rejects must settle")
 		}
 		// Not aborted: the rejection is a failure.
-		g2 := &gated{effect: surface.Navigation, result: func(context.Context) error { return refused }}
+		g2 := &gated{effect: surface.EffectNavigation, result: func(context.Context) error { return refused }}
 		surfacetest.MustRegister(t, reg, gatedComponent("other", g2))
-		e := surfacetest.RequireCode(t, reg.Invoke(bg, actInput("go"), as("x")), surface.ExecutionFailed)
+		e := surfacetest.RequireCode(t, reg.Invoke(bg, actInput("go"), as("x")), surface.CodeExecutionFailed)
 		if e.Details["reason"] != "handler-error" {
 			t.Fatalf("%+v", e)
 		}
@@ -536,7 +536,7 @@ func TestNavigationOwnerGone_AS_NAV_003(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := surface.New(nil)
 		defer reg.Close()
-		g := &gated{effect: surface.Navigation, release: make(chan struct{})}
+		g := &gated{effect: surface.EffectNavigation, release: make(chan struct{})}
 		h := surfacetest.MustRegister(t, reg, gatedComponent("page", g))
 		go reg.Invoke(bg, actInput("first"), as("x"))
 		synctest.Wait()
@@ -545,11 +545,11 @@ func TestNavigationOwnerGone_AS_NAV_003(t *testing.T) {
 		synctest.Wait()
 		h.Unregister()
 		close(g.release) // the first navigation completes; the second reaches dispatch with no owner
-		e := surfacetest.RequireCode(t, <-queued, surface.ComponentUnmounted)
+		e := surfacetest.RequireCode(t, <-queued, surface.CodeComponentUnmounted)
 		if e.Details["phase"] != "mid-flight" || len(g.started()) != 1 {
 			t.Fatalf("%+v %v", e, g.started())
 		}
-		surfacetest.RequireCode(t, reg.Invoke(bg, actInput("third"), as("x")), surface.ComponentUnmounted)
+		surfacetest.RequireCode(t, reg.Invoke(bg, actInput("third"), as("x")), surface.CodeComponentUnmounted)
 	})
 }
 
@@ -560,18 +560,18 @@ func TestNavigationTimeout_AS_NAV_004(t *testing.T) {
 		reg := surface.New(nil)
 		defer reg.Close()
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "page", Description: "Page", Actions: map[string]surface.Capability{
-			"hang": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Hangs", Effect: surface.Navigation, Timeout: time.Second,
+			"hang": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Hangs", Effect: surface.EffectNavigation, Timeout: time.Second,
 				Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
 					<-ctx.Done() // the router never answers; the deadline ends the wait
 					return surface.None{}, nil
 				}}),
-			"quick": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Commits", Effect: surface.Navigation, Timeout: time.Second,
+			"quick": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Commits", Effect: surface.EffectNavigation, Timeout: time.Second,
 				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
 					time.Sleep(time.Second - time.Millisecond)
 					return surface.None{}, nil
 				}}),
 		}})
-		surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:page.hang", ""), as("x")), surface.Timeout)
+		surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:page.hang", ""), as("x")), surface.CodeTimeout)
 		res := reg.Invoke(bg, inv("", "view:page.quick", ""), as("x"))
 		surfacetest.RequireOK(t, res)
 		time.Sleep(time.Second) // past the deadline: nothing changes
@@ -615,7 +615,7 @@ func TestObservationAdmission_AS_OBS_001(t *testing.T) {
 		if started.Load() != 2 {
 			t.Fatalf("consumer cap: %d running", started.Load())
 		}
-		e := surfacetest.RequireCode(t, reg.Invoke(bg, read, as("a")), surface.RateLimited)
+		e := surfacetest.RequireCode(t, reg.Invoke(bg, read, as("a")), surface.CodeRateLimited)
 		if e.Details["reason"] != "queue-full" || e.Details["retryAfterMs"] != 250 {
 			t.Fatalf("%+v", e)
 		}
@@ -703,14 +703,14 @@ func TestObservationFairness_AS_OBS_002_003(t *testing.T) {
 				}}),
 		}})
 		quick := surface.InvokeOptions{Timeout: time.Second}
-		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.Timeout)
-		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.Timeout) // admitted, not queued forever
+		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.CodeTimeout)
+		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.CodeTimeout) // admitted, not queued forever
 		ctx, cancel := context.WithCancel(bg)
 		go func() { time.Sleep(time.Second); cancel() }()
-		surfacetest.RequireCode(t, one.Invoke(ctx, read, surface.InvokeOptions{Timeout: 2 * time.Second}), surface.Cancelled)
+		surfacetest.RequireCode(t, one.Invoke(ctx, read, surface.InvokeOptions{Timeout: 2 * time.Second}), surface.CodeCancelled)
 		failing.Store(true)
-		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.ExecutionFailed)
-		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.ExecutionFailed)
+		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.CodeExecutionFailed)
+		surfacetest.RequireCode(t, one.Invoke(bg, read, quick), surface.CodeExecutionFailed)
 
 		// Close cancels the running read and the waiter (retry no).
 		failing.Store(false)
@@ -720,7 +720,7 @@ func TestObservationFairness_AS_OBS_002_003(t *testing.T) {
 		}
 		_ = one.Close()
 		for range 2 {
-			if e := surfacetest.RequireCode(t, <-results, surface.Cancelled); e.Retry != surface.RetryNo {
+			if e := surfacetest.RequireCode(t, <-results, surface.CodeCancelled); e.Retry != surface.RetryNo {
 				t.Fatalf("%+v", e)
 			}
 		}
@@ -730,7 +730,7 @@ func TestObservationFairness_AS_OBS_002_003(t *testing.T) {
 // AS-SER-001: output that is not JSON or not of the declared shape fails
 // loudly; oversized output is never truncated silently.
 func TestOutputSettlement_AS_SER_001(t *testing.T) {
-	for _, env := range []surface.Environment{surface.Production, surface.Development} {
+	for _, env := range []surface.Environment{surface.EnvProduction, surface.EnvDevelopment} {
 		reg := surfacetest.NewRegistry(t, &surface.Options{Environment: env, Limits: surface.Limits{MaxOutputBytes: 64}})
 		calls := 0
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "out", Description: "Outputs", Observations: map[string]surface.Capability{
@@ -744,7 +744,7 @@ func TestOutputSettlement_AS_SER_001(t *testing.T) {
 				Read: func(context.Context, *surface.Call) (string, error) { return strings.Repeat("x", 62), nil }}),
 		}})
 		for name, reason := range map[string]string{"nan": "output-invalid", "big": "output-too-large", "shape": "output-invalid"} {
-			e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("id-"+name, "view:out."+name, ""), as("a")), surface.ExecutionFailed)
+			e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("id-"+name, "view:out."+name, ""), as("a")), surface.CodeExecutionFailed)
 			if e.Details["reason"] != reason {
 				t.Errorf("%s %s: %+v", env, name, e)
 			}
@@ -754,7 +754,7 @@ func TestOutputSettlement_AS_SER_001(t *testing.T) {
 		// id runs the handler again; in production it is a cached failure.
 		reg.Invoke(bg, inv("id-nan", "view:out.nan", ""), as("a"))
 		want := 1
-		if env == surface.Development {
+		if env == surface.EnvDevelopment {
 			want = 2
 		}
 		if calls != want {
@@ -769,7 +769,7 @@ func TestAuditTimings_AS_OBSV_001(t *testing.T) {
 		sink := surface.NewMemorySink(0)
 		reg := surface.New(&surface.Options{Audit: sink})
 		defer reg.Close()
-		work := surface.Action(surface.ActionDef[echo, surface.None]{Description: "Works", Effect: surface.LocalState,
+		work := surface.Action(surface.ActionDef[echo, surface.None]{Description: "Works", Effect: surface.EffectLocalState,
 			Execute: func(context.Context, *surface.Call, echo) (surface.None, error) {
 				time.Sleep(3 * time.Second)
 				return surface.None{}, nil
@@ -810,7 +810,7 @@ func TestCloseCancelsInFlight(t *testing.T) {
 		}
 		_ = reg.Close()
 		for range 2 {
-			e := surfacetest.RequireCode(t, <-results, surface.Cancelled)
+			e := surfacetest.RequireCode(t, <-results, surface.CodeCancelled)
 			if e.Retry != surface.RetryNo {
 				t.Fatalf("%+v", e)
 			}
@@ -818,7 +818,7 @@ func TestCloseCancelsInFlight(t *testing.T) {
 		if got := g.started(); len(got) != 1 {
 			t.Fatalf("queued call ran: %v", got)
 		}
-		e := surfacetest.RequireCode(t, reg.Invoke(bg, actInput("late"), as("x")), surface.Cancelled)
+		e := surfacetest.RequireCode(t, reg.Invoke(bg, actInput("late"), as("x")), surface.CodeCancelled)
 		if e.Retry != surface.RetryNo {
 			t.Fatalf("%+v", e)
 		}
@@ -835,7 +835,7 @@ func TestCloseWaitsForInlineHandlers_AS_LIFE_001(t *testing.T) {
 		release := map[string]chan struct{}{"live": make(chan struct{}), "gone": make(chan struct{})}
 		comp := func(inst string) surface.Component {
 			stubborn := surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "Ignores its context", Effect: surface.LocalState,
+				Description: "Ignores its context", Effect: surface.EffectLocalState,
 				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
 					<-release[inst]
 					returned.Add(1)
@@ -876,7 +876,7 @@ func TestCloseWaitsForInlineHandlers_AS_LIFE_001(t *testing.T) {
 		}
 		// Inline: each Invoke returned once its handler did, with the
 		// outcome settled when the component went away.
-		if codes["gone"] != surface.ComponentUnmounted || codes["live"] != surface.Cancelled {
+		if codes["gone"] != surface.CodeComponentUnmounted || codes["live"] != surface.CodeCancelled {
 			t.Fatalf("outcomes %v", codes)
 		}
 	})
@@ -901,7 +901,7 @@ func TestKeptInputsStayOwn(t *testing.T) {
 	var kept []in
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "keep", Description: "Keeps", Actions: map[string]surface.Capability{
 		"act": surface.Action(surface.ActionDef[in, surface.None]{
-			Description: "Keeps its input", Effect: surface.LocalState,
+			Description: "Keeps its input", Effect: surface.EffectLocalState,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"raw":{}},"required":["name","raw"],"additionalProperties":false}`),
 			Execute: func(_ context.Context, _ *surface.Call, v in) (surface.None, error) {
 				mu.Lock()

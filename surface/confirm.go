@@ -18,9 +18,9 @@ type ConfirmationOutcome string
 
 // Confirmation outcomes.
 const (
-	Approved ConfirmationOutcome = "approved"
-	Denied   ConfirmationOutcome = "denied"
-	Expired  ConfirmationOutcome = "expired"
+	OutcomeApproved ConfirmationOutcome = "approved"
+	OutcomeDenied   ConfirmationOutcome = "denied"
+	OutcomeExpired  ConfirmationOutcome = "expired"
 )
 
 // Resolution is a user's (or host logic's) answer to a confirmation
@@ -34,12 +34,6 @@ type Resolution struct {
 	// Actor identifies who resolved, for the audit trail.
 	Actor string
 }
-
-// Approve and Deny are the plain resolutions.
-var (
-	Approve = Resolution{Approved: true}
-	Deny    = Resolution{}
-)
 
 // PendingConfirmation is the public view of a confirmation request, for
 // host UIs: what exactly the user is asked to approve.
@@ -131,16 +125,16 @@ func (c *Confirmations) pendingLocked() []PendingConfirmation {
 // Resolve approves or denies a pending request. It reports false, and
 // does nothing, for an unknown or no longer pending id.
 func (c *Confirmations) Resolve(id string, res Resolution) bool {
-	outcome := Denied
+	outcome := OutcomeDenied
 	if res.Approved {
-		outcome = Approved
+		outcome = OutcomeApproved
 	}
 	return c.finish(id, outcome, res)
 }
 
 // Expire expires a pending request now, as its timer would.
 func (c *Confirmations) Expire(id string) bool {
-	return c.finish(id, Expired, Resolution{})
+	return c.finish(id, OutcomeExpired, Resolution{})
 }
 
 // Wait blocks until the request leaves pending and returns how it ended:
@@ -151,25 +145,25 @@ func (c *Confirmations) Wait(ctx context.Context, id string) ConfirmationOutcome
 	rec := c.byID[id]
 	if rec == nil {
 		c.mu.Unlock()
-		return Expired
+		return OutcomeExpired
 	}
 	ch := rec.resolved
 	c.mu.Unlock()
 	select {
 	case <-ch:
 	case <-ctx.Done():
-		return Expired
+		return OutcomeExpired
 	case <-c.r.closingCh:
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch rec.state {
 	case cApproved, cReserved, cConsumed:
-		return Approved
+		return OutcomeApproved
 	case cDenied:
-		return Denied
+		return OutcomeDenied
 	}
-	return Expired
+	return OutcomeExpired
 }
 
 // Subscribe calls fn with the pending list after every creation,
@@ -230,9 +224,9 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 	}
 	now := r.now()
 	switch outcome {
-	case Approved:
+	case OutcomeApproved:
 		rec.state, rec.approvedAt = cApproved, now
-	case Denied:
+	case OutcomeDenied:
 		rec.state, rec.denyReason = cDenied, res.Reason
 	default:
 		rec.state = cExpired
@@ -244,7 +238,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 	c.mu.Unlock()
 
 	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
-	typ := map[ConfirmationOutcome]AuditType{Approved: AuditConfirmationApproved, Denied: AuditConfirmationDenied, Expired: AuditConfirmationExpired}[outcome]
+	typ := map[ConfirmationOutcome]AuditType{OutcomeApproved: AuditConfirmationApproved, OutcomeDenied: AuditConfirmationDenied, OutcomeExpired: AuditConfirmationExpired}[outcome]
 	r.audit(AuditEvent{Type: typ, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey, Actor: res.Actor})
 	c.notify(subs, list)
 	return true
@@ -280,7 +274,7 @@ func (c *Confirmations) request(view PendingConfirmation, digest string) (Pendin
 	}
 	if c.pending >= r.limits.MaxPendingConfirmations {
 		c.mu.Unlock()
-		return view, NewError(RateLimited, "Too many confirmations are waiting for the user; retry later.",
+		return view, NewError(CodeRateLimited, "Too many confirmations are waiting for the user; retry later.",
 			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
 	}
 	r.mu.Lock()
@@ -327,7 +321,7 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 	defer c.mu.Unlock()
 	rec = c.byID[id]
 	invalid := func(reason string) *Error {
-		e := NewError(ConfirmationInvalid, "", map[string]any{"reason": reason})
+		e := NewError(CodeConfirmationInvalid, "", map[string]any{"reason": reason})
 		if reason == "expired" {
 			e.Retry = RetryWithConfirmation
 		}
@@ -465,7 +459,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 
 // confirmationRequired is the CONFIRMATION_REQUIRED of a pending request.
 func confirmationRequired(v PendingConfirmation) *Error {
-	return NewError(ConfirmationRequired, "", map[string]any{
+	return NewError(CodeConfirmationRequired, "", map[string]any{
 		"confirmationId": v.ConfirmationID, "summary": v.Summary,
 		"expiresAt": v.ExpiresAt.UTC().Format(timeLayout), "effect": string(v.Effect), "origin": "client",
 	})

@@ -135,7 +135,7 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 						rt.Fatalf("step %d: request %s = %s, %v; want the pending %s", step, d, view.ConfirmationID, e, existing)
 					}
 				case full:
-					if e == nil || e.Code != RateLimited {
+					if e == nil || e.Code != CodeRateLimited {
 						rt.Fatalf("step %d: request %s with the store full = %s, %v", step, d, view.ConfirmationID, e)
 					}
 				default:
@@ -155,12 +155,12 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 				var got bool
 				switch kind := rapid.IntRange(0, 2).Draw(rt, "resolution"); kind {
 				case 0:
-					got = c.Resolve(id, Approve)
+					got = c.Resolve(id, Resolution{Approved: true})
 					if ok {
 						m.leave(mc, cApproved, now)
 					}
 				case 1:
-					got = c.Resolve(id, Deny)
+					got = c.Resolve(id, Resolution{})
 					if ok {
 						m.leave(mc, cDenied, now)
 					}
@@ -180,7 +180,7 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 				got := ""
 				switch {
 				case e != nil:
-					if e.Code != ConfirmationInvalid {
+					if e.Code != CodeConfirmationInvalid {
 						rt.Fatalf("step %d: evidence %s failed %s", step, id, e.Code)
 					}
 					got, _ = e.Details["reason"].(string)

@@ -18,7 +18,7 @@ import (
 func dangerous(ran *atomic.Int64, evidence *atomic.Value) surface.Component {
 	return surface.Component{Type: "devices", Description: "Devices", Actions: map[string]surface.Capability{
 		"wipe": surface.Action(surface.ActionDef[echo, surface.None]{
-			Description: "Wipe devices", Effect: surface.LocalState, Confirmation: surface.ConfirmRequired,
+			Description: "Wipe devices", Effect: surface.EffectLocalState, Confirmation: surface.ConfirmRequired,
 			Execute: func(_ context.Context, call *surface.Call, in echo) (surface.None, error) {
 				ran.Add(1)
 				if evidence != nil && call.Confirmation != nil {
@@ -27,7 +27,7 @@ func dangerous(ran *atomic.Int64, evidence *atomic.Value) surface.Component {
 				return surface.None{}, nil
 			}}),
 		"tidy": surface.Action(surface.ActionDef[echo, surface.None]{
-			Description: "Tidy devices", Effect: surface.LocalState, Confirmation: surface.ConfirmRequired,
+			Description: "Tidy devices", Effect: surface.EffectLocalState, Confirmation: surface.ConfirmRequired,
 			Execute: func(context.Context, *surface.Call, echo) (surface.None, error) {
 				ran.Add(1)
 				return surface.None{}, nil
@@ -45,7 +45,7 @@ func wipe(invocationID, input, confirmationID string) surface.Invocation {
 
 func requireConfirmation(t *testing.T, res surface.Result) string {
 	t.Helper()
-	e := surfacetest.RequireCode(t, res, surface.ConfirmationRequired)
+	e := surfacetest.RequireCode(t, res, surface.CodeConfirmationRequired)
 	id, _ := e.Details["confirmationId"].(string)
 	if !strings.HasPrefix(id, "cnf_") || e.Retry != surface.RetryWithConfirmation || e.Details["origin"] != "client" || e.Details["effect"] != "local-state" {
 		t.Fatalf("%+v", e)
@@ -55,7 +55,7 @@ func requireConfirmation(t *testing.T, res surface.Result) string {
 
 func invalidReason(t *testing.T, res surface.Result) string {
 	t.Helper()
-	e := surfacetest.RequireCode(t, res, surface.ConfirmationInvalid)
+	e := surfacetest.RequireCode(t, res, surface.CodeConfirmationInvalid)
 	reason, _ := e.Details["reason"].(string)
 	return reason
 }
@@ -84,7 +84,7 @@ func TestConfirmationRoundTrip_AS_IDENT_006(t *testing.T) {
 	if !reg.Confirmations().Resolve(id, surface.Resolution{Approved: true, Actor: "user:42"}) {
 		t.Fatal("resolve failed")
 	}
-	if reg.Confirmations().Resolve(id, surface.Deny) {
+	if reg.Confirmations().Resolve(id, surface.Resolution{}) {
 		t.Fatal("a resolved request cannot be resolved again")
 	}
 	ok := reg.Invoke(bg, wipe("call-1", `{"ids":["d1"]}`, id), as("a"))
@@ -118,7 +118,7 @@ func TestConfirmationBinding_AS_CONFIRM_001_002(t *testing.T) {
 	var ran atomic.Int64
 	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
 	id := requireConfirmation(t, reg.Invoke(bg, wipe("", `{"ids":["d1","d2"]}`, ""), as("a")))
-	reg.Confirmations().Resolve(id, surface.Approve)
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
 	for _, changed := range []string{`{"ids":["d1","d3"]}`, `{"ids":["d2","d1"]}`, `{"ids":["d1"]}`} {
 		if r := invalidReason(t, reg.Invoke(bg, wipe("", changed, id), as("a"))); r != "mismatch" {
 			t.Fatalf("%s: %s", changed, r)
@@ -137,7 +137,7 @@ func TestConfirmationSingleUse_AS_CONFIRM_003(t *testing.T) {
 	var ran atomic.Int64
 	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
 	id := requireConfirmation(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, ""), as("a")))
-	reg.Confirmations().Resolve(id, surface.Approve)
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
 	surfacetest.RequireOK(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("a")))
 	if r := invalidReason(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("a"))); r != "consumed" {
 		t.Fatal(r)
@@ -158,7 +158,7 @@ func TestConfirmationNoReplay_AS_CONFIRM_004(t *testing.T) {
 	var ran atomic.Int64
 	h := surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
 	id := requireConfirmation(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, ""), as("a")))
-	reg.Confirmations().Resolve(id, surface.Approve)
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
 	if r := invalidReason(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("b"))); r != "mismatch" {
 		t.Fatal("other consumer:", r)
 	}
@@ -177,7 +177,7 @@ func TestConfirmationNoReplay_AS_CONFIRM_004(t *testing.T) {
 	// the dead registration.
 	h.Unregister()
 	e := reg.Invoke(bg, surface.Invocation{CapabilityID: wipeID, RegistrationID: h.ID(), Input: json.RawMessage(`{"ids":["d1"]}`), ConfirmationID: id}, as("a"))
-	surfacetest.RequireCode(t, e, surface.ComponentUnmounted)
+	surfacetest.RequireCode(t, e, surface.CodeComponentUnmounted)
 	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
 	if r := invalidReason(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("a"))); r != "mismatch" {
 		t.Fatal("other registration:", r)
@@ -194,7 +194,7 @@ func TestConfirmationStoreBound_AS_CONFIRM_005(t *testing.T) {
 	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
 	requireConfirmation(t, reg.Invoke(bg, wipe("", `{"ids":["1"]}`, ""), as("a")))
 	requireConfirmation(t, reg.Invoke(bg, wipe("", `{"ids":["2"]}`, ""), as("a")))
-	e := surfacetest.RequireCode(t, reg.Invoke(bg, wipe("", `{"ids":["3"]}`, ""), as("a")), surface.RateLimited)
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, wipe("", `{"ids":["3"]}`, ""), as("a")), surface.CodeRateLimited)
 	if e.Details["reason"] != "queue-full" || e.Details["retryAfterMs"] != 1000 {
 		t.Fatalf("%+v", e)
 	}
@@ -203,7 +203,7 @@ func TestConfirmationStoreBound_AS_CONFIRM_005(t *testing.T) {
 	}
 	// RATE_LIMITED is not cached: the same id retried later works.
 	id := reg.Confirmations().Pending()[0].ConfirmationID
-	reg.Confirmations().Resolve(id, surface.Deny)
+	reg.Confirmations().Resolve(id, surface.Resolution{})
 	requireConfirmation(t, reg.Invoke(bg, wipe("", `{"ids":["3"]}`, ""), as("a")))
 }
 
@@ -229,7 +229,7 @@ func TestConfirmationLifecycle_AS_CONFIRM_006(t *testing.T) {
 		// Denial is final and the reason stays internal.
 		reg.Confirmations().Resolve(id, surface.Resolution{Reason: "not on a Friday"})
 		res := reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("a"))
-		e := surfacetest.RequireCode(t, res, surface.ConfirmationInvalid)
+		e := surfacetest.RequireCode(t, res, surface.CodeConfirmationInvalid)
 		if e.Details["reason"] != "denied" || e.Retry != surface.RetryNo {
 			t.Fatalf("%+v", e)
 		}
@@ -243,10 +243,10 @@ func TestConfirmationLifecycle_AS_CONFIRM_006(t *testing.T) {
 		outcome := make(chan surface.ConfirmationOutcome)
 		go func() { outcome <- reg.Confirmations().Wait(bg, id2) }()
 		time.Sleep(time.Minute)
-		if o := <-outcome; o != surface.Expired {
+		if o := <-outcome; o != surface.OutcomeExpired {
 			t.Fatalf("wait: %s", o)
 		}
-		e = surfacetest.RequireCode(t, reg.Invoke(bg, wipe("", `{"ids":["d2"]}`, id2), as("a")), surface.ConfirmationInvalid)
+		e = surfacetest.RequireCode(t, reg.Invoke(bg, wipe("", `{"ids":["d2"]}`, id2), as("a")), surface.CodeConfirmationInvalid)
 		if e.Details["reason"] != "expired" || e.Retry != surface.RetryWithConfirmation {
 			t.Fatalf("%+v", e)
 		}
@@ -255,7 +255,7 @@ func TestConfirmationLifecycle_AS_CONFIRM_006(t *testing.T) {
 			t.Fatal("expired request reused")
 		}
 		// An approval not used before the TTL lapses.
-		reg.Confirmations().Resolve(id3, surface.Approve)
+		reg.Confirmations().Resolve(id3, surface.Resolution{Approved: true})
 		time.Sleep(time.Minute)
 		if r := invalidReason(t, reg.Invoke(bg, wipe("", `{"ids":["d2"]}`, id3), as("a"))); r != "expired" {
 			t.Fatal(r)
@@ -263,7 +263,7 @@ func TestConfirmationLifecycle_AS_CONFIRM_006(t *testing.T) {
 		if ran.Load() != 0 {
 			t.Fatal("ran")
 		}
-		if o := reg.Confirmations().Wait(bg, "cnf_unknown"); o != surface.Expired {
+		if o := reg.Confirmations().Wait(bg, "cnf_unknown"); o != surface.OutcomeExpired {
 			t.Fatal(o)
 		}
 	})
@@ -281,7 +281,7 @@ func TestEvidenceReservation(t *testing.T) {
 		hold := make(chan struct{})
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "devices", Description: "Devices", Actions: map[string]surface.Capability{
 			"wipe": surface.Action(surface.ActionDef[echo, surface.None]{
-				Description: "Wipe devices", Effect: surface.LocalState, Confirmation: surface.ConfirmRequired,
+				Description: "Wipe devices", Effect: surface.EffectLocalState, Confirmation: surface.ConfirmRequired,
 				Precondition: func(context.Context, *surface.Call, echo) error {
 					if !allow.Load() {
 						return surface.Precondition("Devices are busy; retry shortly.", nil)
@@ -295,8 +295,8 @@ func TestEvidenceReservation(t *testing.T) {
 				}}),
 		}})
 		id := requireConfirmation(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, ""), as("a")))
-		reg.Confirmations().Resolve(id, surface.Approve)
-		surfacetest.RequireCode(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("a")), surface.PreconditionFailed)
+		reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
+		surfacetest.RequireCode(t, reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("a")), surface.CodePreconditionFailed)
 		allow.Store(true)
 		done := make(chan surface.Result)
 		go func() { done <- reg.Invoke(bg, wipe("", `{"ids":["d1"]}`, id), as("a")) }()
@@ -354,7 +354,7 @@ func TestConfirmationSubscribeAndClose(t *testing.T) {
 	if got := strings.Join(rec.Types(), ","); !strings.HasSuffix(got, "confirmation-resolved") {
 		t.Fatalf("Close must expire pending confirmations with an event: %s", got)
 	}
-	if o := reg.Confirmations().Wait(bg, id); o != surface.Expired {
+	if o := reg.Confirmations().Wait(bg, id); o != surface.OutcomeExpired {
 		t.Fatal(o)
 	}
 }

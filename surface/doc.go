@@ -14,7 +14,7 @@
 //   - observations, built with [Observation]: side-effect-free reads of
 //     live state, with a typed output;
 //   - actions, built with [Action]: changes of view or session state
-//     (effect [LocalState] or [Navigation]), with typed input and output.
+//     (effect [EffectLocalState] or [EffectNavigation]), with typed input and output.
 //
 // Capability ids are "view:<type>.<name>" ("view:devices.table.selectRows").
 // Input and output schemas are inferred from the Go types (json tags; a

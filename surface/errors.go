@@ -10,23 +10,23 @@ type DefinitionCode string
 
 // Definition error codes (semantics §4.4).
 const (
-	// InvalidID: a bad component type, instance id or capability name, or
+	// DefinitionInvalidID: a bad component type, instance id or capability name, or
 	// a view id longer than MaxIDLength.
-	InvalidID DefinitionCode = "INVALID_ID"
-	// InvalidDefinition: a missing or malformed field (description,
+	DefinitionInvalidID DefinitionCode = "INVALID_ID"
+	// DefinitionInvalid: a missing or malformed field (description,
 	// handler, effect, confirmation, audit level, meta, parent, …).
-	InvalidDefinition DefinitionCode = "INVALID_DEFINITION"
-	// UnsupportedSchema: a schema outside the supported subset, too deep
+	DefinitionInvalid DefinitionCode = "INVALID_DEFINITION"
+	// DefinitionUnsupportedSchema: a schema outside the supported subset, too deep
 	// or too large.
-	UnsupportedSchema DefinitionCode = "UNSUPPORTED_SCHEMA"
-	// PlaneViolation: an action with a server effect, or a procedure
+	DefinitionUnsupportedSchema DefinitionCode = "UNSUPPORTED_SCHEMA"
+	// DefinitionPlaneViolation: an action with a server effect, or a procedure
 	// reference with a view effect.
-	PlaneViolation DefinitionCode = "PLANE_VIOLATION"
-	// DuplicateCapability: one name used by both an observation and an
+	DefinitionPlaneViolation DefinitionCode = "PLANE_VIOLATION"
+	// DefinitionDuplicateCapability: one name used by both an observation and an
 	// action of a component.
-	DuplicateCapability DefinitionCode = "DUPLICATE_CAPABILITY"
-	// LimitExceeded: a description or meta record over its limit.
-	LimitExceeded DefinitionCode = "LIMIT_EXCEEDED"
+	DefinitionDuplicateCapability DefinitionCode = "DUPLICATE_CAPABILITY"
+	// DefinitionLimitExceeded: a description or meta record over its limit.
+	DefinitionLimitExceeded DefinitionCode = "LIMIT_EXCEEDED"
 )
 
 // DefinitionError reports a structural defect in a definition passed to
@@ -79,27 +79,36 @@ func defErr(code DefinitionCode, field, msg string) *DefinitionError {
 // using a closed registry is a programming error.
 var ErrClosed = errors.New("surface: registry closed")
 
-// Code is the closed set of agent-facing error codes.
+// Code is the closed set of agent-facing error codes. A Code is also an
+// error, to match results with errors.Is:
+//
+//	errors.Is(res.Err(), surface.CodeStaleCapability)
+//
+// and a policy, precondition or handler may return a bare Code to fail
+// with it and its default message.
 type Code string
+
+// Error returns the code itself, e.g. "STALE_CAPABILITY".
+func (c Code) Error() string { return string(c) }
 
 // Error codes (semantics §4.1).
 const (
-	CapabilityNotFound     Code = "CAPABILITY_NOT_FOUND"
-	CapabilityNotAvailable Code = "CAPABILITY_NOT_AVAILABLE"
-	AmbiguousInstance      Code = "AMBIGUOUS_INSTANCE"
-	ComponentUnmounted     Code = "COMPONENT_UNMOUNTED"
-	StaleCapability        Code = "STALE_CAPABILITY"
-	InvocationConflict     Code = "INVOCATION_CONFLICT"
-	InvalidInput           Code = "INVALID_INPUT"
-	NotAuthenticated       Code = "NOT_AUTHENTICATED"
-	NotAuthorized          Code = "NOT_AUTHORIZED"
-	PreconditionFailed     Code = "PRECONDITION_FAILED"
-	ConfirmationRequired   Code = "CONFIRMATION_REQUIRED"
-	ConfirmationInvalid    Code = "CONFIRMATION_INVALID"
-	RateLimited            Code = "RATE_LIMITED"
-	Timeout                Code = "TIMEOUT"
-	Cancelled              Code = "CANCELLED"
-	ExecutionFailed        Code = "EXECUTION_FAILED"
+	CodeCapabilityNotFound     Code = "CAPABILITY_NOT_FOUND"
+	CodeCapabilityNotAvailable Code = "CAPABILITY_NOT_AVAILABLE"
+	CodeAmbiguousInstance      Code = "AMBIGUOUS_INSTANCE"
+	CodeComponentUnmounted     Code = "COMPONENT_UNMOUNTED"
+	CodeStaleCapability        Code = "STALE_CAPABILITY"
+	CodeInvocationConflict     Code = "INVOCATION_CONFLICT"
+	CodeInvalidInput           Code = "INVALID_INPUT"
+	CodeNotAuthenticated       Code = "NOT_AUTHENTICATED"
+	CodeNotAuthorized          Code = "NOT_AUTHORIZED"
+	CodePreconditionFailed     Code = "PRECONDITION_FAILED"
+	CodeConfirmationRequired   Code = "CONFIRMATION_REQUIRED"
+	CodeConfirmationInvalid    Code = "CONFIRMATION_INVALID"
+	CodeRateLimited            Code = "RATE_LIMITED"
+	CodeTimeout                Code = "TIMEOUT"
+	CodeCancelled              Code = "CANCELLED"
+	CodeExecutionFailed        Code = "EXECUTION_FAILED"
 )
 
 // Retry tells the agent whether and how to retry a failed call.
@@ -130,22 +139,22 @@ type codeRule struct {
 // CANCELLED on Close, PRECONDITION_FAILED binding-failed — are applied
 // where those errors are made.
 var errorMatrix = map[Code]codeRule{
-	CapabilityNotFound:     {RetryAfterRefresh, true, "No such capability is available to you. Refresh the surface and use a listed capability."},
-	CapabilityNotAvailable: {RetryAfterRefresh, true, "The capability exists but is not available right now; see details.reason."},
-	AmbiguousInstance:      {RetryWithChanges, true, "Several instances offer this capability; retry with one of the instanceIds in details.instances."},
-	ComponentUnmounted:     {RetryAfterRefresh, true, "The component that offered this capability is gone. Refresh the surface."},
-	StaleCapability:        {RetryAfterRefresh, true, "The surface changed since you discovered this capability. Refresh and retry."},
-	InvocationConflict:     {RetryWithChanges, false, "This invocationId was already used for a different request; use a fresh invocationId."},
-	InvalidInput:           {RetryWithChanges, true, "The input does not match the input schema; see details.issues."},
-	NotAuthenticated:       {RetryNo, true, "The user is not signed in."},
-	NotAuthorized:          {RetryNo, true, "The user is not allowed to do this."},
-	PreconditionFailed:     {RetryWithChanges, true, "The current state does not allow this call."},
-	ConfirmationRequired:   {RetryWithConfirmation, false, "The user must approve this call; retry with the confirmationId once approved."},
-	ConfirmationInvalid:    {RetryNo, true, "The confirmation does not authorize this call; see details.reason."},
-	RateLimited:            {RetryAfterDelay, false, "Too many calls right now; retry after details.retryAfterMs milliseconds."},
-	Timeout:                {RetryNo, true, "The capability did not finish in time."},
-	Cancelled:              {RetryYes, true, "The call was cancelled."},
-	ExecutionFailed:        {RetryNo, true, "The capability failed while running; the cause was recorded for the operator."},
+	CodeCapabilityNotFound:     {RetryAfterRefresh, true, "No such capability is available to you. Refresh the surface and use a listed capability."},
+	CodeCapabilityNotAvailable: {RetryAfterRefresh, true, "The capability exists but is not available right now; see details.reason."},
+	CodeAmbiguousInstance:      {RetryWithChanges, true, "Several instances offer this capability; retry with one of the instanceIds in details.instances."},
+	CodeComponentUnmounted:     {RetryAfterRefresh, true, "The component that offered this capability is gone. Refresh the surface."},
+	CodeStaleCapability:        {RetryAfterRefresh, true, "The surface changed since you discovered this capability. Refresh and retry."},
+	CodeInvocationConflict:     {RetryWithChanges, false, "This invocationId was already used for a different request; use a fresh invocationId."},
+	CodeInvalidInput:           {RetryWithChanges, true, "The input does not match the input schema; see details.issues."},
+	CodeNotAuthenticated:       {RetryNo, true, "The user is not signed in."},
+	CodeNotAuthorized:          {RetryNo, true, "The user is not allowed to do this."},
+	CodePreconditionFailed:     {RetryWithChanges, true, "The current state does not allow this call."},
+	CodeConfirmationRequired:   {RetryWithConfirmation, false, "The user must approve this call; retry with the confirmationId once approved."},
+	CodeConfirmationInvalid:    {RetryNo, true, "The confirmation does not authorize this call; see details.reason."},
+	CodeRateLimited:            {RetryAfterDelay, false, "Too many calls right now; retry after details.retryAfterMs milliseconds."},
+	CodeTimeout:                {RetryNo, true, "The capability did not finish in time."},
+	CodeCancelled:              {RetryYes, true, "The call was cancelled."},
+	CodeExecutionFailed:        {RetryNo, true, "The capability failed while running; the cause was recorded for the operator."},
 }
 
 // maxMessage is the length cap of agent-facing messages, in UTF-16 units.
@@ -161,7 +170,8 @@ const maxMessage = 300
 // *Error becomes EXECUTION_FAILED with a fixed message, and its text goes
 // only to the operator's log.
 //
-// errors.Is(err, surface.ErrStale) matches any *Error with the same code.
+// errors.Is(err, surface.CodeStaleCapability) matches any *Error with
+// that code.
 type Error struct {
 	Code    Code           `json:"code"`
 	Message string         `json:"message"`
@@ -172,10 +182,16 @@ type Error struct {
 // Error implements error.
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
-// Is reports whether target is an *Error with the same code.
+// Is reports whether target is e's [Code], or an *Error with the same
+// code.
 func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	switch t := target.(type) {
+	case Code:
+		return t == e.Code
+	case *Error:
+		return t != nil && t.Code == e.Code
+	}
+	return false
 }
 
 // NewError returns an agent-facing error with the code's default retry
@@ -193,7 +209,7 @@ func NewError(code Code, message string, details map[string]any) *Error {
 // Precondition returns a PRECONDITION_FAILED error for a precondition to
 // return: message and details are shown to the agent.
 func Precondition(message string, details map[string]any) *Error {
-	return NewError(PreconditionFailed, message, details)
+	return NewError(CodePreconditionFailed, message, details)
 }
 
 // clip truncates s to max UTF-16 code units, ending in "…".
@@ -260,26 +276,6 @@ func cloneJSON(v any) any {
 	return v
 }
 
-// Sentinel errors for errors.Is, one per code.
-var (
-	ErrNotFound             = &Error{Code: CapabilityNotFound}
-	ErrNotAvailable         = &Error{Code: CapabilityNotAvailable}
-	ErrAmbiguous            = &Error{Code: AmbiguousInstance}
-	ErrUnmounted            = &Error{Code: ComponentUnmounted}
-	ErrStale                = &Error{Code: StaleCapability}
-	ErrConflict             = &Error{Code: InvocationConflict}
-	ErrInvalidInput         = &Error{Code: InvalidInput}
-	ErrNotAuthenticated     = &Error{Code: NotAuthenticated}
-	ErrNotAuthorized        = &Error{Code: NotAuthorized}
-	ErrPrecondition         = &Error{Code: PreconditionFailed}
-	ErrConfirmationRequired = &Error{Code: ConfirmationRequired}
-	ErrConfirmationInvalid  = &Error{Code: ConfirmationInvalid}
-	ErrRateLimited          = &Error{Code: RateLimited}
-	ErrTimeout              = &Error{Code: Timeout}
-	ErrCancelled            = &Error{Code: Cancelled}
-	ErrExecutionFailed      = &Error{Code: ExecutionFailed}
-)
-
 // Issue is one validation problem of an input: the path of the offending
 // value, in the spec's format — property names joined with ".", "[i]" for
 // array indexes, "" for the root ("ids", "ids[0]", "filter.site"); a
@@ -306,20 +302,20 @@ type InstanceRef struct {
 const msgHandlerError = "The capability failed while running; the cause was recorded for the operator."
 
 func handlerError() *Error {
-	return NewError(ExecutionFailed, msgHandlerError, map[string]any{"reason": "handler-error"})
+	return NewError(CodeExecutionFailed, msgHandlerError, map[string]any{"reason": "handler-error"})
 }
 
 func invalidInput(issues ...Issue) *Error {
-	return NewError(InvalidInput, "", map[string]any{"issues": issues})
+	return NewError(CodeInvalidInput, "", map[string]any{"issues": issues})
 }
 
 func queueFull() *Error {
-	return NewError(RateLimited, "Too many calls are waiting for this capability; retry after details.retryAfterMs milliseconds.",
+	return NewError(CodeRateLimited, "Too many calls are waiting for this capability; retry after details.retryAfterMs milliseconds.",
 		map[string]any{"reason": "queue-full", "retryAfterMs": 250})
 }
 
 func cancelledByClose() *Error {
-	e := NewError(Cancelled, "The surface was closed.", nil)
+	e := NewError(CodeCancelled, "The surface was closed.", nil)
 	e.Retry = RetryNo
 	return e
 }
@@ -334,14 +330,27 @@ func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 // chain is used as is; anything else becomes EXECUTION_FAILED
 // handler-error, and its text goes only to the log.
 func (r *Registry) userError(a *attempt, err error, what string) *Error {
-	var ae *Error
-	if errors.As(err, &ae) && ae != nil {
-		if e := wellFormed(ae); e != nil {
-			return e
-		}
+	if e := asError(err); e != nil {
+		return e
 	}
 	r.log.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
 	return handlerError()
+}
+
+// asError returns the agent-facing error err carries — an *Error or a
+// bare Code anywhere in its chain — made well formed, or nil.
+func asError(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) && ae != nil {
+		return wellFormed(ae)
+	}
+	var c Code
+	if errors.As(err, &c) {
+		if _, known := errorMatrix[c]; known {
+			return NewError(c, "", nil)
+		}
+	}
+	return nil
 }
 
 // wellFormed returns a copy of an error from user code fit for the agent:
@@ -371,10 +380,10 @@ func wellFormed(e *Error) *Error {
 func (r *Registry) transportError(a *attempt, err error) *Error {
 	r.log.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
 	if IsTransient(err) {
-		e := NewError(ExecutionFailed, "The domain service could not be reached; retry after details.retryAfterMs milliseconds.",
+		e := NewError(CodeExecutionFailed, "The domain service could not be reached; retry after details.retryAfterMs milliseconds.",
 			map[string]any{"reason": "transport", "transient": true, "retryAfterMs": 1000})
 		e.Retry = RetryAfterDelay
 		return e
 	}
-	return NewError(ExecutionFailed, "The domain service failed; the cause was recorded for the operator.", map[string]any{"reason": "transport"})
+	return NewError(CodeExecutionFailed, "The domain service failed; the cause was recorded for the operator.", map[string]any{"reason": "transport"})
 }

@@ -2,6 +2,7 @@ package surface_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,7 +69,7 @@ func TestErrorMatrix_AS_ERR_001(t *testing.T) {
 			t.Errorf("%s: retry %q not in %q", r.code, retry, r.retry)
 		}
 		e := surface.NewError(r.code, "", nil)
-		if e.Message == "" || e.Retry != retry || !errors.Is(e, &surface.Error{Code: r.code}) || errors.Is(e, surface.ErrCancelled) != (r.code == surface.Cancelled) {
+		if e.Message == "" || e.Retry != retry || !errors.Is(e, &surface.Error{Code: r.code}) || errors.Is(e, surface.CodeCancelled) != (r.code == surface.CodeCancelled) {
 			t.Errorf("%s: NewError %+v", r.code, e)
 		}
 	}
@@ -83,7 +84,22 @@ func TestErrorMatrix_AS_ERR_001(t *testing.T) {
 func TestErrorMessagesAreCapped(t *testing.T) {
 	long := strings.Repeat("é", 400)
 	e := surface.Precondition(long, map[string]any{"n": 1})
-	if n := len([]rune(e.Message)); n != 300 || !strings.HasSuffix(e.Message, "…") || e.Code != surface.PreconditionFailed {
+	if n := len([]rune(e.Message)); n != 300 || !strings.HasSuffix(e.Message, "…") || e.Code != surface.CodePreconditionFailed {
 		t.Fatalf("%d %q", n, e.Message[len(e.Message)-8:])
+	}
+}
+
+// AS-ERR-001: a Code is the one name of an error code: errors.Is matches
+// an *Error by it, and user code may return it bare to fail with it.
+func TestCodeIsTheErrorsIsTarget_AS_ERR_001(t *testing.T) {
+	e := surface.NewError(surface.CodeStaleCapability, "", nil)
+	if !errors.Is(e, surface.CodeStaleCapability) || errors.Is(e, surface.CodeTimeout) {
+		t.Fatal("errors.Is does not match by code")
+	}
+	if !errors.Is(fmt.Errorf("wrapped: %w", e), surface.CodeStaleCapability) {
+		t.Fatal("errors.Is does not see through wrapping")
+	}
+	if surface.CodeTimeout.Error() != "TIMEOUT" {
+		t.Fatal(surface.CodeTimeout.Error())
 	}
 }

@@ -63,8 +63,8 @@ type RejectReason string
 
 // Rejection reasons.
 const (
-	RejectedDuplicate RejectReason = "duplicate"
-	RejectedByGuard   RejectReason = "guard"
+	RejectReasonDuplicate RejectReason = "duplicate"
+	RejectReasonGuard     RejectReason = "guard"
 )
 
 // ComponentRejected reports a registration that got a dead handle.

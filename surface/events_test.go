@@ -18,7 +18,7 @@ func TestVersionBumps_AS_VER_001(t *testing.T) {
 	open := true
 	c := table("main", nil)
 	c.Actions["toggle"] = surface.Action(surface.ActionDef[surface.None, surface.None]{
-		Description: "Toggles", Effect: surface.LocalState,
+		Description: "Toggles", Effect: surface.EffectLocalState,
 		When:    func() bool { return open },
 		Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
 	})
@@ -62,11 +62,11 @@ func TestRefresh(t *testing.T) {
 	rec := surfacetest.Record(t, reg)
 	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "dialog", Description: "A dialog", Actions: map[string]surface.Capability{
 		"close": surface.Action(surface.ActionDef[surface.None, surface.None]{
-			Description: "Closes", Effect: surface.LocalState, When: open.Load, UnavailableReason: "Already closed",
+			Description: "Closes", Effect: surface.EffectLocalState, When: open.Load, UnavailableReason: "Already closed",
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
 		}),
 		"panicky": surface.Action(surface.ActionDef[surface.None, surface.None]{
-			Description: "Broken predicate", Effect: surface.LocalState, When: func() bool { panic("bug") },
+			Description: "Broken predicate", Effect: surface.EffectLocalState, When: func() bool { panic("bug") },
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
 		}),
 	}})
@@ -178,7 +178,7 @@ func TestEventJSON(t *testing.T) {
 		want string
 	}{
 		{surface.SurfaceChanged{SurfaceVersion: "3"}, `{"type":"surface-changed","surfaceVersion":"3"}`},
-		{surface.ComponentRejected{ComponentType: "a", InstanceID: "b", Reason: surface.RejectedByGuard}, `{"type":"component-rejected","componentType":"a","instanceId":"b","reason":"guard"}`},
+		{surface.ComponentRejected{ComponentType: "a", InstanceID: "b", Reason: surface.RejectReasonGuard}, `{"type":"component-rejected","componentType":"a","instanceId":"b","reason":"guard"}`},
 		{surface.AvailabilityChanged{RegistrationID: "reg_0001abcdef", CapabilityID: "view:a.b", Available: false}, `{"type":"availability-changed","registrationId":"reg_0001abcdef","capabilityId":"view:a.b","available":false}`},
 		{surface.ComponentUnregistered{RegistrationID: "r", ComponentType: "a", InstanceID: "default"}, `{"type":"component-unregistered","registrationId":"r","componentType":"a","instanceId":"default"}`},
 	}

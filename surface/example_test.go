@@ -34,7 +34,7 @@ func ExampleRegistry_Register() {
 		Actions: map[string]surface.Capability{
 			"selectRows": surface.Action(surface.ActionDef[Selection, surface.None]{
 				Description: "Replace the selection",
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Execute: func(_ context.Context, _ *surface.Call, in Selection) (surface.None, error) {
 					selected = in.IDs
 					return surface.None{}, nil
@@ -76,7 +76,7 @@ func ExampleRegistry_Invoke() {
 		Actions: map[string]surface.Capability{
 			"selectRows": surface.Action(surface.ActionDef[Selection, Selection]{
 				Description: "Replace the selection",
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Execute: func(_ context.Context, _ *surface.Call, in Selection) (Selection, error) {
 					return in, nil
 				},
@@ -90,7 +90,7 @@ func ExampleRegistry_Invoke() {
 		InvocationID: "call-1",
 		CapabilityID: "view:devices.table.selectRows",
 		Input:        json.RawMessage(`{"ids":["d1"]}`),
-	}, surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent-1", Kind: surface.Embedded}})
+	}, surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent-1", Kind: surface.ConsumerEmbedded}})
 	fmt.Println(ok.Status, ok.Output)
 
 	bad := reg.Invoke(context.Background(), surface.Invocation{
@@ -118,7 +118,7 @@ func ExampleNewToolset() {
 	if err != nil {
 		panic(err)
 	}
-	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.EmbeddedLoop})
+	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.TopologyEmbedded})
 	if err != nil {
 		panic(err)
 	}
@@ -155,7 +155,7 @@ func ExampleProcedure() {
 		Type: "devices.table", Description: "Devices table",
 		Procedures: []surface.Capability{
 			surface.Procedure(surface.ProcedureDef[DisableIn, DisableOut]{
-				ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.Destructive,
+				ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectDestructive,
 				Bind: func(context.Context) (map[string]any, error) { return map[string]any{"ids": selection}, nil },
 			}),
 		},
@@ -169,7 +169,7 @@ func ExampleProcedure() {
 	fmt.Println(first.Error.Code, reg.Confirmations().Pending()[0].Input)
 
 	id := first.Error.Details["confirmationId"].(string)
-	reg.Confirmations().Resolve(id, surface.Approve) // the user approved in the app
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true}) // the user approved in the app
 	call.ConfirmationID = id
 	fmt.Println(reg.Invoke(ctx, call, surface.InvokeOptions{}).Output)
 	// Output:

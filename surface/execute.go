@@ -61,7 +61,7 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	base, cancel := context.WithCancelCause(ctx)
 	defer cancel(errSettled)
 	x := &a.exec
-	x.cancel, x.nav = cancel, a.cap.def.effect == Navigation
+	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation
 	if r.isolate {
 		x.done = make(chan struct{})
 	}
@@ -98,9 +98,9 @@ func (r *Registry) startExecution(ctx context.Context, reg *registration, x *exe
 	case r.closedFlag.Load():
 		return cancelledByClose()
 	case reg.gone:
-		return NewError(ComponentUnmounted, "", map[string]any{"phase": "mid-flight"})
+		return NewError(CodeComponentUnmounted, "", map[string]any{"phase": "mid-flight"})
 	case ctx.Err() != nil:
-		return NewError(Cancelled, "", nil)
+		return NewError(CodeCancelled, "", nil)
 	}
 	reg.inflight = append(reg.inflight, x)
 	if r.isolate {
@@ -152,7 +152,7 @@ func (r *Registry) runInline(ctx, hctx context.Context, a *attempt, x *execution
 		case context.Cause(hctx) == errTimedOut:
 			out, e, late = nil, a.timeoutError(timeout), true
 		case ctx.Err() != nil:
-			out, e, late = nil, NewError(Cancelled, "", nil), true
+			out, e, late = nil, NewError(CodeCancelled, "", nil), true
 		}
 	}
 	if !x.settle(out, e) || late {
@@ -177,7 +177,7 @@ func (r *Registry) runIsolated(ctx, hctx context.Context, a *attempt, x *executi
 	case <-timer.C:
 		x.settle(nil, a.timeoutError(timeout)) // hctx ends at the same deadline
 	case <-ctx.Done():
-		x.settle(nil, NewError(Cancelled, "", nil))
+		x.settle(nil, NewError(CodeCancelled, "", nil))
 	}
 	<-x.done
 }
@@ -217,9 +217,10 @@ func (r *Registry) callHandler(hctx context.Context, a *attempt) (out any, e *Er
 // CANCELLED when it gave up because its context ended, a transport
 // failure for procedures, else EXECUTION_FAILED handler-error.
 func (r *Registry) handlerFailure(hctx context.Context, a *attempt, err error) *Error {
-	var ae *Error
+	if e := asError(err); e != nil {
+		return e
+	}
 	switch {
-	case errors.As(err, &ae):
 	case hctx.Err() != nil && context.Cause(hctx) == errTimedOut:
 		// The handler gave up at its deadline, as the timer settles.
 		return a.timeoutError(a.budget(r))
@@ -228,7 +229,7 @@ func (r *Registry) handlerFailure(hctx context.Context, a *attempt, err error) *
 	case hctx.Err() != nil:
 		// The handler gave up because its context ended (unmount of a
 		// navigation, cancellation): the call was cancelled, not broken.
-		return NewError(Cancelled, "", nil)
+		return NewError(CodeCancelled, "", nil)
 	}
 	return r.userError(a, err, "handler")
 }
@@ -259,7 +260,7 @@ func (r *Registry) callExecutor(ctx context.Context, a *attempt) (out any, err e
 // capability is idempotent.
 func (a *attempt) timeoutError(timeout time.Duration) *Error {
 	idem := a.cap.def.idempotent
-	e := NewError(Timeout, "", map[string]any{"timeoutMs": timeout.Milliseconds(), "idempotent": idem})
+	e := NewError(CodeTimeout, "", map[string]any{"timeoutMs": timeout.Milliseconds(), "idempotent": idem})
 	if idem {
 		e.Retry = RetryYes
 	}
@@ -295,7 +296,7 @@ func (r *Registry) abortInflightLocked(reg *registration, closing bool) (drained
 			// handler, the timer or the caller settle it.
 			x.cancel(errUnmounted)
 		default:
-			x.settle(nil, NewError(ComponentUnmounted, "", map[string]any{"phase": "mid-flight"}))
+			x.settle(nil, NewError(CodeComponentUnmounted, "", map[string]any{"phase": "mid-flight"}))
 			x.cancel(errUnmounted)
 		}
 	}

@@ -37,3 +37,15 @@ func ErrorCodes() []Code {
 	}
 	return codes
 }
+
+// The wire-name codec, unexported because hosts resolve names through a
+// toolset's catalog, is tested from the outside through these.
+type WireKey = wireKey
+
+var (
+	AssignWireNames = assignWireNames
+	EncodeWireName  = encodeWireName
+	DecodeWireName  = decodeWireName
+)
+
+const MaxWireNameLength = maxWireNameLength

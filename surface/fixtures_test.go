@@ -38,7 +38,7 @@ func table(instance string, readCalled *int) surface.Component {
 		Actions: map[string]surface.Capability{
 			"selectRows": surface.Action(surface.ActionDef[selectRows, surface.None]{
 				Description: "Replace the selection",
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Execute: func(context.Context, *surface.Call, selectRows) (surface.None, error) {
 					return surface.None{}, nil
 				},

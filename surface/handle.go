@@ -21,7 +21,7 @@ func (reg *registration) handle(r *Registry) *Handle {
 func (h *Handle) ID() string { return h.reg.id }
 
 // Status reports whether the registration is live.
-func (h *Handle) Status() Status {
+func (h *Handle) Status() HandleStatus {
 	h.r.mu.Lock()
 	defer h.r.mu.Unlock()
 	return h.reg.status
@@ -55,7 +55,7 @@ type Availability struct {
 func (h *Handle) Unregister() {
 	r := h.r
 	r.mu.Lock()
-	if h.reg.status != Active || r.closed {
+	if h.reg.status != HandleActive || r.closed {
 		r.mu.Unlock()
 		return
 	}
@@ -70,7 +70,7 @@ func (h *Handle) Unregister() {
 func (h *Handle) Invalidate() {
 	r := h.r
 	r.mu.Lock()
-	if h.reg.status != Active || r.closed {
+	if h.reg.status != HandleActive || r.closed {
 		r.mu.Unlock()
 		h.warnDead("Invalidate")
 		return
@@ -105,7 +105,7 @@ type Update struct {
 func (h *Handle) Update(u Update) {
 	r := h.r
 	r.mu.Lock()
-	if h.reg.status != Active || r.closed {
+	if h.reg.status != HandleActive || r.closed {
 		r.mu.Unlock()
 		h.warnDead("Update")
 		return
@@ -174,7 +174,7 @@ func (h *Handle) Refresh() {
 		now[i] = r.evalWhen(&reg.caps[i]) == whenTrue // user code: outside the lock
 	}
 	r.mu.Lock()
-	if reg.status != Active || r.closed {
+	if reg.status != HandleActive || r.closed {
 		r.mu.Unlock()
 		h.warnDead("Refresh")
 		return

@@ -14,8 +14,8 @@ type Plane string
 
 // Planes.
 const (
-	ViewPlane   Plane = "view"
-	DomainPlane Plane = "domain"
+	PlaneView   Plane = "view"
+	PlaneDomain Plane = "domain"
 )
 
 // Identifier limits (semantics §1).
@@ -30,7 +30,7 @@ const (
 // CapabilityID is a parsed capability id: "view:<type>.<name>" or
 // "domain:<path>".
 type CapabilityID struct {
-	// Plane is ViewPlane or DomainPlane.
+	// Plane is PlaneView or PlaneDomain.
 	Plane Plane
 	// Type is the component type of a view id ("devices.table").
 	Type string
@@ -42,7 +42,7 @@ type CapabilityID struct {
 
 // String formats the id; ParseCapabilityID(id.String()) returns id.
 func (id CapabilityID) String() string {
-	if id.Plane == DomainPlane {
+	if id.Plane == PlaneDomain {
 		return "domain:" + id.Path
 	}
 	return "view:" + id.Type + "." + id.Name
@@ -64,7 +64,7 @@ func ParseCapabilityID(s string) (CapabilityID, bool) {
 		if rest == "" {
 			return CapabilityID{}, false
 		}
-		return CapabilityID{Plane: DomainPlane, Path: rest}, true
+		return CapabilityID{Plane: PlaneDomain, Path: rest}, true
 	}
 	rest, ok := strings.CutPrefix(s, "view:")
 	if !ok {
@@ -78,7 +78,7 @@ func ParseCapabilityID(s string) (CapabilityID, bool) {
 	if !ValidComponentType(typ) || !ValidCapabilityName(name) {
 		return CapabilityID{}, false
 	}
-	return CapabilityID{Plane: ViewPlane, Type: typ, Name: name}, true
+	return CapabilityID{Plane: PlaneView, Type: typ, Name: name}, true
 }
 
 // ValidComponentType reports whether s is a component type: dot-separated

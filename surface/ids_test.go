@@ -59,10 +59,10 @@ func TestIDGrammar_AS_ID_001(t *testing.T) {
 		ok   bool
 		want surface.CapabilityID
 	}{
-		{"view:devices.table.selectRows", true, surface.CapabilityID{Plane: surface.ViewPlane, Type: "devices.table", Name: "selectRows"}},
-		{"view:at.a.a", true, surface.CapabilityID{Plane: surface.ViewPlane, Type: "at.a", Name: "a"}},
-		{"domain:devices.disable", true, surface.CapabilityID{Plane: surface.DomainPlane, Path: "devices.disable"}},
-		{"domain:readState__0", true, surface.CapabilityID{Plane: surface.DomainPlane, Path: "readState__0"}},
+		{"view:devices.table.selectRows", true, surface.CapabilityID{Plane: surface.PlaneView, Type: "devices.table", Name: "selectRows"}},
+		{"view:at.a.a", true, surface.CapabilityID{Plane: surface.PlaneView, Type: "at.a", Name: "a"}},
+		{"domain:devices.disable", true, surface.CapabilityID{Plane: surface.PlaneDomain, Path: "devices.disable"}},
+		{"domain:readState__0", true, surface.CapabilityID{Plane: surface.PlaneDomain, Path: "readState__0"}},
 		{"domain:", false, surface.CapabilityID{}},
 		{"view:devices", false, surface.CapabilityID{}},
 		{"view:devices.", false, surface.CapabilityID{}},
@@ -73,7 +73,7 @@ func TestIDGrammar_AS_ID_001(t *testing.T) {
 		{"devices.table.selectRows", false, surface.CapabilityID{}},
 		{"meta:surface.discover", false, surface.CapabilityID{}},
 		{"", false, surface.CapabilityID{}},
-		{"domain:" + strings.Repeat("p", 121), true, surface.CapabilityID{Plane: surface.DomainPlane, Path: strings.Repeat("p", 121)}},
+		{"domain:" + strings.Repeat("p", 121), true, surface.CapabilityID{Plane: surface.PlaneDomain, Path: strings.Repeat("p", 121)}},
 		{"domain:" + strings.Repeat("p", 122), false, surface.CapabilityID{}}, // 129 long
 	}
 	for _, c := range ids {
@@ -125,7 +125,7 @@ func TestConsumerKey(t *testing.T) {
 	if got := (surface.Consumer{}).Key(); got != "embedded:anonymous" {
 		t.Errorf("zero consumer key = %q", got)
 	}
-	if got := (surface.Consumer{ID: "s1", Kind: surface.MCPBridge}).Key(); got != "mcp-bridge:s1" {
+	if got := (surface.Consumer{ID: "s1", Kind: surface.ConsumerMCPBridge}).Key(); got != "mcp-bridge:s1" {
 		t.Errorf("key = %q", got)
 	}
 }

@@ -26,14 +26,14 @@ func TestIndexesProperty_AS_SNAP_003(t *testing.T) {
 				typ := rapid.SampledFrom([]string{"a", "a.b", "b"}).Draw(rt, "type")
 				inst := "i" + strconv.Itoa(seq)
 				seq++
-				reg := &registration{typ: typ, instance: inst, priority: rapid.IntRange(-1, 1).Draw(rt, "priority"), status: Active}
+				reg := &registration{typ: typ, instance: inst, priority: rapid.IntRange(-1, 1).Draw(rt, "priority"), status: HandleActive}
 				r.insertLocked(reg)
 				live = append(live, reg)
 			default: // unregister
 				k := rapid.IntRange(0, len(live)-1).Draw(rt, "victim")
 				reg := live[k]
 				live = slices.Delete(live, k, k+1)
-				reg.status = Unregistered
+				reg.status = HandleUnregistered
 				r.removeLocked(reg)
 			}
 			if want := slices.SortedFunc(slices.Values(live), entryCmp); !slices.Equal(r.orderedLocked(), want) {

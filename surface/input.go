@@ -108,7 +108,7 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 			}
 		}
 		if len(sent) > 0 {
-			return NewError(InvalidInput, "Some fields are bound to the UI and cannot be set; omit them.", map[string]any{"lockedFields": sent})
+			return NewError(CodeInvalidInput, "Some fields are bound to the UI and cannot be set; omit them.", map[string]any{"lockedFields": sent})
 		}
 	}
 	if issues := b.reduced.Validate(obj); len(issues) > 0 {
@@ -117,7 +117,7 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	if len(b.keys) > 0 {
 		if err := r.mergeBound(ctx, a, obj); err != nil {
 			r.log.Warn("surface: procedure binding failed", "procedureId", a.inv.CapabilityID, "error", err)
-			e := NewError(PreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.",
+			e := NewError(CodePreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.",
 				map[string]any{"reason": "binding-failed"})
 			e.Retry = RetryAfterRefresh
 			return e

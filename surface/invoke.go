@@ -199,7 +199,7 @@ func (a *attempt) key() dedupeKey {
 // level is the audit level of the resolved capability.
 func (a *attempt) level() AuditLevel {
 	if a.cap == nil {
-		return AuditNone
+		return AuditLevelNone
 	}
 	return a.cap.def.audit
 }
@@ -280,7 +280,7 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 		a.unresolved = true
 		return a.result(r, e)
 	}
-	if a.level() != AuditNone {
+	if a.level() != AuditLevelNone {
 		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.inv.CapabilityID,
 			RegistrationID: a.reg.id, InvocationID: a.id, ConsumerID: a.consumerKey})
 	}

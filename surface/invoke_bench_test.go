@@ -26,7 +26,7 @@ const (
 
 var (
 	benchInput    = json.RawMessage(`{"ids":["a"]}`)
-	benchConsumer = surface.InvokeOptions{Consumer: surface.Consumer{ID: "bench", Kind: surface.TestKind}}
+	benchConsumer = surface.InvokeOptions{Consumer: surface.Consumer{ID: "bench", Kind: surface.ConsumerTest}}
 )
 
 // benchInvokeRegistry returns a registry with n bench widgets (instances

@@ -56,12 +56,12 @@ func FuzzInvoke(f *testing.F) {
 		Actions: map[string]surface.Capability{
 			"echo": surface.Action(surface.ActionDef[any, any]{
 				Description: "Returns its input",
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Execute:     func(_ context.Context, _ *surface.Call, in any) (any, error) { return in, nil },
 			}),
 			"configure": surface.Action(surface.ActionDef[fuzzConfig, fuzzConfig]{
 				Description: "Returns its typed input",
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Execute:     func(_ context.Context, _ *surface.Call, in fuzzConfig) (fuzzConfig, error) { return in, nil },
 			}),
 		},
@@ -202,7 +202,7 @@ func FuzzInvoke(f *testing.F) {
 			if n := len(utf16.Encode([]rune(e.Message))); n == 0 || n > 300 || !utf8.ValidString(e.Message) {
 				t.Errorf("message of %d UTF-16 units: %q", n, e.Message)
 			}
-			if capID == conf && e.Code == surface.ExecutionFailed && e.Details["reason"] == "output-invalid" {
+			if capID == conf && e.Code == surface.CodeExecutionFailed && e.Details["reason"] == "output-invalid" {
 				t.Errorf("configure echoed a validated input but its output is invalid; input %q", input)
 			}
 		default:

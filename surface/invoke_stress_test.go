@@ -108,9 +108,9 @@ const (
 var (
 	stressInstances = []string{"a", "b", "c"}
 	stressConsumers = []surface.Consumer{
-		{ID: "c0", Kind: surface.TestKind},
-		{ID: "c1", Kind: surface.TestKind},
-		{ID: "c2", Kind: surface.MCPBridge},
+		{ID: "c0", Kind: surface.ConsumerTest},
+		{ID: "c1", Kind: surface.ConsumerTest},
+		{ID: "c2", Kind: surface.ConsumerMCPBridge},
 		{}, // anonymous embedded
 	}
 	// stressInputs are the inputs calls send. Entries sharing a label have
@@ -130,22 +130,22 @@ var (
 	// NOT_AUTHORIZED, PRECONDITION_FAILED and CONFIRMATION_INVALID cannot
 	// occur; CONFIRMATION_REQUIRED and RATE_LIMITED also come from handlers.
 	stressPossible = map[surface.Code]bool{
-		surface.CapabilityNotFound: true, surface.CapabilityNotAvailable: true,
-		surface.AmbiguousInstance: true, surface.ComponentUnmounted: true,
-		surface.StaleCapability: true, surface.InvocationConflict: true,
-		surface.InvalidInput: true, surface.ConfirmationRequired: true,
-		surface.RateLimited: true, surface.Timeout: true,
-		surface.Cancelled: true, surface.ExecutionFailed: true,
+		surface.CodeCapabilityNotFound: true, surface.CodeCapabilityNotAvailable: true,
+		surface.CodeAmbiguousInstance: true, surface.CodeComponentUnmounted: true,
+		surface.CodeStaleCapability: true, surface.CodeInvocationConflict: true,
+		surface.CodeInvalidInput: true, surface.CodeConfirmationRequired: true,
+		surface.CodeRateLimited: true, surface.CodeTimeout: true,
+		surface.CodeCancelled: true, surface.CodeExecutionFailed: true,
 	}
 	allCodes = map[surface.Code]bool{
-		surface.CapabilityNotFound: true, surface.CapabilityNotAvailable: true,
-		surface.AmbiguousInstance: true, surface.ComponentUnmounted: true,
-		surface.StaleCapability: true, surface.InvocationConflict: true,
-		surface.InvalidInput: true, surface.NotAuthenticated: true,
-		surface.NotAuthorized: true, surface.PreconditionFailed: true,
-		surface.ConfirmationRequired: true, surface.ConfirmationInvalid: true,
-		surface.RateLimited: true, surface.Timeout: true,
-		surface.Cancelled: true, surface.ExecutionFailed: true,
+		surface.CodeCapabilityNotFound: true, surface.CodeCapabilityNotAvailable: true,
+		surface.CodeAmbiguousInstance: true, surface.CodeComponentUnmounted: true,
+		surface.CodeStaleCapability: true, surface.CodeInvocationConflict: true,
+		surface.CodeInvalidInput: true, surface.CodeNotAuthenticated: true,
+		surface.CodeNotAuthorized: true, surface.CodePreconditionFailed: true,
+		surface.CodeConfirmationRequired: true, surface.CodeConfirmationInvalid: true,
+		surface.CodeRateLimited: true, surface.CodeTimeout: true,
+		surface.CodeCancelled: true, surface.CodeExecutionFailed: true,
 	}
 	allRetries = map[surface.Retry]bool{
 		surface.RetryNo: true, surface.RetryYes: true, surface.RetryAfterRefresh: true,
@@ -157,7 +157,7 @@ var (
 // neverCached reports whether a result with code c is never stored in the
 // dedupe cache (semantics §6).
 func neverCached(c surface.Code) bool {
-	return c == surface.InvocationConflict || c == surface.RateLimited || c == surface.ConfirmationRequired
+	return c == surface.CodeInvocationConflict || c == surface.CodeRateLimited || c == surface.CodeConfirmationRequired
 }
 
 type stressInput struct{ label, raw string }
@@ -230,9 +230,9 @@ func (l *stressLedger) handle(ctx context.Context, call *surface.Call) (stressOu
 	var err error
 	switch {
 	case r == 0:
-		err = surface.NewError(surface.RateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": 1})
+		err = surface.NewError(surface.CodeRateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": 1})
 	case r == 1:
-		err = surface.NewError(surface.ConfirmationRequired, "", map[string]any{"origin": "server"})
+		err = surface.NewError(surface.CodeConfirmationRequired, "", map[string]any{"origin": "server"})
 	case r == 2:
 		err = errors.New("stress: SELECT * FROM secrets failed") // must not leak
 	case r == 3:
@@ -252,7 +252,7 @@ func (l *stressLedger) handle(ctx context.Context, call *surface.Call) (stressOu
 	switch {
 	case err == nil:
 		x.ok = true
-	case errors.Is(err, surface.ErrRateLimited), errors.Is(err, surface.ErrConfirmationRequired):
+	case errors.Is(err, surface.CodeRateLimited), errors.Is(err, surface.CodeConfirmationRequired):
 		k.released++
 	}
 	l.mu.Unlock()
@@ -271,7 +271,7 @@ func (l *stressLedger) component(instance string) surface.Component {
 		Actions: map[string]surface.Capability{
 			"act": surface.Action(surface.ActionDef[stressIn, stressOut]{
 				Description: "Acts on the widget",
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Execute: func(ctx context.Context, call *surface.Call, _ stressIn) (stressOut, error) {
 					return l.handle(ctx, call)
 				},
@@ -352,7 +352,7 @@ func runInvokeStress(t *testing.T, cfg stressConfig) {
 	lim.MaxConcurrentObservationsPerConsumer = 2
 	lim.MaxConcurrentObservationsTotal = 4
 	lim.MaxQueuedObservationsPerConsumer = 2
-	reg := surfacetest.NewRegistry(t, &surface.Options{OnDuplicate: surface.Replace, Limits: lim, IsolateHandlers: cfg.isolate})
+	reg := surfacetest.NewRegistry(t, &surface.Options{OnDuplicate: surface.DuplicateReplace, Limits: lim, IsolateHandlers: cfg.isolate})
 
 	const budget = 30 * time.Second // generous: a healthy run takes a few seconds under -race
 	wctx, cancel := context.WithTimeout(context.Background(), budget)
@@ -491,7 +491,7 @@ func runInvokeStress(t *testing.T, cfg stressConfig) {
 	}
 	slices.Sort(codes)
 	t.Logf("%d calls, %d handler executions: %s", len(all), nExec, strings.Join(codes, " "))
-	if hist[""] == 0 || hist[surface.InvocationConflict] == 0 {
+	if hist[""] == 0 || hist[surface.CodeInvocationConflict] == 0 {
 		t.Errorf("the workload produced no ok results or no conflicts: %v", hist)
 	}
 }
@@ -667,7 +667,7 @@ func checkStressCalls(t *testing.T, cfg stressConfig, all []stressCall, ledger *
 		conflicts := 0
 		for _, c := range calls {
 			identities[c.identity] = true
-			if c.code == surface.InvocationConflict {
+			if c.code == surface.CodeInvocationConflict {
 				conflicts++
 			}
 		}
@@ -683,7 +683,7 @@ func checkStressCalls(t *testing.T, cfg stressConfig, all []stressCall, ledger *
 			if c.serial != 0 {
 				serials[c.serial] = true
 			}
-			if neverCached(c.code) || (c.code == surface.Cancelled && c.ctxDone) {
+			if neverCached(c.code) || (c.code == surface.CodeCancelled && c.ctxDone) {
 				continue
 			}
 			if id, seen := envelopes[c.envelope]; seen {

@@ -67,13 +67,13 @@ func (p *probe) component(instance string) surface.Component {
 		},
 		Actions: map[string]surface.Capability{
 			"selectRows": surface.Action(surface.ActionDef[echo, echo]{
-				Description: "Selects", Effect: surface.LocalState,
+				Description: "Selects", Effect: surface.EffectLocalState,
 				Execute: func(ctx context.Context, call *surface.Call, in echo) (echo, error) {
 					return in, p.wait(ctx, call)
 				},
 			}),
 			"open": surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "Navigates", Effect: surface.Navigation,
+				Description: "Navigates", Effect: surface.EffectNavigation,
 				Execute: func(ctx context.Context, call *surface.Call, _ surface.None) (surface.None, error) {
 					return surface.None{}, p.wait(ctx, call)
 				},
@@ -95,7 +95,7 @@ func inv(id, capID, input string) surface.Invocation {
 var bg = context.Background()
 
 func as(id string) surface.InvokeOptions {
-	return surface.InvokeOptions{Consumer: surface.Consumer{ID: id, Kind: surface.MCPBridge}}
+	return surface.InvokeOptions{Consumer: surface.Consumer{ID: id, Kind: surface.ConsumerMCPBridge}}
 }
 
 func TestInvokeOK(t *testing.T) {
@@ -150,21 +150,21 @@ func TestHandlerErrorsAreSanitised(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, &surface.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	leak := errors.New("pq: SELECT * FROM users WHERE token='s3cr3t' (/srv/app/internal/db/users.go:42)")
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "users", Description: "Users", Actions: map[string]surface.Capability{
-		"fail": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.LocalState,
+		"fail": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.EffectLocalState,
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, leak }}),
-		"boom": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Panics", Effect: surface.LocalState,
+		"boom": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Panics", Effect: surface.EffectLocalState,
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { panic(leak.Error()) }}),
-		"wrapped": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Typed", Effect: surface.LocalState,
+		"wrapped": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Typed", Effect: surface.EffectLocalState,
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
-				return surface.None{}, fmt.Errorf("ctx: %w", surface.NewError(surface.NotAuthorized, "Only admins may do this.", map[string]any{"origin": "client"}))
+				return surface.None{}, fmt.Errorf("ctx: %w", surface.NewError(surface.CodeNotAuthorized, "Only admins may do this.", map[string]any{"origin": "client"}))
 			}}),
-		"pre": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Precondition", Effect: surface.LocalState,
+		"pre": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Precondition", Effect: surface.EffectLocalState,
 			Precondition: func(context.Context, *surface.Call, surface.None) error { return leak },
 			Execute:      func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }}),
 	}})
 	for _, name := range []string{"fail", "boom", "pre"} {
 		res := surfacetest.Invoke(t, reg, "view:users."+name, nil)
-		e := surfacetest.RequireCode(t, res, surface.ExecutionFailed)
+		e := surfacetest.RequireCode(t, res, surface.CodeExecutionFailed)
 		b, _ := json.Marshal(res)
 		for _, secret := range []string{"SELECT", "s3cr3t", "/srv/app", "users.go", "pq:"} {
 			if strings.Contains(string(b), secret) {
@@ -178,8 +178,8 @@ func TestHandlerErrorsAreSanitised(t *testing.T) {
 	if !strings.Contains(logs.String(), "s3cr3t") {
 		t.Error("the cause must reach the operator's log")
 	}
-	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:users.wrapped", nil), surface.NotAuthorized)
-	if e.Message != "Only admins may do this." || e.Retry != surface.RetryNo || !errors.Is(e, surface.ErrNotAuthorized) {
+	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:users.wrapped", nil), surface.CodeNotAuthorized)
+	if e.Message != "Only admins may do this." || e.Retry != surface.RetryNo || !errors.Is(e, surface.CodeNotAuthorized) {
 		t.Errorf("typed error: %+v", e)
 	}
 }
@@ -201,7 +201,7 @@ func TestInvalidInput(t *testing.T) {
 		{`"s"`, ""},
 	} {
 		res := reg.Invoke(bg, inv("", selectID, c.input), as("a"))
-		e := surfacetest.RequireCode(t, res, surface.InvalidInput)
+		e := surfacetest.RequireCode(t, res, surface.CodeInvalidInput)
 		issues, _ := e.Details["issues"].([]surface.Issue)
 		if len(issues) == 0 || issues[0].Path != c.path || e.Retry != surface.RetryWithChanges {
 			t.Errorf("%s: %+v", c.input, e)
@@ -213,7 +213,7 @@ func TestInvalidInput(t *testing.T) {
 	// An action taking None accepts no input or an empty object.
 	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:devices.table.open", ""), as("a")))
 	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:devices.table.open", "{}"), as("a")))
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:devices.table.open", `{"x":1}`), as("a")), surface.InvalidInput)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:devices.table.open", `{"x":1}`), as("a")), surface.CodeInvalidInput)
 }
 
 // AS-IDENT-001: same consumer, id and request join in flight (one
@@ -269,7 +269,7 @@ func TestIdempotencyConflict_AS_IDENT_002_003(t *testing.T) {
 		{InvocationID: "call-1", CapabilityID: selectID, Input: json.RawMessage(`{"ids":["d1"]}`), InstanceID: "main"},
 	} {
 		res := reg.Invoke(bg, other, as("a"))
-		e := surfacetest.RequireCode(t, res, surface.InvocationConflict)
+		e := surfacetest.RequireCode(t, res, surface.CodeInvocationConflict)
 		if e.Retry != surface.RetryWithChanges || e.Details["reason"] != "id-reused-with-different-request" || len(e.Details) != 1 {
 			t.Fatalf("conflict %+v", e)
 		}
@@ -301,7 +301,7 @@ func TestIdempotencyPerConsumer_AS_IDENT_004(t *testing.T) {
 		t.Fatalf("consumers shared a key: %d calls", p.calls.Load())
 	}
 	// Same kind, other id; other kind, same id: distinct keys too.
-	other := reg.Invoke(bg, inv("toolu_1", selectID, `{"ids":["d"]}`), surface.InvokeOptions{Consumer: surface.Consumer{ID: "a", Kind: surface.WebMCP}})
+	other := reg.Invoke(bg, inv("toolu_1", selectID, `{"ids":["d"]}`), surface.InvokeOptions{Consumer: surface.Consumer{ID: "a", Kind: surface.ConsumerWebMCP}})
 	surfacetest.RequireOK(t, other)
 }
 
@@ -430,7 +430,7 @@ func TestNotCachedOutcomes_AS_IDENT_006(t *testing.T) {
 		go func() { done <- reg.Invoke(bg, inv("busy", selectID, `{"ids":["a"]}`), as("a")) }()
 		synctest.Wait()
 		limited := reg.Invoke(bg, inv("retry-me", selectID, `{"ids":["b"]}`), as("a"))
-		e := surfacetest.RequireCode(t, limited, surface.RateLimited)
+		e := surfacetest.RequireCode(t, limited, surface.CodeRateLimited)
 		if e.Details["reason"] != "queue-full" || e.Details["retryAfterMs"] != 250 || e.Retry != surface.RetryAfterDelay {
 			t.Fatalf("queue full: %+v", e)
 		}
@@ -453,35 +453,35 @@ func TestStalenessMatrix_AS_STALE_001(t *testing.T) {
 			return reg.Invoke(bg, surface.Invocation{CapabilityID: selectID, RegistrationID: regID, InstanceID: instance, Input: json.RawMessage(`{"ids":[]}`)}, as("a"))
 		}
 		// Nothing registered, never issued id.
-		surfacetest.RequireCode(t, call("", ""), surface.CapabilityNotFound)
-		surfacetest.RequireCode(t, call("reg_00zzAAAAAA", ""), surface.CapabilityNotFound)
+		surfacetest.RequireCode(t, call("", ""), surface.CodeCapabilityNotFound)
+		surfacetest.RequireCode(t, call("reg_00zzAAAAAA", ""), surface.CodeCapabilityNotFound)
 
 		old := surfacetest.MustRegister(t, reg, p.component("main"))
 		surfacetest.RequireOK(t, call(old.ID(), ""))
 		surfacetest.RequireOK(t, call("", ""))
 		old.Unregister()
 		// Tombstone, no candidates.
-		e := surfacetest.RequireCode(t, call(old.ID(), ""), surface.ComponentUnmounted)
+		e := surfacetest.RequireCode(t, call(old.ID(), ""), surface.CodeComponentUnmounted)
 		if e.Details["phase"] != "resolve" {
 			t.Fatalf("%+v", e)
 		}
-		e = surfacetest.RequireCode(t, call("", ""), surface.ComponentUnmounted)
+		e = surfacetest.RequireCode(t, call("", ""), surface.CodeComponentUnmounted)
 		if e.Details["phase"] != "resolve" {
 			t.Fatalf("%+v", e)
 		}
 		// Remount: the old id is replaced; a foreign id means reload.
 		nw := surfacetest.MustRegister(t, reg, p.component("main"))
-		e = surfacetest.RequireCode(t, call(old.ID(), ""), surface.StaleCapability)
+		e = surfacetest.RequireCode(t, call(old.ID(), ""), surface.CodeStaleCapability)
 		if e.Details["reason"] != "registration-replaced" || e.Details["liveRegistrationId"] != nw.ID() {
 			t.Fatalf("%+v", e)
 		}
-		e = surfacetest.RequireCode(t, call("reg_00zzAAAAAA", ""), surface.StaleCapability)
+		e = surfacetest.RequireCode(t, call("reg_00zzAAAAAA", ""), surface.CodeStaleCapability)
 		if e.Details["reason"] != "surface-reloaded" || e.Details["liveRegistrationId"] != nw.ID() {
 			t.Fatalf("%+v", e)
 		}
 		// Ambiguity, resolved by instance or registration id.
 		side := surfacetest.MustRegister(t, reg, p.component("aside"))
-		e = surfacetest.RequireCode(t, call("", ""), surface.AmbiguousInstance)
+		e = surfacetest.RequireCode(t, call("", ""), surface.CodeAmbiguousInstance)
 		refs, _ := e.Details["instances"].([]surface.InstanceRef)
 		if len(refs) != 2 || refs[0].InstanceID != "aside" || refs[0].RegistrationID != side.ID() || refs[1].InstanceID != "main" || refs[0].Description != "Devices table aside" {
 			t.Fatalf("instances %+v", refs)
@@ -490,18 +490,18 @@ func TestStalenessMatrix_AS_STALE_001(t *testing.T) {
 		surfacetest.RequireOK(t, call(nw.ID(), ""))
 		// No candidate for the instance, and a live tombstone lists the
 		// capability (the instance is ignored there): unmounted.
-		surfacetest.RequireCode(t, call("", "nope"), surface.ComponentUnmounted)
+		surfacetest.RequireCode(t, call("", "nope"), surface.CodeComponentUnmounted)
 		// Tombstones decay to not found.
 		nw.Unregister()
 		side.Unregister()
-		surfacetest.RequireCode(t, call("", ""), surface.ComponentUnmounted)
+		surfacetest.RequireCode(t, call("", ""), surface.CodeComponentUnmounted)
 		time.Sleep(time.Minute)
-		surfacetest.RequireCode(t, call("", ""), surface.CapabilityNotFound)
-		surfacetest.RequireCode(t, call(nw.ID(), ""), surface.CapabilityNotFound)
+		surfacetest.RequireCode(t, call("", ""), surface.CodeCapabilityNotFound)
+		surfacetest.RequireCode(t, call(nw.ID(), ""), surface.CodeCapabilityNotFound)
 		// Unparseable and other-plane ids are simply not found.
 		for _, id := range []string{"", "view:", "view:Devices.x", "domain:devices.disable", "mcp:x", strings.Repeat("a", 500)} {
 			res := reg.Invoke(bg, surface.Invocation{CapabilityID: id}, as("a"))
-			surfacetest.RequireCode(t, res, surface.CapabilityNotFound)
+			surfacetest.RequireCode(t, res, surface.CodeCapabilityNotFound)
 			if res.CapabilityID != id {
 				t.Fatalf("capabilityId not echoed: %q", res.CapabilityID)
 			}
@@ -527,26 +527,26 @@ func TestAvailabilityAtInvoke_AS_AVAIL_001(t *testing.T) {
 	var open atomic.Bool
 	ran := 0
 	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "drawer", Description: "Drawer", Actions: map[string]surface.Capability{
-		"close": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Closes", Effect: surface.LocalState,
+		"close": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Closes", Effect: surface.EffectLocalState,
 			When: open.Load, UnavailableReason: "The drawer is already closed",
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
 				ran++
 				return surface.None{}, nil
 			}}),
 	}})
-	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:drawer.close", nil), surface.CapabilityNotAvailable)
+	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:drawer.close", nil), surface.CodeCapabilityNotAvailable)
 	if e.Details["reason"] != "The drawer is already closed" || e.Retry != surface.RetryAfterRefresh {
 		t.Fatalf("%+v", e)
 	}
 	open.Store(true) // lazy drift, no push: invocation sees it anyway
 	surfacetest.RequireOK(t, surfacetest.Invoke(t, reg, "view:drawer.close", nil))
 	h.Update(surface.Update{Disabled: new(true)})
-	e = surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:drawer.close", nil), surface.CapabilityNotAvailable)
+	e = surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:drawer.close", nil), surface.CodeCapabilityNotAvailable)
 	if e.Details["reason"] != "component-disabled" || ran != 1 {
 		t.Fatalf("%+v ran %d", e, ran)
 	}
 	h.Update(surface.Update{Disabled: new(false), Availability: map[string]surface.Availability{"close": {Reason: "Busy"}}})
-	e = surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:drawer.close", nil), surface.CapabilityNotAvailable)
+	e = surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:drawer.close", nil), surface.CodeCapabilityNotAvailable)
 	if e.Details["reason"] != "Busy" {
 		t.Fatalf("%+v", e)
 	}
@@ -557,7 +557,7 @@ func TestPrecondition(t *testing.T) {
 	known := map[string]bool{"d1": true}
 	ran := 0
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices", Description: "Devices", Actions: map[string]surface.Capability{
-		"pick": surface.Action(surface.ActionDef[echo, surface.None]{Description: "Picks", Effect: surface.LocalState,
+		"pick": surface.Action(surface.ActionDef[echo, surface.None]{Description: "Picks", Effect: surface.EffectLocalState,
 			Precondition: func(_ context.Context, call *surface.Call, in echo) error {
 				for _, id := range in.IDs {
 					if !known[id] {
@@ -568,7 +568,7 @@ func TestPrecondition(t *testing.T) {
 			},
 			Execute: func(context.Context, *surface.Call, echo) (surface.None, error) { ran++; return surface.None{}, nil }}),
 	}})
-	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:devices.pick", echo{IDs: []string{"d9"}}), surface.PreconditionFailed)
+	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:devices.pick", echo{IDs: []string{"d9"}}), surface.CodePreconditionFailed)
 	if e.Retry != surface.RetryWithChanges || e.Message != "Unknown device id; read the table first." || ran != 0 {
 		t.Fatalf("%+v", e)
 	}
@@ -586,11 +586,11 @@ func TestOutputDepthCap(t *testing.T) {
 	}
 	reg := surfacetest.NewRegistry(t, nil)
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "deep", Description: "Deep", Actions: map[string]surface.Capability{
-		"nest": surface.Action(surface.ActionDef[int, any]{Description: "Nests", Effect: surface.LocalState,
+		"nest": surface.Action(surface.ActionDef[int, any]{Description: "Nests", Effect: surface.EffectLocalState,
 			Execute: func(_ context.Context, _ *surface.Call, n int) (any, error) { return nest(n), nil }}),
 	}})
 	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:deep.nest", `64`), as("a")))
-	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:deep.nest", `65`), as("a")), surface.ExecutionFailed)
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:deep.nest", `65`), as("a")), surface.CodeExecutionFailed)
 	if e.Details["reason"] != "output-invalid" {
 		t.Fatalf("%+v", e)
 	}
@@ -602,19 +602,19 @@ func TestAnyInputAndPartialErrors(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	var got []any
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "loose", Description: "Loose", Actions: map[string]surface.Capability{
-		"take": surface.Action(surface.ActionDef[any, surface.None]{Description: "Takes anything", Effect: surface.LocalState,
+		"take": surface.Action(surface.ActionDef[any, surface.None]{Description: "Takes anything", Effect: surface.EffectLocalState,
 			Precondition: func(_ context.Context, _ *surface.Call, in any) error { return nil },
 			Execute: func(_ context.Context, _ *surface.Call, in any) (surface.None, error) {
 				got = append(got, in)
 				return surface.None{}, nil
 			}}),
-		"sentinel": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.LocalState,
+		"sentinel": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.EffectLocalState,
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
-				return surface.None{}, surface.ErrTimeout
+				return surface.None{}, surface.CodeTimeout
 			}}),
-		"oddRetry": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.LocalState,
+		"oddRetry": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Fails", Effect: surface.EffectLocalState,
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
-				return surface.None{}, &surface.Error{Code: surface.NotAuthorized, Retry: "maybe-later"}
+				return surface.None{}, &surface.Error{Code: surface.CodeNotAuthorized, Retry: "maybe-later"}
 			}}),
 	}})
 	surfacetest.RequireOK(t, reg.Invoke(bg, inv("", "view:loose.take", ""), as("a")))
@@ -623,11 +623,11 @@ func TestAnyInputAndPartialErrors(t *testing.T) {
 	if len(got) != 3 || got[0] != nil || got[1] != nil {
 		t.Fatalf("%v", got)
 	}
-	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:loose.sentinel", ""), as("a")), surface.Timeout)
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:loose.sentinel", ""), as("a")), surface.CodeTimeout)
 	if e.Message == "" || e.Retry != surface.RetryNo {
 		t.Fatalf("%+v", e)
 	}
-	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:loose.oddRetry", ""), as("a")), surface.NotAuthorized)
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "view:loose.oddRetry", ""), as("a")), surface.CodeNotAuthorized)
 	if e.Message == "" || e.Retry != surface.RetryNo {
 		t.Fatalf("%+v", e)
 	}

@@ -57,7 +57,7 @@ func TestRegisterLiveAndUnregister_AS_LIFE_001(t *testing.T) {
 
 	rec.Reset()
 	h.Unregister()
-	if h.Status() != surface.Unregistered {
+	if h.Status() != surface.HandleUnregistered {
 		t.Fatalf("status = %v", h.Status())
 	}
 	if n := len(reg.Snapshot(surface.SnapshotOptions{}).Components); n != 0 {
@@ -92,13 +92,13 @@ func equalEvents(a, b []surface.Event) bool {
 // AS-LIFE-002: only the disabled flag and availability are updatable;
 // structural defects are errors in every environment.
 func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
-	for _, env := range []surface.Environment{surface.Production, surface.Development, surface.Test} {
+	for _, env := range []surface.Environment{surface.EnvProduction, surface.EnvDevelopment, surface.EnvTest} {
 		reg := surfacetest.NewRegistry(t, &surface.Options{Environment: env})
 		c := table("main", nil)
 		c.Description = "   "
 		_, err := reg.Register(c)
-		surfacetest.RequireDefinitionError(t, err, surface.InvalidDefinition)
-		if !errors.Is(err, &surface.DefinitionError{Code: surface.InvalidDefinition}) {
+		surfacetest.RequireDefinitionError(t, err, surface.DefinitionInvalid)
+		if !errors.Is(err, &surface.DefinitionError{Code: surface.DefinitionInvalid}) {
 			t.Errorf("%s: errors.Is by code failed", env)
 		}
 		mustVersion(t, reg, "0")
@@ -165,7 +165,7 @@ func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
 
 func TestDefinitionErrors(t *testing.T) {
 	okObs := surfacetest.Value("Reads", 1)
-	okAct := surfacetest.Noop("Does", surface.LocalState)
+	okAct := surfacetest.Noop("Does", surface.EffectLocalState)
 	long := strings.Repeat("x", 301)
 	cases := []struct {
 		name  string
@@ -173,74 +173,74 @@ func TestDefinitionErrors(t *testing.T) {
 		code  surface.DefinitionCode
 		field string
 	}{
-		{"bad type", func(c *surface.Component) { c.Type = "Devices" }, surface.InvalidID, "type"},
-		{"bad instance", func(c *surface.Component) { c.InstanceID = "a.b" }, surface.InvalidID, "instanceId"},
-		{"bad name", func(c *surface.Component) { c.Observations = map[string]surface.Capability{"Read": okObs} }, surface.InvalidID, "observations.Read"},
+		{"bad type", func(c *surface.Component) { c.Type = "Devices" }, surface.DefinitionInvalidID, "type"},
+		{"bad instance", func(c *surface.Component) { c.InstanceID = "a.b" }, surface.DefinitionInvalidID, "instanceId"},
+		{"bad name", func(c *surface.Component) { c.Observations = map[string]surface.Capability{"Read": okObs} }, surface.DefinitionInvalidID, "observations.Read"},
 		{"view id too long", func(c *surface.Component) {
 			c.Type = strings.Repeat("a", 120)
 			c.Observations = map[string]surface.Capability{"readState": okObs}
-		}, surface.InvalidID, "observations.readState"},
-		{"no description", func(c *surface.Component) { c.Description = "" }, surface.InvalidDefinition, "description"},
-		{"long description", func(c *surface.Component) { c.Description = strings.Repeat("é", 501) }, surface.LimitExceeded, "description"},
-		{"emoji description counts UTF-16", func(c *surface.Component) { c.Description = strings.Repeat("😀", 251) }, surface.LimitExceeded, "description"},
+		}, surface.DefinitionInvalidID, "observations.readState"},
+		{"no description", func(c *surface.Component) { c.Description = "" }, surface.DefinitionInvalid, "description"},
+		{"long description", func(c *surface.Component) { c.Description = strings.Repeat("é", 501) }, surface.DefinitionLimitExceeded, "description"},
+		{"emoji description counts UTF-16", func(c *surface.Component) { c.Description = strings.Repeat("😀", 251) }, surface.DefinitionLimitExceeded, "description"},
 		{"long capability description", func(c *surface.Component) {
-			c.Actions = map[string]surface.Capability{"go": surfacetest.Noop(long, surface.LocalState)}
-		}, surface.LimitExceeded, "actions.go.description"},
-		{"zero capability", func(c *surface.Component) { c.Actions = map[string]surface.Capability{"go": {}} }, surface.InvalidDefinition, "actions.go"},
-		{"kind mismatch", func(c *surface.Component) { c.Actions = map[string]surface.Capability{"go": okObs} }, surface.InvalidDefinition, "actions.go"},
+			c.Actions = map[string]surface.Capability{"go": surfacetest.Noop(long, surface.EffectLocalState)}
+		}, surface.DefinitionLimitExceeded, "actions.go.description"},
+		{"zero capability", func(c *surface.Component) { c.Actions = map[string]surface.Capability{"go": {}} }, surface.DefinitionInvalid, "actions.go"},
+		{"kind mismatch", func(c *surface.Component) { c.Actions = map[string]surface.Capability{"go": okObs} }, surface.DefinitionInvalid, "actions.go"},
 		{"missing read", func(c *surface.Component) {
 			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[int]{Description: "x"})}
-		}, surface.InvalidDefinition, "observations.r.read"},
+		}, surface.DefinitionInvalid, "observations.r.read"},
 		{"missing execute", func(c *surface.Component) {
-			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "x", Effect: surface.LocalState})}
-		}, surface.InvalidDefinition, "actions.a.execute"},
+			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "x", Effect: surface.EffectLocalState})}
+		}, surface.DefinitionInvalid, "actions.a.execute"},
 		{"observation of None", func(c *surface.Component) {
 			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[surface.None]{
 				Description: "x", Read: func(context.Context, *surface.Call) (surface.None, error) { return surface.None{}, nil }})}
-		}, surface.InvalidDefinition, "observations.r.output"},
+		}, surface.DefinitionInvalid, "observations.r.output"},
 		{"server effect on action", func(c *surface.Component) {
-			c.Actions = map[string]surface.Capability{"a": surfacetest.Noop("x", surface.Destructive)}
-		}, surface.PlaneViolation, "actions.a.effect"},
+			c.Actions = map[string]surface.Capability{"a": surfacetest.Noop("x", surface.EffectDestructive)}
+		}, surface.DefinitionPlaneViolation, "actions.a.effect"},
 		{"unknown effect", func(c *surface.Component) {
 			c.Actions = map[string]surface.Capability{"a": surfacetest.Noop("x", "teleport")}
-		}, surface.InvalidDefinition, "actions.a.effect"},
+		}, surface.DefinitionInvalid, "actions.a.effect"},
 		{"missing effect", func(c *surface.Component) {
 			c.Actions = map[string]surface.Capability{"a": surfacetest.Noop("x", "")}
-		}, surface.InvalidDefinition, "actions.a.effect"},
+		}, surface.DefinitionInvalid, "actions.a.effect"},
 		{"bad confirmation", func(c *surface.Component) {
 			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "x", Effect: surface.LocalState, Confirmation: "maybe",
+				Description: "x", Effect: surface.EffectLocalState, Confirmation: "maybe",
 				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }})}
-		}, surface.InvalidDefinition, "actions.a.confirmation"},
+		}, surface.DefinitionInvalid, "actions.a.confirmation"},
 		{"bad audit", func(c *surface.Component) {
 			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "x", Effect: surface.LocalState, Audit: "everything",
+				Description: "x", Effect: surface.EffectLocalState, Audit: "everything",
 				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }})}
-		}, surface.InvalidDefinition, "actions.a.audit"},
+		}, surface.DefinitionInvalid, "actions.a.audit"},
 		{"duplicate name", func(c *surface.Component) {
 			c.Observations = map[string]surface.Capability{"same": okObs}
 			c.Actions = map[string]surface.Capability{"same": okAct}
-		}, surface.DuplicateCapability, "actions.same"},
+		}, surface.DefinitionDuplicateCapability, "actions.same"},
 		{"unsupported raw schema", func(c *surface.Component) {
 			c.Actions = map[string]surface.Capability{"a": surface.Action(surface.ActionDef[map[string]any, surface.None]{
-				Description: "x", Effect: surface.LocalState, InputSchema: json.RawMessage(`{"type":"object","oneOf":[{"type":"object"}]}`),
+				Description: "x", Effect: surface.EffectLocalState, InputSchema: json.RawMessage(`{"type":"object","oneOf":[{"type":"object"}]}`),
 				Execute: func(context.Context, *surface.Call, map[string]any) (surface.None, error) { return surface.None{}, nil }})}
-		}, surface.UnsupportedSchema, "actions.a.input"},
+		}, surface.DefinitionUnsupportedSchema, "actions.a.input"},
 		{"uninferable type", func(c *surface.Component) {
 			c.Observations = map[string]surface.Capability{"r": surfacetest.Value("x", make(chan int))}
-		}, surface.UnsupportedSchema, "observations.r.output"},
-		{"meta not JSON", func(c *surface.Component) { c.Meta = map[string]any{"f": func() {}} }, surface.InvalidDefinition, "meta"},
-		{"meta too big", func(c *surface.Component) { c.Meta = map[string]any{"big": strings.Repeat("m", 2048)} }, surface.LimitExceeded, "meta"},
+		}, surface.DefinitionUnsupportedSchema, "observations.r.output"},
+		{"meta not JSON", func(c *surface.Component) { c.Meta = map[string]any{"f": func() {}} }, surface.DefinitionInvalid, "meta"},
+		{"meta too big", func(c *surface.Component) { c.Meta = map[string]any{"big": strings.Repeat("m", 2048)} }, surface.DefinitionLimitExceeded, "meta"},
 		{"capability meta too big", func(c *surface.Component) {
 			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[int]{
 				Description: "x", Meta: map[string]any{"big": strings.Repeat("m", 2048)},
 				Read: func(context.Context, *surface.Call) (int, error) { return 0, nil }})}
-		}, surface.LimitExceeded, "observations.r.meta"},
-		{"bad parent", func(c *surface.Component) { c.Parent = &surface.Parent{Type: "Page"} }, surface.InvalidDefinition, "parent"},
+		}, surface.DefinitionLimitExceeded, "observations.r.meta"},
+		{"bad parent", func(c *surface.Component) { c.Parent = &surface.Parent{Type: "Page"} }, surface.DefinitionInvalid, "parent"},
 		{"negative timeout", func(c *surface.Component) {
 			c.Observations = map[string]surface.Capability{"r": surface.Observation(surface.ObservationDef[int]{
 				Description: "x", Timeout: -time.Second, Read: func(context.Context, *surface.Call) (int, error) { return 0, nil }})}
-		}, surface.InvalidDefinition, "observations.r.timeout"},
+		}, surface.DefinitionInvalid, "observations.r.timeout"},
 	}
 	reg := surfacetest.NewRegistry(t, nil)
 	rec := surfacetest.Record(t, reg)
@@ -278,7 +278,7 @@ func TestDescriptionLimitCountsUTF16(t *testing.T) {
 	}
 	for text, units := range map[string]string{strings.Repeat("é", 501): "501", strings.Repeat("😀", 251): "502", strings.Repeat("x", 501): "501"} {
 		_, err := reg.Register(surface.Component{Type: "devices.table", InstanceID: "over", Description: text})
-		de := surfacetest.RequireDefinitionError(t, err, surface.LimitExceeded)
+		de := surfacetest.RequireDefinitionError(t, err, surface.DefinitionLimitExceeded)
 		if !strings.Contains(de.Error(), "description is "+units+" characters") {
 			t.Errorf("%d bytes: %v, want a count of %s", len(text), de, units)
 		}
@@ -301,13 +301,13 @@ func TestSchemaLimitsAtRegister_AS_SCHEMA_001(t *testing.T) {
 	// depth: a=1, b=2, c=3, items=4
 	tight := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaDepth: 3}})
 	_, err := tight.Register(c)
-	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionUnsupportedSchema)
 	roomy := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaDepth: 4}})
 	surfacetest.MustRegister(t, roomy, c)
 	// A definition that passed under some limits is checked again under
 	// others.
 	_, err = tight.Register(c)
-	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionUnsupportedSchema)
 
 	// Limits above the defaults are honoured too: depth 10 needs a registry
 	// that allows it.
@@ -317,27 +317,27 @@ func TestSchemaLimitsAtRegister_AS_SCHEMA_001(t *testing.T) {
 	}
 	deepRaw := surface.Component{Type: "nested", Description: "Nested", Actions: map[string]surface.Capability{
 		"set": surface.Action(surface.ActionDef[any, surface.None]{
-			Description: "Sets", Effect: surface.LocalState, InputSchema: json.RawMessage(nested),
+			Description: "Sets", Effect: surface.EffectLocalState, InputSchema: json.RawMessage(nested),
 			Execute: func(context.Context, *surface.Call, any) (surface.None, error) { return surface.None{}, nil },
 		}),
 	}}
 	_, err = surfacetest.NewRegistry(t, nil).Register(deepRaw)
-	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionUnsupportedSchema)
 	surfacetest.MustRegister(t, surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaDepth: 10}}), deepRaw)
 
 	small := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxSchemaBytes: 20}})
 	_, err = small.Register(c)
-	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionUnsupportedSchema)
 
 	raw := surface.Component{Type: "raw", Description: "Raw", Actions: map[string]surface.Capability{
 		"set": surface.Action(surface.ActionDef[map[string]any, surface.None]{
-			Description: "Sets", Effect: surface.LocalState,
+			Description: "Sets", Effect: surface.EffectLocalState,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"https://example.com/x"}}}`),
 			Execute:     func(context.Context, *surface.Call, map[string]any) (surface.None, error) { return surface.None{}, nil },
 		}),
 	}}
 	_, err = roomy.Register(raw)
-	surfacetest.RequireDefinitionError(t, err, surface.UnsupportedSchema)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionUnsupportedSchema)
 }
 
 // AS-LIFE-003: first wins on duplicates; replace mode; name duplicates are
@@ -351,11 +351,11 @@ func TestDuplicates_AS_LIFE_003(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dup.Status() != surface.Rejected || dup.ID() == first.ID() || dup.ID() == "" {
+	if dup.Status() != surface.HandleRejected || dup.ID() == first.ID() || dup.ID() == "" {
 		t.Fatalf("duplicate: status %v id %q", dup.Status(), dup.ID())
 	}
 	mustVersion(t, reg, "1")
-	want := []surface.Event{surface.ComponentRejected{ComponentType: "devices.table", InstanceID: "main", Reason: surface.RejectedDuplicate}}
+	want := []surface.Event{surface.ComponentRejected{ComponentType: "devices.table", InstanceID: "main", Reason: surface.RejectReasonDuplicate}}
 	if got := rec.Events(); !equalEvents(got, want) {
 		t.Fatalf("events = %v", got)
 	}
@@ -368,19 +368,19 @@ func TestDuplicates_AS_LIFE_003(t *testing.T) {
 	dup.Refresh()
 	dup.Unregister()
 	mustVersion(t, reg, "1")
-	if first.Status() != surface.Active {
+	if first.Status() != surface.HandleActive {
 		t.Fatal("dead handle affected the live one")
 	}
 	// Another instance id is not a duplicate.
 	surfacetest.MustRegister(t, reg, table("side", nil))
 
 	// Replace mode.
-	rreg := surfacetest.NewRegistry(t, &surface.Options{OnDuplicate: surface.Replace})
+	rreg := surfacetest.NewRegistry(t, &surface.Options{OnDuplicate: surface.DuplicateReplace})
 	rrec := surfacetest.Record(t, rreg)
 	old := surfacetest.MustRegister(t, rreg, table("main", nil))
 	rrec.Reset()
 	nw := surfacetest.MustRegister(t, rreg, table("main", nil))
-	if old.Status() != surface.Unregistered || nw.ID() == old.ID() {
+	if old.Status() != surface.HandleUnregistered || nw.ID() == old.ID() {
 		t.Fatalf("replace: old %v new id %q old id %q", old.Status(), nw.ID(), old.ID())
 	}
 	mustVersion(t, rreg, "3") // replace = +2
@@ -402,20 +402,20 @@ func TestGuard(t *testing.T) {
 			panic("guard bug")
 		}
 		if c.Origin != "first-party" {
-			return surface.Refuse
+			return surface.Verdict{Reject: true}
 		}
-		return surface.Accept
+		return surface.Verdict{}
 	}})
 	rec := surfacetest.Record(t, reg)
 	surfacetest.MustRegister(t, reg, simple("ok", ""))
 	third := simple("plugin", "")
 	third.Origin = "plugin:weather"
 	h, err := reg.Register(third)
-	if err != nil || h.Status() != surface.Rejected {
+	if err != nil || h.Status() != surface.HandleRejected {
 		t.Fatalf("guard: %v %v", h, err)
 	}
 	h2, err := reg.Register(simple("boom", ""))
-	if err != nil || h2.Status() != surface.Rejected {
+	if err != nil || h2.Status() != surface.HandleRejected {
 		t.Fatalf("panicking guard must reject: %v %v", h2.Status(), err)
 	}
 	if len(seen) != 3 || seen[1].Origin != "plugin:weather" || seen[0].Origin != "first-party" {
@@ -426,7 +426,7 @@ func TestGuard(t *testing.T) {
 	if types != "component-registered,surface-changed,component-rejected,component-rejected" {
 		t.Fatalf("events = %s", types)
 	}
-	if ev := rec.Events()[2].(surface.ComponentRejected); ev.Reason != surface.RejectedByGuard {
+	if ev := rec.Events()[2].(surface.ComponentRejected); ev.Reason != surface.RejectReasonGuard {
 		t.Fatalf("reason = %s", ev.Reason)
 	}
 }
@@ -502,7 +502,7 @@ func TestRegisterContext(t *testing.T) {
 		defer unsub()
 		cancel()
 		synctest.Wait()
-		if !unregistered || h.Status() != surface.Unregistered {
+		if !unregistered || h.Status() != surface.HandleUnregistered {
 			t.Fatalf("context end: unregistered event %v, status %v", unregistered, h.Status())
 		}
 
@@ -517,7 +517,7 @@ func TestRegisterContext(t *testing.T) {
 		cancel3()
 		h3, _ := reg.RegisterContext(ctx3, table("four", nil))
 		_ = reg.Close() // waits for the triggered unregistration
-		if h3.Status() != surface.Unregistered {
+		if h3.Status() != surface.HandleUnregistered {
 			t.Fatalf("status = %v", h3.Status())
 		}
 	})
@@ -534,7 +534,7 @@ func TestClose(t *testing.T) {
 	if err := reg.Close(); err != nil {
 		t.Fatal("second Close:", err)
 	}
-	if h.Status() != surface.Unregistered {
+	if h.Status() != surface.HandleUnregistered {
 		t.Fatalf("status after Close = %v", h.Status())
 	}
 	if _, err := reg.Register(table("x", nil)); !errors.Is(err, surface.ErrClosed) {
@@ -574,7 +574,7 @@ func TestCapabilityNameCheckedPerRegistration_AS_ID_001(t *testing.T) {
 			t.Fatalf("%q: %v", c.name, err)
 		}
 		if !c.ok {
-			surfacetest.RequireDefinitionError(t, err, surface.InvalidID)
+			surfacetest.RequireDefinitionError(t, err, surface.DefinitionInvalidID)
 		}
 	}
 }

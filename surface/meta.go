@@ -26,8 +26,8 @@ const (
 func metaTools() []Tool {
 	avail := ToolState{Available: true}
 	return []Tool{
-		{Name: MetaDiscover, Description: "[meta] List the capabilities you can use now: components with their observations and actions, and domain procedures, with schemas and availability.", InputSchema: metaDiscoverSchema, State: avail, Kind: KindObservation, Effect: Read, Idempotent: true},
-		{Name: MetaRead, Description: "[meta] Read an observation by capabilityId.", InputSchema: metaReadSchema, State: avail, Kind: KindObservation, Effect: Read, Idempotent: true},
+		{Name: MetaDiscover, Description: "[meta] List the capabilities you can use now: components with their observations and actions, and domain procedures, with schemas and availability.", InputSchema: metaDiscoverSchema, State: avail, Kind: KindObservation, Effect: EffectRead, Idempotent: true},
+		{Name: MetaRead, Description: "[meta] Read an observation by capabilityId.", InputSchema: metaReadSchema, State: avail, Kind: KindObservation, Effect: EffectRead, Idempotent: true},
 		{Name: MetaAct, Description: "[meta] Call an action or a domain procedure by capabilityId with its input.", InputSchema: metaActSchema, State: avail, Kind: KindAction},
 	}
 }

@@ -59,7 +59,7 @@ func Authenticated(key string) Policy {
 		},
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
 			if !signedIn(pc) {
-				return Fail(NewError(NotAuthenticated, "", nil))
+				return Fail(NewError(CodeNotAuthenticated, "", nil))
 			}
 			return next(ctx)
 		},
@@ -81,7 +81,7 @@ func HasPermission(permission string, check func(host map[string]any, permission
 		},
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
 			if !allowed(pc) {
-				return Fail(NewError(NotAuthorized, "", map[string]any{"origin": "client"}))
+				return Fail(NewError(CodeNotAuthorized, "", map[string]any{"origin": "client"}))
 			}
 			return next(ctx)
 		},
@@ -107,7 +107,7 @@ func TenantBoundary(current func(host map[string]any) string, expected func(pc *
 		},
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
 			if !inside(pc) {
-				return Fail(NewError(NotAuthorized, "", map[string]any{"origin": "client"}))
+				return Fail(NewError(CodeNotAuthorized, "", map[string]any{"origin": "client"}))
 			}
 			return next(ctx)
 		},
@@ -129,7 +129,7 @@ func OnlyIn(envs ...Environment) Policy {
 		},
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
 			if !in(pc) {
-				return Fail(NewError(CapabilityNotFound, "", nil))
+				return Fail(NewError(CodeCapabilityNotFound, "", nil))
 			}
 			return next(ctx)
 		},
@@ -160,7 +160,7 @@ func RateLimit(limit int, window time.Duration) Policy {
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
 			if wait, ok := rl.take(bucketKey{pc.Consumer.Kind, pc.Consumer.ID, pc.CapabilityID}, pc.Now()); !ok {
 				ms := int64(math.Ceil(float64(wait) / float64(time.Millisecond)))
-				return Fail(NewError(RateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": ms}))
+				return Fail(NewError(CodeRateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": ms}))
 			}
 			return next(ctx)
 		},
@@ -216,8 +216,8 @@ func RequireConfirmation(cond func(ic *InvokeContext) bool, summary func(input a
 }
 
 // Audit records every invocation of the capabilities it governs to sink
-// (the registry's sink when nil) at the given level (AuditMetadata or
-// AuditFull): invocation-started before the call, with the input at full,
+// (the registry's sink when nil) at the given level (AuditLevelMetadata or
+// AuditLevelFull): invocation-started before the call, with the input at full,
 // and invocation-settled after it, with the output at full on ok.
 func Audit(sink AuditSink, level AuditLevel) Policy {
 	return Policy{
@@ -233,7 +233,7 @@ func Audit(sink AuditSink, level AuditLevel) Policy {
 			}
 			start := ic.Now()
 			ev := AuditEvent{Type: AuditInvocationStarted}
-			if level == AuditFull && r != nil {
+			if level == AuditLevelFull && r != nil {
 				ev.Payload = r.payload(ic.CapabilityID, jsonOf(ic.Input), "")
 			}
 			record(ev)
@@ -242,7 +242,7 @@ func Audit(sink AuditSink, level AuditLevel) Policy {
 			ev = AuditEvent{Type: AuditInvocationSettled, Status: res.Status, DurationMs: &d}
 			if res.Error != nil {
 				ev.Code = res.Error.Code
-			} else if level == AuditFull && r != nil && res.Output != "" {
+			} else if level == AuditLevelFull && r != nil && res.Output != "" {
 				ev.Payload = r.payload(ic.CapabilityID, "", res.Output)
 			}
 			record(ev)

@@ -74,7 +74,7 @@ func TestPolicyClock_AS_POLICY_001(t *testing.T) {
 	limited := surfacetest.NewRegistry(t, &surface.Options{Now: func() time.Time { return now }, Policies: []surface.Policy{surface.RateLimit(1, 10*time.Second)}})
 	surfacetest.MustRegister(t, limited, newProbe().component("main"))
 	surfacetest.RequireOK(t, surfacetest.Invoke(t, limited, "view:devices.table.readState", nil))
-	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, limited, "view:devices.table.readState", nil), surface.RateLimited)
+	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, limited, "view:devices.table.readState", nil), surface.CodeRateLimited)
 	if e.Details["retryAfterMs"] != int64(10000) || e.Details["reason"] != "rate" {
 		t.Fatalf("%+v", e)
 	}
@@ -109,7 +109,7 @@ func TestDiscoveryLayers_AS_POLICY_002(t *testing.T) {
 	p := newProbe()
 	c := p.component("main")
 	c.Policies = []surface.Policy{component}
-	c.Actions["guarded"] = surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Guarded", Effect: surface.LocalState,
+	c.Actions["guarded"] = surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Guarded", Effect: surface.EffectLocalState,
 		Policies: []surface.Policy{capability},
 		Execute:  func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }})
 	surfacetest.MustRegister(t, reg, c)
@@ -179,7 +179,7 @@ func TestInvocationRefilters_AS_POLICY_003_AS_AVAIL_002(t *testing.T) {
 		t.Fatalf("hidden %s vs absent %s", hb, ab)
 	}
 	busy = true // drift after discovery: invocation sees it
-	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("z", selectID, `{"ids":[]}`), alice), surface.CapabilityNotAvailable)
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("z", selectID, `{"ids":[]}`), alice), surface.CodeCapabilityNotAvailable)
 	if e.Details["reason"] != "A sync is running" {
 		t.Fatalf("%+v", e)
 	}
@@ -209,7 +209,7 @@ func TestBuiltinPolicies_AS_POLICY_004(t *testing.T) {
 		func(pc *surface.PolicyContext) string { s, _ := pc.Internal["tenant"].(string); return s }))
 	internal.Internal = map[string]any{"tenant": "acme"}
 	surfacetest.MustRegister(t, reg, internal)
-	surfacetest.MustRegister(t, reg, mk("devonly", surface.OnlyIn(surface.Development)))
+	surfacetest.MustRegister(t, reg, mk("devonly", surface.OnlyIn(surface.EnvDevelopment)))
 
 	types := func() string {
 		var out []string
@@ -234,8 +234,8 @@ func TestBuiltinPolicies_AS_POLICY_004(t *testing.T) {
 	if got := types(); got != "auth,perm" {
 		t.Fatalf("other tenant sees %s", got)
 	}
-	surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:tenant.readState", nil), surface.CapabilityNotFound)
-	surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:devonly.readState", nil), surface.CapabilityNotFound)
+	surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:tenant.readState", nil), surface.CodeCapabilityNotFound)
+	surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:devonly.readState", nil), surface.CodeCapabilityNotFound)
 
 	// A chain that exposes at discovery but denies at authorization gives
 	// the typed errors (semantics §12, DESIGN decision 2).
@@ -245,12 +245,12 @@ func TestBuiltinPolicies_AS_POLICY_004(t *testing.T) {
 	authOnly := surface.Policy{Name: auth.Name, Authorize: auth.Authorize}
 	permOnly := surface.Policy{Name: perm.Name, Authorize: perm.Authorize}
 	surfacetest.MustRegister(t, reg, mk("typed", exposeAll, authOnly, permOnly))
-	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:typed.readState", nil), surface.NotAuthorized)
+	e := surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:typed.readState", nil), surface.CodeNotAuthorized)
 	if e.Details["origin"] != "client" || strings.Contains(e.Message, "devices:admin") {
 		t.Fatalf("%+v", e)
 	}
 	delete(host, "user")
-	e = surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:typed.readState", nil), surface.NotAuthenticated)
+	e = surfacetest.RequireCode(t, surfacetest.Invoke(t, reg, "view:typed.readState", nil), surface.CodeNotAuthenticated)
 	if e.Retry != surface.RetryNo {
 		t.Fatalf("%+v", e)
 	}
@@ -271,20 +271,20 @@ func TestRateLimitBucket(t *testing.T) {
 		}
 		surfacetest.RequireOK(t, read("a"))
 		surfacetest.RequireOK(t, read("a"))
-		e := surfacetest.RequireCode(t, read("a"), surface.RateLimited)
+		e := surfacetest.RequireCode(t, read("a"), surface.CodeRateLimited)
 		if e.Details["retryAfterMs"] != int64(5000) || e.Retry != surface.RetryAfterDelay {
 			t.Fatalf("%+v", e)
 		}
 		surfacetest.RequireOK(t, read("b"))                                                // per consumer
 		surfacetest.RequireOK(t, reg.Invoke(bg, inv("", selectID, `{"ids":[]}`), as("a"))) // per capability
 		time.Sleep(2 * time.Second)
-		e = surfacetest.RequireCode(t, read("a"), surface.RateLimited) // rejections do not count
+		e = surfacetest.RequireCode(t, read("a"), surface.CodeRateLimited) // rejections do not count
 		if e.Details["retryAfterMs"] != int64(3000) {
 			t.Fatalf("%+v", e)
 		}
 		time.Sleep(3 * time.Second)
 		surfacetest.RequireOK(t, read("a"))
-		surfacetest.RequireCode(t, read("a"), surface.RateLimited)
+		surfacetest.RequireCode(t, read("a"), surface.CodeRateLimited)
 	})
 }
 
@@ -300,7 +300,7 @@ func TestPolicyPhases_AS_INVOKE_001_002(t *testing.T) {
 	surfacetest.MustRegister(t, reg, c)
 
 	// Invalid input: authorization ran, the invoke hooks did not.
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", selectID, `{"ids":"nope","token":"x"}`), as("a")), surface.InvalidInput)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", selectID, `{"ids":"nope","token":"x"}`), as("a")), surface.CodeInvalidInput)
 	if got := strings.Join(l.log, " "); got != "authorize:registry authorize:component authorized:component authorized:registry" {
 		t.Fatalf("invalid input: %s", got)
 	}
@@ -318,7 +318,7 @@ func TestPolicyPhases_AS_INVOKE_001_002(t *testing.T) {
 // policies fail closed.
 func TestPolicyMisbehaviour(t *testing.T) {
 	deny := surface.Policy{Name: "deny", Authorize: func(context.Context, *surface.PolicyContext, surface.Next) surface.Result {
-		return surface.Fail(surface.NewError(surface.NotAuthorized, "Ask an administrator.", map[string]any{"origin": "client"}))
+		return surface.Fail(surface.NewError(surface.CodeNotAuthorized, "Ask an administrator.", map[string]any{"origin": "client"}))
 	}}
 	skip := surface.Policy{Name: "skip", Authorize: func(context.Context, *surface.PolicyContext, surface.Next) surface.Result {
 		return surface.Result{} // neither next nor Fail
@@ -332,7 +332,7 @@ func TestPolicyMisbehaviour(t *testing.T) {
 	for _, c := range []struct {
 		pol  surface.Policy
 		code surface.Code
-	}{{deny, surface.NotAuthorized}, {skip, surface.ExecutionFailed}, {twice, surface.ExecutionFailed}, {boom, surface.ExecutionFailed}, {badDiscover, surface.CapabilityNotFound}} {
+	}{{deny, surface.CodeNotAuthorized}, {skip, surface.CodeExecutionFailed}, {twice, surface.CodeExecutionFailed}, {boom, surface.CodeExecutionFailed}, {badDiscover, surface.CodeCapabilityNotFound}} {
 		reg := surfacetest.NewRegistry(t, &surface.Options{Policies: []surface.Policy{c.pol}})
 		p := newProbe()
 		surfacetest.MustRegister(t, reg, p.component("main"))

@@ -36,7 +36,7 @@ func BenchmarkSnapshotWithDiscoveryPolicy(b *testing.B) {
 	reg := surface.New(&surface.Options{Policies: []surface.Policy{{
 		Name: "staff",
 		Discover: func(pc *surface.PolicyContext) surface.Decision {
-			if pc.Consumer.Kind == surface.WebMCP {
+			if pc.Consumer.Kind == surface.ConsumerWebMCP {
 				return surface.Hide()
 			}
 			return surface.Expose()
@@ -61,7 +61,7 @@ func BenchmarkConfirmationRoundTrip(b *testing.B) {
 	reg := surface.New(nil)
 	defer reg.Close()
 	_, err := reg.Register(surface.Component{Type: "devices", Description: "Devices", Actions: map[string]surface.Capability{
-		"wipe": surface.Action(surface.ActionDef[benchIn, surface.None]{Description: "Wipes", Effect: surface.LocalState,
+		"wipe": surface.Action(surface.ActionDef[benchIn, surface.None]{Description: "Wipes", Effect: surface.EffectLocalState,
 			Confirmation: surface.ConfirmRequired,
 			Execute:      func(context.Context, *surface.Call, benchIn) (surface.None, error) { return surface.None{}, nil }}),
 	}})
@@ -74,7 +74,7 @@ func BenchmarkConfirmationRoundTrip(b *testing.B) {
 		inv := surface.Invocation{CapabilityID: "view:devices.wipe", Input: json.RawMessage(`{"ids":["a"]}`)}
 		res := reg.Invoke(context.Background(), inv, surface.InvokeOptions{})
 		id, _ := res.Error.Details["confirmationId"].(string)
-		ctl.Resolve(id, surface.Approve)
+		ctl.Resolve(id, surface.Resolution{Approved: true})
 		inv.InvocationID, inv.ConfirmationID = res.InvocationID, id
 		if res := reg.Invoke(context.Background(), inv, surface.InvokeOptions{}); res.Error != nil {
 			b.Fatal(res.Error)

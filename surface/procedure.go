@@ -38,7 +38,7 @@ type ProcedureDef[In, Out any] struct {
 	// object when fields are bound.
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
-	// Effect is ServerQuery, ServerMutation, ExternalSideEffect or
+	// Effect is EffectServerQuery, EffectServerMutation, EffectExternalSideEffect or
 	// Destructive; view effects belong to actions (a PLANE_VIOLATION here).
 	Effect Effect
 	// RequiresApproval makes every call need the user's confirmation.
@@ -91,7 +91,7 @@ type procDef struct {
 // Problems are reported by [Registry.Register] as *DefinitionError.
 func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
 	d := newCapDef(KindProcedure, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
-	d.effect, d.idempotent = def.Effect, def.Effect == ServerQuery
+	d.effect, d.idempotent = def.Effect, def.Effect == EffectServerQuery
 	d.proc = &procDef{
 		requiresApproval: def.RequiresApproval,
 		bind:             def.Bind,
@@ -106,9 +106,9 @@ func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
 	path, ok := strings.CutPrefix(def.ID, "domain:")
 	switch {
 	case !ok || path == "" || len(def.ID) > MaxIDLength:
-		d.bad = defErr(InvalidDefinition, "id", `a procedure id is "domain:" + a non-empty path, at most 128 long`)
+		d.bad = defErr(DefinitionInvalid, "id", `a procedure id is "domain:" + a non-empty path, at most 128 long`)
 	case !def.Confirmation.valid():
-		d.bad = defErr(InvalidDefinition, "confirmation", "confirmation must be never, optional or required")
+		d.bad = defErr(DefinitionInvalid, "confirmation", "confirmation must be never, optional or required")
 	default:
 		d.proc.path = path
 		inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
@@ -130,17 +130,17 @@ func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
 // declared, a destructive procedure never below optional, RequiresApproval
 // forcing required.
 func procedureLevels(effect Effect, declared Confirmation, requiresApproval bool) (Confirmation, AuditLevel) {
-	level, audit := ConfirmNever, AuditMetadata
+	level, audit := ConfirmNever, AuditLevelMetadata
 	switch effect {
-	case ServerMutation:
+	case EffectServerMutation:
 		level = ConfirmOptional
-	case ExternalSideEffect, Destructive:
-		level, audit = ConfirmRequired, AuditFull
+	case EffectExternalSideEffect, EffectDestructive:
+		level, audit = ConfirmRequired, AuditLevelFull
 	}
 	if declared != "" {
 		level = declared
 	}
-	if effect == Destructive && level.rank() < ConfirmOptional.rank() {
+	if effect == EffectDestructive && level.rank() < ConfirmOptional.rank() {
 		level = ConfirmOptional
 	}
 	if requiresApproval {
@@ -185,7 +185,7 @@ func bindProcedure(d *capDef, owner Parent, field string, lim *Limits, log inter
 	}
 	for _, o := range d.proc.overridable {
 		if !slices.Contains(b.keys, o) {
-			return nil, defErr(InvalidDefinition, field+".overridable", fmt.Sprintf("%q is not a bound field", o))
+			return nil, defErr(DefinitionInvalid, field+".overridable", fmt.Sprintf("%q is not a bound field", o))
 		}
 	}
 	for _, k := range b.keys {
@@ -201,12 +201,12 @@ func bindProcedure(d *capDef, owner Parent, field string, lim *Limits, log inter
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(d.input.JSON()), &doc); err != nil || doc["type"] != "object" {
-		return nil, defErr(InvalidDefinition, field+".input", "bound fields need an object input schema")
+		return nil, defErr(DefinitionInvalid, field+".input", "bound fields need an object input schema")
 	}
 	props, _ := doc["properties"].(map[string]any)
 	for _, k := range b.keys {
 		if _, ok := props[k]; !ok {
-			return nil, defErr(InvalidDefinition, field+".bind", fmt.Sprintf("bound field %q is not a property of the input schema", k))
+			return nil, defErr(DefinitionInvalid, field+".bind", fmt.Sprintf("bound field %q is not a property of the input schema", k))
 		}
 	}
 	for _, k := range b.locked {
@@ -241,10 +241,10 @@ func bindProcedure(d *capDef, owner Parent, field string, lim *Limits, log inter
 		b.reduced, err = schema.ParseLimits(raw, buildLimits)
 	}
 	if err != nil {
-		return nil, &DefinitionError{Code: UnsupportedSchema, Field: field + ".input", Message: "the reduced input schema is invalid: " + err.Error(), Err: err}
+		return nil, &DefinitionError{Code: DefinitionUnsupportedSchema, Field: field + ".input", Message: "the reduced input schema is invalid: " + err.Error(), Err: err}
 	}
 	if err := b.reduced.CheckLimits(lim.MaxSchemaBytes, lim.MaxSchemaDepth); err != nil {
-		return nil, &DefinitionError{Code: UnsupportedSchema, Field: field + ".input", Message: err.Error(), Err: err}
+		return nil, &DefinitionError{Code: DefinitionUnsupportedSchema, Field: field + ".input", Message: err.Error(), Err: err}
 	}
 	return b, nil
 }
@@ -300,7 +300,7 @@ func AddFunc[In, Out any](x *FuncExecutor, path string, fn func(ctx context.Cont
 	x.funcs[path] = func(ctx context.Context, call *ProcedureCall) (json.RawMessage, error) {
 		var in In
 		if err := json.Unmarshal(call.Input, &in); err != nil {
-			return nil, NewError(InvalidInput, "", map[string]any{"issues": []Issue{{Path: "", Message: msgShape}}})
+			return nil, NewError(CodeInvalidInput, "", map[string]any{"issues": []Issue{{Path: "", Message: msgShape}}})
 		}
 		out, err := fn(ctx, call, in)
 		if err != nil {

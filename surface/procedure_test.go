@@ -118,7 +118,7 @@ func TestSchemaSurgery_AS_BIND_001(t *testing.T) {
 		reg, _ := newDomainRegistry(t, nil)
 		sel := &selection{ids: []string{"d1"}}
 		def := surface.ProcedureDef[disableIn, disableOut]{ID: "domain:devices.disable", Description: "Disable devices",
-			Effect: surface.ServerMutation, Overridable: c.overridable}
+			Effect: surface.EffectServerMutation, Overridable: c.overridable}
 		if c.bind {
 			def.Bind = sel.bind
 		}
@@ -142,7 +142,7 @@ func TestSchemaSurgery_AS_BIND_001(t *testing.T) {
 	})
 	reg.SetProcedureExecutor(x)
 	surfacetest.MustRegister(t, reg, tableWithRef(surface.Procedure(surface.ProcedureDef[onlyIDs, surface.None]{
-		ID: "domain:devices.clear", Description: "Clear", Effect: surface.ServerMutation, Bind: (&selection{ids: []string{"a"}}).bind})))
+		ID: "domain:devices.clear", Description: "Clear", Effect: surface.EffectServerMutation, Bind: (&selection{ids: []string{"a"}}).bind})))
 	if got := procs(reg)[0].InputSchema; got != `{"additionalProperties":false,"properties":{},"type":"object"}` {
 		t.Fatalf("all bound: %s", got)
 	}
@@ -153,7 +153,7 @@ func TestSchemaSurgery_AS_BIND_001(t *testing.T) {
 func TestBindingMerge_AS_BIND_002(t *testing.T) {
 	reg, d := newDomainRegistry(t, nil)
 	sel := &selection{ids: []string{"d1", "d2"}}
-	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.ServerQuery)))
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectServerQuery)))
 	call := func(input string) surface.Result {
 		return reg.Invoke(bg, inv("", "domain:devices.disable", input), as("a"))
 	}
@@ -162,18 +162,18 @@ func TestBindingMerge_AS_BIND_002(t *testing.T) {
 	if res.Output != `{"disabled":2}` || string(d.recorded()[0].Input) != `{"ids":["d1","d2"],"reason":"maintenance"}` {
 		t.Fatalf("%s %s", res.Output, d.recorded()[0].Input)
 	}
-	e := surfacetest.RequireCode(t, call(`{"reason":"x","ids":["d9"],"notify":true}`), surface.InvalidInput)
+	e := surfacetest.RequireCode(t, call(`{"reason":"x","ids":["d9"],"notify":true}`), surface.CodeInvalidInput)
 	if lf, _ := e.Details["lockedFields"].([]string); len(lf) != 1 || lf[0] != "ids" || len(e.Details) != 1 {
 		t.Fatalf("%+v", e)
 	}
-	surfacetest.RequireCode(t, call(`{"ids":["d9"]}`), surface.InvalidInput) // reason missing too, but locked first
-	surfacetest.RequireCode(t, call(`{}`), surface.InvalidInput)             // reduced schema: reason required
-	surfacetest.RequireCode(t, call(`[1]`), surface.InvalidInput)
+	surfacetest.RequireCode(t, call(`{"ids":["d9"]}`), surface.CodeInvalidInput) // reason missing too, but locked first
+	surfacetest.RequireCode(t, call(`{}`), surface.CodeInvalidInput)             // reduced schema: reason required
+	surfacetest.RequireCode(t, call(`[1]`), surface.CodeInvalidInput)
 	// A bound value the full schema rejects: binding-failed.
 	sel.mu.Lock()
 	sel.ids = nil
 	sel.mu.Unlock()
-	e = surfacetest.RequireCode(t, call(`{"reason":"x"}`), surface.PreconditionFailed)
+	e = surfacetest.RequireCode(t, call(`{"reason":"x"}`), surface.CodePreconditionFailed)
 	if e.Details["reason"] != "binding-failed" || e.Retry != surface.RetryAfterRefresh {
 		t.Fatalf("%+v", e)
 	}
@@ -181,7 +181,7 @@ func TestBindingMerge_AS_BIND_002(t *testing.T) {
 	// Overridable: the agent may set it; otherwise the bound value is used.
 	reg2, d2 := newDomainRegistry(t, nil)
 	sel2 := &selection{ids: []string{"d1"}}
-	surfacetest.MustRegister(t, reg2, tableWithRef(disableRef(sel2, surface.ServerQuery, "ids")))
+	surfacetest.MustRegister(t, reg2, tableWithRef(disableRef(sel2, surface.EffectServerQuery, "ids")))
 	surfacetest.RequireOK(t, reg2.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a")))
 	surfacetest.RequireOK(t, reg2.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r","ids":["d7"]}`), as("a")))
 	got := d2.recorded()
@@ -194,21 +194,21 @@ func TestBindingMerge_AS_BIND_002(t *testing.T) {
 // executor) register nothing.
 func TestManifest_AS_BIND_003(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
-	ref := surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{ID: "domain:devices.disable", Description: "Disable", Effect: surface.ServerMutation})
+	ref := surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{ID: "domain:devices.disable", Description: "Disable", Effect: surface.EffectServerMutation})
 	_, err := reg.Register(tableWithRef(ref))
-	surfacetest.RequireDefinitionError(t, err, surface.PlaneViolation)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionPlaneViolation)
 	reg.SetProcedureExecutor(newDomain())
-	other := surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{ID: "domain:users.delete", Description: "Delete users", Effect: surface.Destructive})
+	other := surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{ID: "domain:users.delete", Description: "Delete users", Effect: surface.EffectDestructive})
 	_, err = reg.Register(tableWithRef(other))
-	surfacetest.RequireDefinitionError(t, err, surface.PlaneViolation)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionPlaneViolation)
 	if n := len(reg.Snapshot(surface.SnapshotOptions{}).Components); n != 0 || reg.Version() != "0" {
 		t.Fatal("a rejected definition registered something")
 	}
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:users.delete", `{}`), as("a")), surface.CapabilityNotFound)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:users.delete", `{}`), as("a")), surface.CodeCapabilityNotFound)
 	// Plane rule both ways.
-	view := surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{ID: "domain:devices.disable", Description: "Disable", Effect: surface.LocalState})
+	view := surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{ID: "domain:devices.disable", Description: "Disable", Effect: surface.EffectLocalState})
 	_, err = reg.Register(tableWithRef(view))
-	surfacetest.RequireDefinitionError(t, err, surface.PlaneViolation)
+	surfacetest.RequireDefinitionError(t, err, surface.DefinitionPlaneViolation)
 }
 
 // AS-BIND-004: the binding lives with its registration and reads live
@@ -217,7 +217,7 @@ func TestManifest_AS_BIND_003(t *testing.T) {
 func TestBindingLifecycle_AS_BIND_004_AS_CACHE_004(t *testing.T) {
 	reg, d := newDomainRegistry(t, nil)
 	sel := &selection{ids: []string{"d1"}}
-	h := surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.ServerQuery)))
+	h := surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectServerQuery)))
 	before := procs(reg)[0]
 	sel.set("d2", "d3")
 	after := procs(reg)[0]
@@ -238,7 +238,7 @@ func TestBindingLifecycle_AS_BIND_004_AS_CACHE_004(t *testing.T) {
 	if len(procs(reg)) != 0 {
 		t.Fatal("reference outlived its component")
 	}
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.ComponentUnmounted)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.CodeComponentUnmounted)
 }
 
 // AS-INVOKE-003: a failing binding errors before any confirmation record.
@@ -246,15 +246,15 @@ func TestBindingLifecycle_AS_BIND_004_AS_CACHE_004(t *testing.T) {
 func TestBindingBeforeConfirmation_AS_INVOKE_003_004(t *testing.T) {
 	reg, d := newDomainRegistry(t, nil)
 	sel := &selection{ids: []string{"d1"}}
-	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.Destructive)))
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectDestructive)))
 	sel.mu.Lock()
 	sel.fail = true
 	sel.mu.Unlock()
-	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.PreconditionFailed)
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.CodePreconditionFailed)
 	if e.Details["reason"] != "binding-failed" {
 		t.Fatalf("%+v", e)
 	}
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r","ids":["x"]}`), as("a")), surface.InvalidInput)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r","ids":["x"]}`), as("a")), surface.CodeInvalidInput)
 	if n := len(reg.Confirmations().Pending()); n != 0 || len(d.recorded()) != 0 {
 		t.Fatalf("%d confirmation records created", n)
 	}
@@ -266,14 +266,14 @@ func TestBindingBeforeConfirmation_AS_INVOKE_003_004(t *testing.T) {
 func TestConfirmationShowsBoundValues_AS_INVOKE_005(t *testing.T) {
 	reg, d := newDomainRegistry(t, nil)
 	sel := &selection{ids: []string{"d1", "d2"}}
-	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.Destructive)))
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectDestructive)))
 	res := reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"broken"}`), as("a"))
-	id := requireConfirmationEffect(t, res, surface.Destructive)
+	id := requireConfirmationEffect(t, res, surface.EffectDestructive)
 	p := reg.Confirmations().Pending()[0]
-	if p.Input != `{"ids":["d1","d2"],"reason":"broken"}` || !strings.Contains(p.Summary, `"ids":["d1","d2"]`) || p.Effect != surface.Destructive {
+	if p.Input != `{"ids":["d1","d2"],"reason":"broken"}` || !strings.Contains(p.Summary, `"ids":["d1","d2"]`) || p.Effect != surface.EffectDestructive {
 		t.Fatalf("%+v", p)
 	}
-	reg.Confirmations().Resolve(id, surface.Approve)
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
 	sel.set("d1", "d2", "d3") // bait-and-switch through the UI
 	retry := inv(res.InvocationID, "domain:devices.disable", `{"reason":"broken"}`)
 	retry.ConfirmationID = id
@@ -283,7 +283,7 @@ func TestConfirmationShowsBoundValues_AS_INVOKE_005(t *testing.T) {
 	sel.set("d1", "d2")
 	// The failed retry is a cached terminal result for its invocation id
 	// (the request as issued is the same); a new id with the evidence runs.
-	surfacetest.RequireCode(t, reg.Invoke(bg, retry, as("a")), surface.ConfirmationInvalid)
+	surfacetest.RequireCode(t, reg.Invoke(bg, retry, as("a")), surface.CodeConfirmationInvalid)
 	retry.InvocationID = ""
 	surfacetest.RequireOK(t, reg.Invoke(bg, retry, as("a")))
 	got := d.recorded()
@@ -294,7 +294,7 @@ func TestConfirmationShowsBoundValues_AS_INVOKE_005(t *testing.T) {
 
 func requireConfirmationEffect(t *testing.T, res surface.Result, effect surface.Effect) string {
 	t.Helper()
-	e := surfacetest.RequireCode(t, res, surface.ConfirmationRequired)
+	e := surfacetest.RequireCode(t, res, surface.CodeConfirmationRequired)
 	if e.Details["effect"] != string(effect) {
 		t.Fatalf("%+v", e)
 	}
@@ -318,13 +318,13 @@ func TestProcedureConfirmationLevels(t *testing.T) {
 		approval bool
 		want     surface.Confirmation
 	}{
-		{surface.ServerQuery, "", false, surface.ConfirmNever},
-		{surface.ServerMutation, "", false, surface.ConfirmOptional},
-		{surface.ExternalSideEffect, "", false, surface.ConfirmRequired},
-		{surface.Destructive, "", false, surface.ConfirmRequired},
-		{surface.Destructive, surface.ConfirmNever, false, surface.ConfirmOptional},
-		{surface.ExternalSideEffect, surface.ConfirmNever, false, surface.ConfirmNever},
-		{surface.ServerQuery, "", true, surface.ConfirmRequired},
+		{surface.EffectServerQuery, "", false, surface.ConfirmNever},
+		{surface.EffectServerMutation, "", false, surface.ConfirmOptional},
+		{surface.EffectExternalSideEffect, "", false, surface.ConfirmRequired},
+		{surface.EffectDestructive, "", false, surface.ConfirmRequired},
+		{surface.EffectDestructive, surface.ConfirmNever, false, surface.ConfirmOptional},
+		{surface.EffectExternalSideEffect, surface.ConfirmNever, false, surface.ConfirmNever},
+		{surface.EffectServerQuery, "", true, surface.ConfirmRequired},
 	} {
 		if got := mk(c.effect, c.conf, c.approval); got != c.want {
 			t.Errorf("%s/%q/%v: %s, want %s", c.effect, c.conf, c.approval, got, c.want)
@@ -335,34 +335,34 @@ func TestProcedureConfirmationLevels(t *testing.T) {
 // Staleness and ambiguity against procedure targets; the version hint is
 // enforced only for destructive and external effects (AS-STALE-002).
 func TestProcedureStaleness_AS_STALE_002(t *testing.T) {
-	reg, _ := newDomainRegistry(t, &surface.Options{OnDuplicate: surface.Replace})
+	reg, _ := newDomainRegistry(t, &surface.Options{OnDuplicate: surface.DuplicateReplace})
 	sel := &selection{ids: []string{"d1"}}
-	a := tableWithRef(disableRef(sel, surface.ExternalSideEffect))
-	b := tableWithRef(disableRef(sel, surface.ExternalSideEffect))
+	a := tableWithRef(disableRef(sel, surface.EffectExternalSideEffect))
+	b := tableWithRef(disableRef(sel, surface.EffectExternalSideEffect))
 	b.InstanceID = "side"
 	ha := surfacetest.MustRegister(t, reg, a)
 	hb := surfacetest.MustRegister(t, reg, b)
-	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.AmbiguousInstance)
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.CodeAmbiguousInstance)
 	refs, _ := e.Details["instances"].([]surface.InstanceRef)
 	if len(refs) != 2 || refs[0].InstanceID != "main" || refs[0].Context == nil || refs[1].RegistrationID != hb.ID() {
 		t.Fatalf("%+v", refs)
 	}
 	stale := surface.Invocation{CapabilityID: "domain:devices.disable", RegistrationID: ha.ID(), SurfaceVersion: "1", Input: json.RawMessage(`{"reason":"r"}`)}
-	e = surfacetest.RequireCode(t, reg.Invoke(bg, stale, as("a")), surface.StaleCapability)
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, stale, as("a")), surface.CodeStaleCapability)
 	if e.Details["reason"] != "surface-version-mismatch" {
 		t.Fatalf("%+v", e)
 	}
 	stale.SurfaceVersion = reg.Version()
-	requireConfirmationEffect(t, reg.Invoke(bg, stale, as("a")), surface.ExternalSideEffect)
+	requireConfirmationEffect(t, reg.Invoke(bg, stale, as("a")), surface.EffectExternalSideEffect)
 	// Server-query ignores the hint.
 	reg2, _ := newDomainRegistry(t, nil)
-	surfacetest.MustRegister(t, reg2, tableWithRef(disableRef(sel, surface.ServerQuery)))
+	surfacetest.MustRegister(t, reg2, tableWithRef(disableRef(sel, surface.EffectServerQuery)))
 	q := surface.Invocation{CapabilityID: "domain:devices.disable", SurfaceVersion: "42", Input: json.RawMessage(`{"reason":"r"}`)}
 	surfacetest.RequireOK(t, reg2.Invoke(bg, q, as("a")))
 	// Remount: registration-replaced.
-	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.ExternalSideEffect)))
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectExternalSideEffect)))
 	stale.SurfaceVersion = ""
-	e = surfacetest.RequireCode(t, reg.Invoke(bg, stale, as("a")), surface.StaleCapability)
+	e = surfacetest.RequireCode(t, reg.Invoke(bg, stale, as("a")), surface.CodeStaleCapability)
 	if e.Details["reason"] != "registration-replaced" {
 		t.Fatalf("%+v", e)
 	}
@@ -373,32 +373,32 @@ func TestProcedureStaleness_AS_STALE_002(t *testing.T) {
 func TestExecutorErrors(t *testing.T) {
 	reg, d := newDomainRegistry(t, nil)
 	sel := &selection{ids: []string{"d1"}}
-	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.ServerQuery)))
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectServerQuery)))
 	call := func() surface.Result {
 		return reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"r"}`), as("a"))
 	}
-	d.fail = surface.NewError(surface.NotAuthorized, "", map[string]any{"origin": "server"})
-	if e := surfacetest.RequireCode(t, call(), surface.NotAuthorized); e.Details["origin"] != "server" {
+	d.fail = surface.NewError(surface.CodeNotAuthorized, "", map[string]any{"origin": "server"})
+	if e := surfacetest.RequireCode(t, call(), surface.CodeNotAuthorized); e.Details["origin"] != "server" {
 		t.Fatalf("%+v", e)
 	}
-	d.fail = surface.NewError(surface.ConfirmationRequired, "The server needs an approval.", map[string]any{"origin": "server", "confirmationId": "apr_1"})
-	if e := surfacetest.RequireCode(t, call(), surface.ConfirmationRequired); e.Details["origin"] != "server" || e.Details["confirmationId"] != "apr_1" {
+	d.fail = surface.NewError(surface.CodeConfirmationRequired, "The server needs an approval.", map[string]any{"origin": "server", "confirmationId": "apr_1"})
+	if e := surfacetest.RequireCode(t, call(), surface.CodeConfirmationRequired); e.Details["origin"] != "server" || e.Details["confirmationId"] != "apr_1" {
 		t.Fatalf("%+v", e)
 	}
 	d.fail = errors.New("pq: connection to 10.0.0.5:5432 refused")
 	res := call()
-	e := surfacetest.RequireCode(t, res, surface.ExecutionFailed)
+	e := surfacetest.RequireCode(t, res, surface.CodeExecutionFailed)
 	if b, _ := json.Marshal(res); e.Details["reason"] != "transport" || e.Retry != surface.RetryNo || strings.Contains(string(b), "10.0.0.5") {
 		t.Fatalf("%s", b)
 	}
 	d.fail = surface.Transient(errors.New("503"))
-	e = surfacetest.RequireCode(t, call(), surface.ExecutionFailed)
+	e = surfacetest.RequireCode(t, call(), surface.CodeExecutionFailed)
 	if e.Retry != surface.RetryAfterDelay || e.Details["transient"] != true || e.Details["retryAfterMs"] != 1000 {
 		t.Fatalf("%+v", e)
 	}
 	d.fail = nil
 	reg.SetProcedureExecutor(nil)
-	e = surfacetest.RequireCode(t, call(), surface.ExecutionFailed)
+	e = surfacetest.RequireCode(t, call(), surface.CodeExecutionFailed)
 	if e.Details["reason"] != "transport" {
 		t.Fatalf("%+v", e)
 	}
@@ -407,7 +407,7 @@ func TestExecutorErrors(t *testing.T) {
 // Suffix collisions between view capabilities and procedure paths.
 func TestSuffixCollisions(t *testing.T) {
 	view := surface.Component{Type: "devices", Description: "Devices",
-		Actions: map[string]surface.Capability{"disable": surfacetest.Noop("Disable in the UI", surface.LocalState)}}
+		Actions: map[string]surface.Capability{"disable": surfacetest.Noop("Disable in the UI", surface.EffectLocalState)}}
 	for _, c := range []struct {
 		policy surface.SuffixPolicy
 		events int
@@ -431,14 +431,14 @@ func TestSuffixCollisions(t *testing.T) {
 // entry; policies govern references too.
 func TestProcedureOnlyAndPolicies(t *testing.T) {
 	hideFromB := surface.Policy{Name: "b-out", Discover: func(pc *surface.PolicyContext) surface.Decision {
-		if pc.Consumer.ID == "b" && pc.Plane == surface.DomainPlane {
+		if pc.Consumer.ID == "b" && pc.Plane == surface.PlaneDomain {
 			return surface.Hide()
 		}
 		return surface.Expose()
 	}}
 	reg, _ := newDomainRegistry(t, &surface.Options{Policies: []surface.Policy{hideFromB}})
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.toolbar", Description: "Toolbar", Procedures: []surface.Capability{
-		surface.Procedure(surface.ProcedureDef[surface.None, []string]{ID: "domain:devices.list", Description: "List devices", Effect: surface.ServerQuery}),
+		surface.Procedure(surface.ProcedureDef[surface.None, []string]{ID: "domain:devices.list", Description: "List devices", Effect: surface.EffectServerQuery}),
 	}})
 	snap := reg.Snapshot(surface.SnapshotOptions{})
 	if len(snap.Components) != 0 || len(snap.Procedures) != 1 || snap.Procedures[0].ProcedureID != "domain:devices.list" {
@@ -452,7 +452,7 @@ func TestProcedureOnlyAndPolicies(t *testing.T) {
 	if len(reg.Snapshot(surface.SnapshotOptions{Consumer: surface.Consumer{ID: "b"}}).Procedures) != 0 {
 		t.Fatal("hidden reference listed")
 	}
-	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.list", ""), as("b")), surface.CapabilityNotFound)
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.list", ""), as("b")), surface.CodeCapabilityNotFound)
 	// Scope: by context type.
 	if n := len(reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices"}}).Procedures); n != 1 {
 		t.Fatal(n)

@@ -17,9 +17,9 @@ import (
 func TestLifecycleProperty_AS_LIFE_004(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		replace := rapid.Bool().Draw(rt, "replace")
-		policy := surface.Reject
+		policy := surface.DuplicateReject
 		if replace {
-			policy = surface.Replace
+			policy = surface.DuplicateReplace
 		}
 		reg := surface.New(&surface.Options{OnDuplicate: policy})
 		defer reg.Close()
@@ -57,7 +57,7 @@ func TestLifecycleProperty_AS_LIFE_004(t *testing.T) {
 			ids, keys := map[string]bool{}, map[string]bool{}
 			active := 0
 			for _, h := range handles {
-				if h.Status() == surface.Active {
+				if h.Status() == surface.HandleActive {
 					active++
 				}
 			}

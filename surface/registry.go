@@ -21,13 +21,13 @@ import (
 type DuplicatePolicy int
 
 const (
-	// Reject (the default) keeps the live registration: the newcomer gets
+	// DuplicateReject (the default) keeps the live registration: the newcomer gets
 	// a dead handle and a component-rejected event. First wins, so
 	// overlapping route transitions stay deterministic.
-	Reject DuplicatePolicy = iota
-	// Replace unregisters the live registration, then registers the
+	DuplicateReject DuplicatePolicy = iota
+	// DuplicateReplace unregisters the live registration, then registers the
 	// newcomer.
-	Replace
+	DuplicateReplace
 )
 
 // Candidate is what [Options.OnRegister] sees of a registration attempt.
@@ -51,13 +51,8 @@ type Verdict struct {
 	Policies []Policy
 }
 
-// Accept, Refuse and Restrict build guard verdicts.
-var (
-	Accept = Verdict{}
-	Refuse = Verdict{Reject: true}
-)
-
-// Restrict accepts with the given policies added.
+// Restrict returns the verdict that accepts with the given policies added.
+// The zero Verdict accepts; Verdict{Reject: true} rejects.
 func Restrict(policies ...Policy) Verdict { return Verdict{Policies: policies} }
 
 // Options configure a [Registry]. The zero value of every field means its
@@ -130,26 +125,26 @@ const (
 	SuffixError
 )
 
-// Status is the state of a registration handle.
-type Status uint8
+// HandleStatus is the state of a registration handle.
+type HandleStatus uint8
 
 const (
-	// Active: the registration is live.
-	Active Status = iota + 1
-	// Rejected: the registration never went live (duplicate or guard).
-	Rejected
-	// Unregistered: the registration was live and has been removed.
-	Unregistered
+	// HandleActive: the registration is live.
+	HandleActive HandleStatus = iota + 1
+	// HandleRejected: the registration never went live (duplicate or guard).
+	HandleRejected
+	// HandleUnregistered: the registration was live and has been removed.
+	HandleUnregistered
 )
 
 // String returns "active", "rejected" or "unregistered".
-func (s Status) String() string {
+func (s HandleStatus) String() string {
 	switch s {
-	case Active:
+	case HandleActive:
 		return "active"
-	case Rejected:
+	case HandleRejected:
 		return "rejected"
-	case Unregistered:
+	case HandleUnregistered:
 		return "unregistered"
 	}
 	return "Status(" + strconv.Itoa(int(s)) + ")"
@@ -246,7 +241,7 @@ type registration struct {
 	drained  chan struct{} // made once gone with handlers running; closed when the last returns
 
 	// Guarded by Registry.mu.
-	status  Status
+	status  HandleStatus
 	st      *regState  // current state; replaced, never mutated
 	actions queueGroup // the instance's action slot and queue (own lock)
 	stopCtx func() bool
@@ -273,7 +268,7 @@ func New(opts *Options) *Registry {
 		o = *opts
 	}
 	r := &Registry{
-		env:        cmp.Or(o.Environment, Production),
+		env:        cmp.Or(o.Environment, EnvProduction),
 		hostCtx:    o.Context,
 		onRegister: o.OnRegister,
 		policies:   slices.Clone(o.Policies),
@@ -300,7 +295,7 @@ func New(opts *Options) *Registry {
 	if r.sink == nil {
 		r.sink = NewMemorySink(defaultMemoryCapacity)
 	}
-	if r.env == Development {
+	if r.env == EnvDevelopment {
 		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
 	}
 	r.confirm.r = r
@@ -330,7 +325,7 @@ func (r *Registry) Limits() Limits { return r.limits }
 // It returns a *DefinitionError, in every environment, for a structural
 // defect (bad ids, missing descriptions or handlers, schemas outside the
 // supported subset, plane violations, limits). A runtime rejection — a live
-// duplicate under [Reject], or the [Options.OnRegister] guard saying no —
+// duplicate under [DuplicateReject], or the [Options.OnRegister] guard saying no —
 // is not an error: the handle is dead (Status() == Rejected) and a
 // component-rejected event is emitted. After Close, Register returns
 // ErrClosed.
@@ -348,7 +343,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		if verdict = r.guard(c, origin); verdict.Reject {
 			r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance, "origin", origin)
 			r.mu.Lock()
-			return r.rejectLocked(reg, RejectedByGuard)
+			return r.rejectLocked(reg, RejectReasonGuard)
 		}
 	}
 	reg.bindPolicies(r.policies, c.Policies, verdict.Policies)
@@ -360,13 +355,13 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	}
 	old := r.instanceLocked(reg.typ, reg.instance)
 	if old != nil {
-		if r.onDup == Reject {
+		if r.onDup == DuplicateReject {
 			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
-			return r.rejectLocked(reg, RejectedDuplicate)
+			return r.rejectLocked(reg, RejectReasonDuplicate)
 		}
 		r.unregisterLocked(old, r.now())
 	}
-	reg.status = Active
+	reg.status = HandleActive
 	st := enabledState
 	if c.Disabled {
 		st = disabledState
@@ -391,7 +386,7 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if h.reg.status != Active || r.closed {
+	if h.reg.status != HandleActive || r.closed {
 		return h, nil
 	}
 	// ctxWG lets Close wait for an unregistration already triggered by ctx.
@@ -405,7 +400,7 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 
 // guard runs the registration guard; a panic rejects.
 func (r *Registry) guard(c Component, origin string) Verdict {
-	return guarded(r, "the registration guard", "", Refuse, func() Verdict { return r.onRegister(Candidate{Component: c, Origin: origin}) })
+	return guarded(r, "the registration guard", "", Verdict{Reject: true}, func() Verdict { return r.onRegister(Candidate{Component: c, Origin: origin}) })
 }
 
 // bindPolicies builds each capability's chain: registry, component, guard
@@ -435,7 +430,7 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
-	reg.status = Rejected
+	reg.status = HandleRejected
 	emitLocked(r, ComponentRejected{ComponentType: reg.typ, InstanceID: reg.instance, Reason: reason})
 	r.unlockAndDrain()
 	r.audit(AuditEvent{Type: AuditRegistrationRejected})
@@ -443,7 +438,7 @@ func (r *Registry) rejectLocked(reg *registration, reason RejectReason) (*Handle
 }
 
 func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
-	reg.status = Unregistered
+	reg.status = HandleUnregistered
 	r.stopCtxLocked(reg)
 	if ch := r.abortInflightLocked(reg, false); ch != nil {
 		// Close will wait for these handlers too. Drop the drained first.
@@ -502,7 +497,7 @@ func (r *Registry) Close() error {
 	r.closedFlag.Store(true)
 	close(r.closingCh)
 	for _, reg := range r.orderedLocked() {
-		reg.status = Unregistered
+		reg.status = HandleUnregistered
 		r.stopCtxLocked(reg)
 		if ch := r.abortInflightLocked(reg, true); ch != nil {
 			r.unmounting = append(r.unmounting, ch)
@@ -542,10 +537,10 @@ func freezeMeta(m map[string]any, field string, max int) (JSONText, *DefinitionE
 	}
 	b, err := canonical.Marshal(m)
 	if err != nil {
-		return "", &DefinitionError{Code: InvalidDefinition, Field: field, Message: "meta must be a JSON record", Err: err}
+		return "", &DefinitionError{Code: DefinitionInvalid, Field: field, Message: "meta must be a JSON record", Err: err}
 	}
 	if len(b) > max {
-		return "", defErr(LimitExceeded, field, fmt.Sprintf("meta is %d bytes, more than the limit of %d", len(b), max))
+		return "", defErr(DefinitionLimitExceeded, field, fmt.Sprintf("meta is %d bytes, more than the limit of %d", len(b), max))
 	}
 	return JSONText(b), nil
 }

@@ -12,7 +12,7 @@ func (r *Registry) resolve(a *attempt) *Error {
 	inv := &a.inv
 	id, ok := ParseCapabilityID(inv.CapabilityID)
 	if !ok {
-		return NewError(CapabilityNotFound, "", nil)
+		return NewError(CodeCapabilityNotFound, "", nil)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -33,9 +33,9 @@ func (r *Registry) resolve(a *attempt) *Error {
 	}
 	a.reg, a.cap, a.st = picked.reg, picked.cap, picked.reg.st
 	// The version gate: a stale hint only stops dangerous procedures.
-	if e := a.cap.def.effect; inv.SurfaceVersion != "" && (e == Destructive || e == ExternalSideEffect) &&
+	if e := a.cap.def.effect; inv.SurfaceVersion != "" && (e == EffectDestructive || e == EffectExternalSideEffect) &&
 		inv.SurfaceVersion != r.Version() {
-		return NewError(StaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
+		return NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
 	}
 	return nil
 }
@@ -60,7 +60,7 @@ func (c candidate) instance() string {
 // filtered by instance when one is given, sorted by instance, then
 // registration id.
 func (r *Registry) candidatesLocked(cands []candidate, id CapabilityID, instance string) []candidate {
-	if id.Plane == ViewPlane {
+	if id.Plane == PlaneView {
 		add := func(reg *registration) {
 			if i := slices.IndexFunc(reg.caps[:reg.nView], func(rc regCap) bool { return rc.name == id.Name }); i >= 0 {
 				cands = append(cands, candidate{reg, &reg.caps[i]})
@@ -95,13 +95,13 @@ func (r *Registry) notLiveLocked(regID string, cands []candidate) *Error {
 	tomb := r.tombs.byRegistration(regID, r.now())
 	switch {
 	case tomb && len(cands) > 0:
-		return NewError(StaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": cands[0].reg.id})
+		return NewError(CodeStaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": cands[0].reg.id})
 	case tomb:
-		return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+		return NewError(CodeComponentUnmounted, "", map[string]any{"phase": "resolve"})
 	case len(cands) > 0:
-		return NewError(StaleCapability, "", map[string]any{"reason": "surface-reloaded", "liveRegistrationId": cands[0].reg.id})
+		return NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-reloaded", "liveRegistrationId": cands[0].reg.id})
 	}
-	return NewError(CapabilityNotFound, "", nil)
+	return NewError(CodeCapabilityNotFound, "", nil)
 }
 
 // noneOrManyLocked is the failure of a call without a registration id that
@@ -109,9 +109,9 @@ func (r *Registry) notLiveLocked(regID string, cands []candidate) *Error {
 func (r *Registry) noneOrManyLocked(capID string, cands []candidate) *Error {
 	if len(cands) == 0 {
 		if r.tombs.listing(capID, r.now()) {
-			return NewError(ComponentUnmounted, "", map[string]any{"phase": "resolve"})
+			return NewError(CodeComponentUnmounted, "", map[string]any{"phase": "resolve"})
 		}
-		return NewError(CapabilityNotFound, "", nil)
+		return NewError(CodeCapabilityNotFound, "", nil)
 	}
 	refs := make([]InstanceRef, len(cands))
 	for i, c := range cands {
@@ -123,5 +123,5 @@ func (r *Registry) noneOrManyLocked(capID string, cands []candidate) *Error {
 			refs[i].Description = c.reg.description
 		}
 	}
-	return NewError(AmbiguousInstance, "", map[string]any{"instances": refs})
+	return NewError(CodeAmbiguousInstance, "", map[string]any{"instances": refs})
 }

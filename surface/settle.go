@@ -36,7 +36,7 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 		if r.env.IsDev() {
 			a.devDefect = true // not cached: the fixed handler can be retried with the same id
 		}
-		return "", NewError(ExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+		return "", NewError(CodeExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -47,7 +47,7 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	}
 	if len(b) > r.limits.MaxOutputBytes {
 		r.log.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.limits.MaxOutputBytes)
-		return "", NewError(ExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
+		return "", NewError(CodeExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
 	}
 	if d.outputTyped {
 		// The schema was inferred from the handler's Go type to describe
@@ -96,7 +96,7 @@ func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
 	end := r.now()
 	cache := (res.Error == nil || errorMatrix[res.Error.Code].cached) && !a.devDefect
 	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
-	r.settled(a, res, end, a.level() != AuditNone || a.unresolved)
+	r.settled(a, res, end, a.level() != AuditLevelNone || a.unresolved)
 	return res.clone()
 }
 
@@ -127,7 +127,7 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 	if a.executed {
 		ev.ExecutionMs = &ms[2]
 	}
-	if a.level() == AuditFull {
+	if a.level() == AuditLevelFull {
 		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.effInput), res.Output)
 	}
 	r.audit(ev)
@@ -143,7 +143,7 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 		case <-settled:
 			return entry.result.clone()
 		case <-ctx.Done():
-			return a.result(r, NewError(Cancelled, "", nil))
+			return a.result(r, NewError(CodeCancelled, "", nil))
 		case <-r.closingCh:
 			return a.result(r, cancelledByClose())
 		}
@@ -151,7 +151,7 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 		return entry.result.clone()
 	}
 	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, ConsumerID: a.consumer.ID})
-	res := a.result(r, NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
+	res := a.result(r, NewError(CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
 	r.settled(a, res, r.now(), true)
 	return res
 }

@@ -390,9 +390,9 @@ func (r *Registry) contextualNote(rc *regCap) string {
 // fill points pc at one capability.
 func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.CapabilityID = rc.id
-	pc.Plane = ViewPlane
+	pc.Plane = PlaneView
 	if rc.def.kind == KindProcedure {
-		pc.Plane = DomainPlane
+		pc.Plane = PlaneDomain
 	}
 	pc.Kind = rc.def.kind
 	pc.Effect = rc.def.effect

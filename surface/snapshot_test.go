@@ -24,7 +24,7 @@ func TestSnapshotNeverReads_AS_SNAP_001(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	c := table("main", &reads)
 	c.Actions["clear"] = surface.Action(surface.ActionDef[surface.None, surface.None]{
-		Description: "Clears", Effect: surface.LocalState,
+		Description: "Clears", Effect: surface.EffectLocalState,
 		When:    func() bool { whens++; return false },
 		Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
 	})
@@ -177,7 +177,7 @@ func TestSnapshotIsACopy(t *testing.T) {
 	obs[0].Description = "hacked"
 	obs[0].OutputSchema = `{}`
 	acts := append(s.Components[0].Actions(), surface.ActionDescriptor{Name: "injected"})
-	acts[0].Effect = surface.Destructive
+	acts[0].Effect = surface.EffectDestructive
 	s.Components[1] = s.Components[0]
 	s.Components = append(s.Components, s.Components[0])
 	after, _ := json.Marshal(reg.Snapshot(surface.SnapshotOptions{}))
@@ -210,7 +210,7 @@ func TestSnapshotGolden(t *testing.T) {
 	}, struct {
 		Opened bool `json:"opened"`
 	}]{
-		Description: "Opens the detail drawer", Effect: surface.Navigation, Idempotent: true, Irreversible: true,
+		Description: "Opens the detail drawer", Effect: surface.EffectNavigation, Idempotent: true, Irreversible: true,
 		Confirmation: surface.ConfirmOptional, Meta: map[string]any{"hint": "drawer"},
 		When: func() bool { return false }, UnavailableReason: "Select a device first",
 		Execute: func(context.Context, *surface.Call, struct {

@@ -15,11 +15,11 @@ type ToolsetMode string
 
 // Toolset modes.
 const (
-	// Direct (the default) gives one tool per visible capability.
-	Direct ToolsetMode = "direct"
-	// Meta gives three generic tools — surface_discover, surface_read,
+	// ToolsetDirect (the default) gives one tool per visible capability.
+	ToolsetDirect ToolsetMode = "direct"
+	// ToolsetMeta gives three generic tools — surface_discover, surface_read,
 	// surface_act — whose definitions never change (experimental).
-	Meta ToolsetMode = "meta"
+	ToolsetMeta ToolsetMode = "meta"
 )
 
 // Topology says where the model loop runs; it decides how confirmations
@@ -28,12 +28,12 @@ type Topology string
 
 // Topologies.
 const (
-	// EmbeddedLoop: the loop runs in the app, next to the user: a call that
-	// needs confirmation waits for the user's decision (ConfirmWait).
-	EmbeddedLoop Topology = "embedded"
-	// RemoteLoop: the loop is elsewhere (an MCP client): the model gets
-	// CONFIRMATION_REQUIRED and retries (ConfirmTwoPhase).
-	RemoteLoop Topology = "remote"
+	// TopologyEmbedded: the loop runs in the app, next to the user: a call that
+	// needs confirmation waits for the user's decision (ConfirmationModeWait).
+	TopologyEmbedded Topology = "embedded"
+	// TopologyRemote: the loop is elsewhere (an MCP client): the model gets
+	// CONFIRMATION_REQUIRED and retries (ConfirmationModeTwoPhase).
+	TopologyRemote Topology = "remote"
 )
 
 // ConfirmationMode is how a toolset handles CONFIRMATION_REQUIRED.
@@ -41,13 +41,13 @@ type ConfirmationMode string
 
 // Confirmation modes.
 const (
-	// ConfirmWait waits for the user's decision and retries once with the
+	// ConfirmationModeWait waits for the user's decision and retries once with the
 	// evidence, so the model sees one call and one final result. A denial
 	// is returned, never retried.
-	ConfirmWait ConfirmationMode = "wait"
-	// ConfirmTwoPhase returns CONFIRMATION_REQUIRED to the model, which
+	ConfirmationModeWait ConfirmationMode = "wait"
+	// ConfirmationModeTwoPhase returns CONFIRMATION_REQUIRED to the model, which
 	// retries with the confirmationId after the user approved.
-	ConfirmTwoPhase ConfirmationMode = "two-phase"
+	ConfirmationModeTwoPhase ConfirmationMode = "two-phase"
 )
 
 // ToolsetOptions configure a toolset. One of Topology or Confirmations is
@@ -57,7 +57,7 @@ type ToolsetOptions struct {
 	Consumer Consumer
 	// Mode is Direct (default) or Meta.
 	Mode ToolsetMode
-	// Topology picks the confirmation mode: EmbeddedLoop waits, RemoteLoop is
+	// Topology picks the confirmation mode: TopologyEmbedded waits, TopologyRemote is
 	// two-phase.
 	Topology Topology
 	// Confirmations, when set, overrides the topology's choice.
@@ -137,29 +137,29 @@ const emptyObject = `{"additionalProperties":false,"properties":{},"type":"objec
 // outside meta mode.
 func NewToolset(reg *Registry, opts ToolsetOptions) (*Toolset, error) {
 	if opts.Mode == "" {
-		opts.Mode = Direct
+		opts.Mode = ToolsetDirect
 	}
 	mode := opts.Confirmations
 	switch {
-	case opts.Mode != Direct && opts.Mode != Meta:
+	case opts.Mode != ToolsetDirect && opts.Mode != ToolsetMeta:
 		return nil, errors.Join(ErrToolsetOptions, errors.New("mode must be direct or meta"))
-	case mode != "" && mode != ConfirmWait && mode != ConfirmTwoPhase:
+	case mode != "" && mode != ConfirmationModeWait && mode != ConfirmationModeTwoPhase:
 		return nil, errors.Join(ErrToolsetOptions, errors.New("confirmations must be wait or two-phase"))
-	case mode == "" && opts.Topology == EmbeddedLoop:
-		mode = ConfirmWait
-	case mode == "" && opts.Topology == RemoteLoop:
-		mode = ConfirmTwoPhase
+	case mode == "" && opts.Topology == TopologyEmbedded:
+		mode = ConfirmationModeWait
+	case mode == "" && opts.Topology == TopologyRemote:
+		mode = ConfirmationModeTwoPhase
 	case mode == "":
 		return nil, errors.Join(ErrToolsetOptions, errors.New("set Topology or Confirmations: there is no default confirmation mode"))
 	}
-	if opts.Budget != nil && opts.Mode != Meta {
+	if opts.Budget != nil && opts.Mode != ToolsetMeta {
 		return nil, errors.Join(ErrToolsetOptions, errors.New("a budget applies to meta mode only"))
 	}
 	opts.Consumer = opts.Consumer.normalized()
 	opts.Scope = slices.Clone(opts.Scope)
 	ts := &Toolset{r: reg, opts: opts, confirm: mode}
 	ts.ctx, ts.stop = context.WithCancel(context.Background())
-	if opts.Mode == Direct {
+	if opts.Mode == ToolsetDirect {
 		ts.unsub = reg.SubscribeTo(func(Event) { ts.refresh() }, SurfaceChanged{})
 	}
 	return ts, nil
@@ -190,7 +190,7 @@ func (ts *Toolset) Close() error {
 // Tools returns the current catalog. Definitions are rebuilt only when the
 // surface version moved; the live state is fresh on every call.
 func (ts *Toolset) Tools() []Tool {
-	if ts.opts.Mode == Meta {
+	if ts.opts.Mode == ToolsetMeta {
 		return metaTools()
 	}
 	return ts.build()
@@ -211,7 +211,7 @@ func (ts *Toolset) WireNames() map[string]string {
 // a tool's name, description, schema or state. It returns a function that
 // unsubscribes. Meta toolsets never change.
 func (ts *Toolset) Subscribe(fn func([]Tool)) (unsubscribe func()) {
-	return subscribe(&ts.mu, &ts.subs, fn, func() bool { return ts.opts.Mode == Direct && !ts.closed })
+	return subscribe(&ts.mu, &ts.subs, fn, func() bool { return ts.opts.Mode == ToolsetDirect && !ts.closed })
 }
 
 // refresh rebuilds the catalog after a surface change and notifies
@@ -351,10 +351,10 @@ func catalog(snap Snapshot) []Tool {
 		}
 		for _, o := range c.Observations() {
 			tools = append(tools, Tool{
-				Description: toolDescription("view", Read, false, o.Description), InputSchema: emptyObject,
+				Description: toolDescription("view", EffectRead, false, o.Description), InputSchema: emptyObject,
 				State:        ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason},
 				CapabilityID: o.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID(),
-				Kind: KindObservation, Effect: Read, Idempotent: true,
+				Kind: KindObservation, Effect: EffectRead, Idempotent: true,
 			})
 		}
 		for _, a := range c.Actions() {
@@ -380,7 +380,7 @@ func catalog(snap Snapshot) []Tool {
 			Description: toolDescription("domain", p.Effect, p.Confirmation == ConfirmRequired, p.Description), InputSchema: p.InputSchema,
 			State:        ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote},
 			CapabilityID: p.ProcedureID, InstanceID: suffix, RegistrationID: p.RegistrationID,
-			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == ServerQuery,
+			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == EffectServerQuery,
 		})
 	}
 	// Two references to one procedure from components sharing an instance
@@ -392,11 +392,11 @@ func catalog(snap Snapshot) []Tool {
 			t.InstanceID = safeSuffix(t.RegistrationID)
 		}
 	}
-	keys := make([]WireKey, len(tools))
+	keys := make([]wireKey, len(tools))
 	for i, t := range tools {
-		keys[i] = WireKey{CapabilityID: t.CapabilityID, InstanceID: t.InstanceID}
+		keys[i] = wireKey{CapabilityID: t.CapabilityID, InstanceID: t.InstanceID}
 	}
-	names := AssignWireNames(keys)
+	names := assignWireNames(keys)
 	for i := range tools {
 		tools[i].Name = names[keys[i]]
 		tools[i].SurfaceVersion = snap.SurfaceVersion
@@ -421,7 +421,7 @@ func safeSuffix(s string) string {
 // registry's result unchanged; in wait mode a CONFIRMATION_REQUIRED is
 // answered by waiting for the user and retrying once with the evidence.
 func (ts *Toolset) Call(ctx context.Context, name string, input json.RawMessage, toolCallID string) Result {
-	if ts.opts.Mode == Meta {
+	if ts.opts.Mode == ToolsetMeta {
 		return ts.callMeta(ctx, name, input, toolCallID)
 	}
 	inv := Invocation{InvocationID: toolCallID}
@@ -460,13 +460,13 @@ func (ts *Toolset) target(name string, inv *Invocation) (kind Kind, ok bool) {
 // it does not exist for this consumer.
 func (r *Registry) unknownTool(invocationID, name string) Result {
 	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name,
-		Error: NewError(CapabilityNotFound, "", nil), SurfaceVersion: r.Version()}
+		Error: NewError(CodeCapabilityNotFound, "", nil), SurfaceVersion: r.Version()}
 }
 
 // invoke runs one invocation with the toolset's confirmation mode.
 func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
 	res := ts.r.Invoke(ctx, inv, InvokeOptions{Consumer: ts.opts.Consumer})
-	if ts.confirm != ConfirmWait || res.Error == nil || res.Error.Code != ConfirmationRequired {
+	if ts.confirm != ConfirmationModeWait || res.Error == nil || res.Error.Code != CodeConfirmationRequired {
 		return res
 	}
 	return ts.waitAndRetry(ctx, inv, res)

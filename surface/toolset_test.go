@@ -16,7 +16,7 @@ import (
 func newToolset(t *testing.T, reg *surface.Registry, opts surface.ToolsetOptions) *surface.Toolset {
 	t.Helper()
 	if opts.Topology == "" && opts.Confirmations == "" {
-		opts.Topology = surface.RemoteLoop
+		opts.Topology = surface.TopologyRemote
 	}
 	ts, err := surface.NewToolset(reg, opts)
 	if err != nil {
@@ -52,17 +52,17 @@ func TestToolsetTopology_AS_TOPO_001_002(t *testing.T) {
 	if _, err := surface.NewToolset(reg, surface.ToolsetOptions{}); !errors.Is(err, surface.ErrToolsetOptions) {
 		t.Fatalf("no topology: %v", err)
 	}
-	if _, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.RemoteLoop, Budget: &surface.Budget{MaxComponents: 1}}); !errors.Is(err, surface.ErrToolsetOptions) {
+	if _, err := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.TopologyRemote, Budget: &surface.Budget{MaxComponents: 1}}); !errors.Is(err, surface.ErrToolsetOptions) {
 		t.Fatalf("budget in direct mode: %v", err)
 	}
 	for _, c := range []struct {
 		opts surface.ToolsetOptions
 		want surface.ConfirmationMode
 	}{
-		{surface.ToolsetOptions{Topology: surface.EmbeddedLoop}, surface.ConfirmWait},
-		{surface.ToolsetOptions{Topology: surface.RemoteLoop}, surface.ConfirmTwoPhase},
-		{surface.ToolsetOptions{Topology: surface.RemoteLoop, Confirmations: surface.ConfirmWait}, surface.ConfirmWait},
-		{surface.ToolsetOptions{Confirmations: surface.ConfirmTwoPhase}, surface.ConfirmTwoPhase},
+		{surface.ToolsetOptions{Topology: surface.TopologyEmbedded}, surface.ConfirmationModeWait},
+		{surface.ToolsetOptions{Topology: surface.TopologyRemote}, surface.ConfirmationModeTwoPhase},
+		{surface.ToolsetOptions{Topology: surface.TopologyRemote, Confirmations: surface.ConfirmationModeWait}, surface.ConfirmationModeWait},
+		{surface.ToolsetOptions{Confirmations: surface.ConfirmationModeTwoPhase}, surface.ConfirmationModeTwoPhase},
 	} {
 		ts := newToolset(t, reg, c.opts)
 		if ts.ConfirmationMode() != c.want {
@@ -80,7 +80,7 @@ func TestDirectToolset_AS_ADAPTER_001_AS_CACHE_001_003(t *testing.T) {
 	sel := &selection{ids: []string{"d1"}}
 	p := newProbe()
 	a := p.component("main")
-	a.Procedures = []surface.Capability{disableRef(sel, surface.Destructive)}
+	a.Procedures = []surface.Capability{disableRef(sel, surface.EffectDestructive)}
 	ha := surfacetest.MustRegister(t, reg, a)
 	hs := surfacetest.MustRegister(t, reg, p.component("side"))
 	ts := newToolset(t, reg, surface.ToolsetOptions{Consumer: surface.Consumer{ID: "m"}})
@@ -152,12 +152,12 @@ func TestToolsetCall_AS_ADAPTER_002(t *testing.T) {
 	if res != direct || res.InvocationID != "toolu_01" || p.calls.Load() != 1 {
 		t.Fatalf("%+v\n%+v", res, direct)
 	}
-	e := surfacetest.RequireCode(t, ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":"x"}`), ""), surface.InvalidInput)
+	e := surfacetest.RequireCode(t, ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":"x"}`), ""), surface.CodeInvalidInput)
 	if len(e.Details["issues"].([]surface.Issue)) != 1 {
 		t.Fatalf("%+v", e)
 	}
 	res = ts.Call(bg, "no_such_tool", nil, "t9")
-	if res.Error.Code != surface.CapabilityNotFound || res.CapabilityID != "no_such_tool" || res.InvocationID != "t9" {
+	if res.Error.Code != surface.CodeCapabilityNotFound || res.CapabilityID != "no_such_tool" || res.InvocationID != "t9" {
 		t.Fatalf("%+v", res)
 	}
 }
@@ -170,7 +170,7 @@ func TestToolsetWait_AS_TOPO_003(t *testing.T) {
 		defer reg.Close()
 		var ran atomic.Int64
 		surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
-		ts, _ := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.EmbeddedLoop})
+		ts, _ := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.TopologyEmbedded})
 		defer ts.Close()
 		ts.Tools()
 		done := make(chan surface.Result)
@@ -180,21 +180,21 @@ func TestToolsetWait_AS_TOPO_003(t *testing.T) {
 		if len(pending) != 1 {
 			t.Fatal("no pending confirmation")
 		}
-		reg.Confirmations().Resolve(pending[0].ConfirmationID, surface.Approve)
+		reg.Confirmations().Resolve(pending[0].ConfirmationID, surface.Resolution{Approved: true})
 		surfacetest.RequireOK(t, <-done)
 		if ran.Load() != 1 {
 			t.Fatal("not executed once")
 		}
 		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d2"]}`), "c2") }()
 		synctest.Wait()
-		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Deny)
-		if e := surfacetest.RequireCode(t, <-done, surface.ConfirmationInvalid); e.Details["reason"] != "denied" {
+		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Resolution{})
+		if e := surfacetest.RequireCode(t, <-done, surface.CodeConfirmationInvalid); e.Details["reason"] != "denied" {
 			t.Fatalf("%+v", e)
 		}
 		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d3"]}`), "c3") }()
 		synctest.Wait()
 		_ = ts.Close()
-		surfacetest.RequireCode(t, <-done, surface.ConfirmationRequired)
+		surfacetest.RequireCode(t, <-done, surface.CodeConfirmationRequired)
 		if ran.Load() != 1 {
 			t.Fatal("ran after a denial or a close")
 		}
@@ -241,7 +241,7 @@ func TestMetaDiscover_AS_META_001_002_005_006_AS_ADAPTER_005(t *testing.T) {
 	for _, typ := range []string{"devices.table", "devices.drawer", "settings.users", "billing"} {
 		surfacetest.MustRegister(t, reg, simple(typ, ""))
 	}
-	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.Meta, Scope: []string{"devices", "settings"}})
+	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.ToolsetMeta, Scope: []string{"devices", "settings"}})
 	blockBefore, _ := json.Marshal(ts.Tools())
 	types, _, _ := discovered(t, metaCall(ts, surface.MetaDiscover, ""))
 	if strings.Join(types, ",") != "devices.drawer,devices.table,settings.users" {
@@ -272,7 +272,7 @@ func TestMetaBudget_AS_META_003(t *testing.T) {
 	for _, typ := range []string{"a", "b", "c"} {
 		surfacetest.MustRegister(t, reg, simple(typ, ""))
 	}
-	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.Meta, Budget: &surface.Budget{MaxComponents: 2}})
+	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.ToolsetMeta, Budget: &surface.Budget{MaxComponents: 2}})
 	types, _, truncated := discovered(t, metaCall(ts, surface.MetaDiscover, `{}`))
 	if len(types) != 2 || !truncated {
 		t.Fatalf("%v %v", types, truncated)
@@ -285,10 +285,10 @@ func TestMetaAct_AS_META_004_AS_ADAPTER_004(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	var ran atomic.Int64
 	h := surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
-	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.Meta})
+	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.ToolsetMeta})
 	res := metaCall(ts, surface.MetaAct, `{"capabilityId":"view:devices.wipe","input":{"ids":["d1"]},"invocationId":"x1"}`)
 	id := requireConfirmation(t, res)
-	reg.Confirmations().Resolve(id, surface.Approve)
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
 	surfacetest.RequireOK(t, metaCall(ts, surface.MetaAct, `{"capabilityId":"view:devices.wipe","input":{"ids":["d1"]},"invocationId":"x1","confirmationId":"`+id+`"}`))
 	if ran.Load() != 1 {
 		t.Fatal("not executed")
@@ -301,7 +301,7 @@ func TestMetaAct_AS_META_004_AS_ADAPTER_004(t *testing.T) {
 		t.Fatal(r)
 	}
 	// Reading sends no input: the registry validates, as for any call.
-	surfacetest.RequireCode(t, metaCall(ts, surface.MetaRead, `{"capabilityId":"view:devices.wipe"}`), surface.InvalidInput)
+	surfacetest.RequireCode(t, metaCall(ts, surface.MetaRead, `{"capabilityId":"view:devices.wipe"}`), surface.CodeInvalidInput)
 	if ran.Load() != 1 {
 		t.Fatal("ran again")
 	}
@@ -314,7 +314,7 @@ func TestMetaEnvelope_AS_META_007_008(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	p := newProbe()
 	surfacetest.MustRegister(t, reg, p.component("main"))
-	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.Meta})
+	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.ToolsetMeta})
 	for _, c := range []struct {
 		name, args, path, capID string
 	}{
@@ -328,7 +328,7 @@ func TestMetaEnvelope_AS_META_007_008(t *testing.T) {
 		{surface.MetaAct, `{"capabilityId":"view:devices.table.selectRows","input":[1]}`, "input", "view:devices.table.selectRows"},
 	} {
 		res := metaCall(ts, c.name, c.args)
-		e := surfacetest.RequireCode(t, res, surface.InvalidInput)
+		e := surfacetest.RequireCode(t, res, surface.CodeInvalidInput)
 		issues := e.Details["issues"].([]surface.Issue)
 		if issues[0].Path != c.path || res.CapabilityID != c.capID {
 			t.Errorf("%s %s: %+v %s", c.name, c.args, issues, res.CapabilityID)
@@ -340,7 +340,7 @@ func TestMetaEnvelope_AS_META_007_008(t *testing.T) {
 	// String input repaired for an object target.
 	surfacetest.RequireOK(t, metaCall(ts, surface.MetaAct, `{"capabilityId":"view:devices.table.selectRows","input":"{\"ids\":[\"d1\"]}"}`))
 	surfacetest.RequireOK(t, metaCall(ts, surface.MetaRead, `{"capabilityId":"view:devices.table.readState"}`))
-	surfacetest.RequireCode(t, metaCall(ts, surface.MetaRead, `null`), surface.InvalidInput)
+	surfacetest.RequireCode(t, metaCall(ts, surface.MetaRead, `null`), surface.CodeInvalidInput)
 	surfacetest.RequireOK(t, metaCall(ts, surface.MetaDiscover, `null`))
 }
 
@@ -386,8 +386,8 @@ func TestToolsetWaitSurvivesUnrelatedChange(t *testing.T) {
 		d := newDomain()
 		reg.SetProcedureExecutor(d)
 		sel := &selection{ids: []string{"d1"}}
-		surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.Destructive)))
-		ts, _ := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.EmbeddedLoop})
+		surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectDestructive)))
+		ts, _ := surface.NewToolset(reg, surface.ToolsetOptions{Topology: surface.TopologyEmbedded})
 		defer ts.Close()
 		ts.Tools()
 		done := make(chan surface.Result)
@@ -396,7 +396,7 @@ func TestToolsetWaitSurvivesUnrelatedChange(t *testing.T) {
 		}()
 		synctest.Wait()
 		surfacetest.MustRegister(t, reg, simple("approval.dialog", "")) // the approval UI mounts
-		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Approve)
+		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Resolution{Approved: true})
 		surfacetest.RequireOK(t, <-done)
 		if len(d.recorded()) != 1 {
 			t.Fatal("not executed")
@@ -411,7 +411,7 @@ func TestToolsStatesStayLive(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	var open atomic.Bool
 	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "door", Description: "Door", Actions: map[string]surface.Capability{
-		"push": surfacetest.Noop("Pushes", surface.LocalState),
+		"push": surfacetest.Noop("Pushes", surface.EffectLocalState),
 	}})
 	ts := newToolset(t, reg, surface.ToolsetOptions{Consumer: surface.Consumer{ID: "m"}})
 	state := func(name string) surface.ToolState { return toolNamed(t, ts.Tools(), name).State }
@@ -426,7 +426,7 @@ func TestToolsStatesStayLive(t *testing.T) {
 	// any version bump.
 	gate := surfacetest.MustRegister(t, reg, surface.Component{Type: "gate", Description: "Gate", Actions: map[string]surface.Capability{
 		"pass": surface.Action(surface.ActionDef[surface.None, surface.None]{
-			Description: "Passes", Effect: surface.LocalState, When: open.Load, UnavailableReason: "Closed",
+			Description: "Passes", Effect: surface.EffectLocalState, When: open.Load, UnavailableReason: "Closed",
 			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil }}),
 	}})
 	version := reg.Version()

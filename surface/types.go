@@ -6,29 +6,29 @@ import (
 )
 
 // Effect classifies what a capability does to the world. Observations are
-// always [Read]; actions are view effects ([LocalState], [Navigation]);
+// always [EffectRead]; actions are view effects ([EffectLocalState], [EffectNavigation]);
 // procedure references carry one of the server effects.
 type Effect string
 
 // The effect taxonomy. View effects belong to actions, server effects to
-// procedure references; mixing planes is a [PlaneViolation].
+// procedure references; mixing planes is a [DefinitionPlaneViolation].
 const (
-	Read               Effect = "read"
-	LocalState         Effect = "local-state"
-	Navigation         Effect = "navigation"
-	ServerQuery        Effect = "server-query"
-	ServerMutation     Effect = "server-mutation"
-	ExternalSideEffect Effect = "external-side-effect"
-	Destructive        Effect = "destructive"
+	EffectRead               Effect = "read"
+	EffectLocalState         Effect = "local-state"
+	EffectNavigation         Effect = "navigation"
+	EffectServerQuery        Effect = "server-query"
+	EffectServerMutation     Effect = "server-mutation"
+	EffectExternalSideEffect Effect = "external-side-effect"
+	EffectDestructive        Effect = "destructive"
 )
 
 // IsView reports whether e is a view-plane action effect.
-func (e Effect) IsView() bool { return e == LocalState || e == Navigation }
+func (e Effect) IsView() bool { return e == EffectLocalState || e == EffectNavigation }
 
 // IsServer reports whether e is a domain-plane (procedure) effect.
 func (e Effect) IsServer() bool {
 	switch e {
-	case ServerQuery, ServerMutation, ExternalSideEffect, Destructive:
+	case EffectServerQuery, EffectServerMutation, EffectExternalSideEffect, EffectDestructive:
 		return true
 	}
 	return false
@@ -69,45 +69,45 @@ func (c Confirmation) orDefault() Confirmation {
 }
 
 // AuditLevel is how much of an invocation the audit trail records. The zero
-// value means the default for the capability kind ([AuditMetadata] for
-// actions; observations are always [AuditNone]).
+// value means the default for the capability kind ([AuditLevelMetadata] for
+// actions; observations are always [AuditLevelNone]).
 type AuditLevel string
 
 // Audit levels.
 const (
-	AuditNone     AuditLevel = "none"
-	AuditMetadata AuditLevel = "metadata"
-	AuditFull     AuditLevel = "full"
+	AuditLevelNone     AuditLevel = "none"
+	AuditLevelMetadata AuditLevel = "metadata"
+	AuditLevelFull     AuditLevel = "full"
 )
 
 func (a AuditLevel) valid() bool {
-	return a == "" || a == AuditNone || a == AuditMetadata || a == AuditFull
+	return a == "" || a == AuditLevelNone || a == AuditLevelMetadata || a == AuditLevelFull
 }
 
 // Environment selects development conveniences (diagnostics) versus
-// production behaviour. The zero value means [Production].
+// production behaviour. The zero value means [EnvProduction].
 type Environment string
 
 // Environments.
 const (
-	Development Environment = "development"
-	Production  Environment = "production"
-	Test        Environment = "test"
+	EnvDevelopment Environment = "development"
+	EnvProduction  Environment = "production"
+	EnvTest        Environment = "test"
 )
 
-// IsDev reports whether e is [Development] or [Test].
-func (e Environment) IsDev() bool { return e == Development || e == Test }
+// IsDev reports whether e is [EnvDevelopment] or [EnvTest].
+func (e Environment) IsDev() bool { return e == EnvDevelopment || e == EnvTest }
 
 // ConsumerKind says how a consumer reaches the surface.
 type ConsumerKind string
 
 // Consumer kinds.
 const (
-	Embedded  ConsumerKind = "embedded"
-	WebMCP    ConsumerKind = "webmcp"
-	MCPBridge ConsumerKind = "mcp-bridge"
-	TestKind  ConsumerKind = "test"
-	Other     ConsumerKind = "other"
+	ConsumerEmbedded  ConsumerKind = "embedded"
+	ConsumerWebMCP    ConsumerKind = "webmcp"
+	ConsumerMCPBridge ConsumerKind = "mcp-bridge"
+	ConsumerTest      ConsumerKind = "test"
+	ConsumerOther     ConsumerKind = "other"
 )
 
 // Consumer identifies who is looking at or calling the surface: an embedded
@@ -123,7 +123,7 @@ type Consumer struct {
 }
 
 // Anonymous is the consumer used when none is given.
-var Anonymous = Consumer{ID: "anonymous", Kind: Embedded}
+var Anonymous = Consumer{ID: "anonymous", Kind: ConsumerEmbedded}
 
 // normalized returns c with defaults applied.
 func (c Consumer) normalized() Consumer {
@@ -131,7 +131,7 @@ func (c Consumer) normalized() Consumer {
 		c.ID = Anonymous.ID
 	}
 	if c.Kind == "" {
-		c.Kind = Embedded
+		c.Kind = ConsumerEmbedded
 	}
 	return c
 }

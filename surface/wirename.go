@@ -20,7 +20,7 @@ import (
 //
 //	view:devices.table.readState @ main → view_devices__table__readState_at_main
 //
-// A key whose faithful form would be longer than [MaxWireNameLength], whose
+// A key whose faithful form would be longer than [maxWireNameLength], whose
 // id contains '_' (which would make the form ambiguous), or whose form would
 // leave the safe alphabet [A-Za-z0-9_-] is hashed instead: a readable prefix
 // of the form, then "_0_" and a base-36 hash of the key.
@@ -38,21 +38,21 @@ import (
 //     an instance id ending that way can do this) is hashed, so faithful and
 //     hashed names are disjoint.
 
-// MaxWireNameLength is the longest tool name the codec emits. It is the
+// maxWireNameLength is the longest tool name the codec emits. It is the
 // OpenAI limit; MCP allows 128.
-const MaxWireNameLength = 64
+const maxWireNameLength = 64
 
-// WireKey identifies one tool of a catalog: a capability id plus the
+// wireKey identifies one tool of a catalog: a capability id plus the
 // instance id that disambiguates it ("" when the name needs no suffix).
 //
 // The toolset chooses InstanceID (semantics §16.1): the component's instance
 // id when several components of one type are listed; for a procedure id
 // listed several times, the context's instance id, else the registration id
 // without the characters outside [A-Za-z0-9_-]. Distinct tools need
-// distinct keys, since [AssignWireNames] gives equal keys one name: two
+// distinct keys, since [assignWireNames] gives equal keys one name: two
 // references to one procedure from components sharing an instance id must
 // be told apart by the toolset (for instance by the registration id).
-type WireKey struct {
+type wireKey struct {
 	// CapabilityID is the capability id ("view:devices.table.selectRows").
 	CapabilityID string
 	// InstanceID is the suffix, or "" for none.
@@ -63,23 +63,23 @@ type WireKey struct {
 const (
 	wireHashMarker = "_0_"
 	wireSuffix     = "_at_"
-	// wireRounds is the number of collision rounds of AssignWireNames.
+	// wireRounds is the number of collision rounds of assignWireNames.
 	wireRounds = 4
 )
 
-// EncodeWireName returns the level-0 wire name of one key (§16.2): the
+// encodeWireName returns the level-0 wire name of one key (§16.2): the
 // faithful form when the key has one, else the hashed form at level 0. The
-// result has at most [MaxWireNameLength] characters, all in [A-Za-z0-9_-].
+// result has at most [maxWireNameLength] characters, all in [A-Za-z0-9_-].
 //
-// A catalog must name its tools with [AssignWireNames], which resolves the
+// A catalog must name its tools with [assignWireNames], which resolves the
 // (rare) collisions between hashed names.
-func EncodeWireName(k WireKey) string {
+func encodeWireName(k wireKey) string {
 	return wireEncode(k, 0)
 }
 
 // wireEncode returns the name of k at hash level L: faithful keys keep
 // their faithful form at every level.
-func wireEncode(k WireKey, level int) string {
+func wireEncode(k wireKey, level int) string {
 	raw := wireRaw(k)
 	if wireFaithful(k, raw) {
 		return raw
@@ -93,12 +93,12 @@ func wireHashLen(level int) int { return 7 + 2*level }
 
 // wireKeep is the length of the kept prefix at a level: 54, 52, 50, 48.
 func wireKeep(level int) int {
-	return MaxWireNameLength - len(wireHashMarker) - wireHashLen(level)
+	return maxWireNameLength - len(wireHashMarker) - wireHashLen(level)
 }
 
 // wireRaw is the unabridged form: the first ':' → '_', each '.' → "__",
 // plus "_at_" + instance id when there is one.
-func wireRaw(k WireKey) string {
+func wireRaw(k wireKey) string {
 	id := k.CapabilityID
 	var b strings.Builder
 	b.Grow(len(id) + strings.Count(id, ".") + len(wireSuffix) + len(k.InstanceID))
@@ -125,8 +125,8 @@ func wireRaw(k WireKey) string {
 }
 
 // wireFaithful reports whether raw, the raw form of k, is k's name.
-func wireFaithful(k WireKey, raw string) bool {
-	if len(raw) > MaxWireNameLength || strings.IndexByte(k.CapabilityID, '_') >= 0 ||
+func wireFaithful(k wireKey, raw string) bool {
+	if len(raw) > maxWireNameLength || strings.IndexByte(k.CapabilityID, '_') >= 0 ||
 		!wireSafe(raw) || wireLooksHashed(raw) {
 		return false
 	}
@@ -232,7 +232,7 @@ func wireLooksHashed(name string) bool {
 	return false
 }
 
-// AssignWireNames assigns unique names to a catalog's keys by the §16.2
+// assignWireNames assigns unique names to a catalog's keys by the §16.2
 // catalog algorithm. Every key is encoded at level 0; then, for up to four
 // rounds, keys sharing a name with another key collide: rounds 0–2 raise
 // each colliding key one hash level (longer hash, shorter prefix) and
@@ -242,17 +242,17 @@ func wireLooksHashed(name string) bool {
 //
 // Equal keys are one key and get one name. The result is deterministic and
 // independent of the order of keys; every name has at most
-// [MaxWireNameLength] characters in [A-Za-z0-9_-], and distinct keys get
+// [maxWireNameLength] characters in [A-Za-z0-9_-], and distinct keys get
 // distinct names, so the map inverts. A rank that would reuse a name
 // already taken (possible only for crafted keys) moves on to the next rank.
-func AssignWireNames(keys []WireKey) map[WireKey]string {
+func assignWireNames(keys []wireKey) map[wireKey]string {
 	sorted := make([]wireSortKey, len(keys))
 	for i, k := range keys {
 		sorted[i] = wireSortKey{&keys[i], k.CapabilityID + "#" + k.InstanceID}
 	}
 	slices.SortFunc(sorted, wireSortKey.compare)
 	sorted = slices.CompactFunc(sorted, func(a, b wireSortKey) bool { return *a.key == *b.key })
-	uniq := make([]WireKey, len(sorted))
+	uniq := make([]wireKey, len(sorted))
 	for i, s := range sorted {
 		uniq[i] = *s.key
 	}
@@ -299,7 +299,7 @@ func AssignWireNames(keys []WireKey) map[WireKey]string {
 			prefix := wirePrefix(wireRaw(uniq[i]), wireKeep(levels[i]))
 			for {
 				r := strconv.Itoa(rank)
-				n := prefix[:min(len(prefix), MaxWireNameLength-len(wireHashMarker)-len(r))] +
+				n := prefix[:min(len(prefix), maxWireNameLength-len(wireHashMarker)-len(r))] +
 					wireHashMarker + r
 				rank++
 				if !taken[n] {
@@ -310,7 +310,7 @@ func AssignWireNames(keys []WireKey) map[WireKey]string {
 			}
 		}
 	}
-	out := make(map[WireKey]string, len(uniq))
+	out := make(map[wireKey]string, len(uniq))
 	for i, k := range uniq {
 		out[k] = names[i]
 	}
@@ -319,7 +319,7 @@ func AssignWireNames(keys []WireKey) map[WireKey]string {
 
 // wireSortKey is a key with its catalog key "id#instanceId".
 type wireSortKey struct {
-	key *WireKey
+	key *wireKey
 	str string
 }
 
@@ -335,11 +335,11 @@ func (a wireSortKey) compare(b wireSortKey) int {
 	)
 }
 
-// DecodeWireName maps a faithful (unhashed) name back to its capability id
+// decodeWireName maps a faithful (unhashed) name back to its capability id
 // and instance id. It reports false rather than guess: for hashed names,
 // which only the catalog that emitted them can resolve (hosts must use the
-// map from [AssignWireNames]), and for anything that is not exactly the
-// name [EncodeWireName] gives some key.
+// map from [assignWireNames]), and for anything that is not exactly the
+// name [encodeWireName] gives some key.
 //
 // The plane is the text before the first '_' ("view" or "domain"). The id
 // part follows, segments separated by exactly "__" (each → '.'); a single
@@ -347,17 +347,17 @@ func (a wireSortKey) compare(b wireSortKey) int {
 // the name. Runs of three or more '_' in the id part, empty segments, a
 // leftover '_', names ending like a hash, unparseable ids, invalid instance
 // ids, and keys that do not re-encode byte-identically are refused.
-func DecodeWireName(name string) (WireKey, bool) {
-	if name == "" || len(name) > MaxWireNameLength || !wireSafe(name) || wireLooksHashed(name) {
-		return WireKey{}, false
+func decodeWireName(name string) (wireKey, bool) {
+	if name == "" || len(name) > maxWireNameLength || !wireSafe(name) || wireLooksHashed(name) {
+		return wireKey{}, false
 	}
 	sep := strings.IndexByte(name, '_')
 	if sep < 0 {
-		return WireKey{}, false
+		return wireKey{}, false
 	}
 	plane, rest := name[:sep], name[sep+1:]
-	if plane != string(ViewPlane) && plane != string(DomainPlane) {
-		return WireKey{}, false
+	if plane != string(PlaneView) && plane != string(PlaneDomain) {
+		return wireKey{}, false
 	}
 	var id strings.Builder
 	id.Grow(len(name))
@@ -378,7 +378,7 @@ func DecodeWireName(name string) (WireKey, bool) {
 			n++
 		}
 		if segStart { // empty segment (or a suffix after nothing)
-			return WireKey{}, false
+			return wireKey{}, false
 		}
 		if n == 2 {
 			id.WriteByte('.')
@@ -387,20 +387,20 @@ func DecodeWireName(name string) (WireKey, bool) {
 			continue
 		}
 		if n != 1 || !strings.HasPrefix(rest[i:], wireSuffix) {
-			return WireKey{}, false // a run of ≥ 3, or a leftover '_'
+			return wireKey{}, false // a run of ≥ 3, or a leftover '_'
 		}
 		instance = rest[i+len(wireSuffix):]
 		if !ValidInstanceID(instance) {
-			return WireKey{}, false
+			return wireKey{}, false
 		}
 		break
 	}
 	if segStart { // empty id, or a trailing separator
-		return WireKey{}, false
+		return wireKey{}, false
 	}
-	k := WireKey{CapabilityID: id.String(), InstanceID: instance}
-	if _, ok := ParseCapabilityID(k.CapabilityID); !ok || EncodeWireName(k) != name {
-		return WireKey{}, false
+	k := wireKey{CapabilityID: id.String(), InstanceID: instance}
+	if _, ok := ParseCapabilityID(k.CapabilityID); !ok || encodeWireName(k) != name {
+		return wireKey{}, false
 	}
 	return k, true
 }

@@ -68,7 +68,7 @@ func TestUTF16OrderAgrees_AS_WIRE_005(t *testing.T) {
 		if got := sign(canonical.CompareUTF16(a, b)); got != want {
 			t.Fatalf("CompareUTF16(%q, %q) = %d, want %d", a, b, got, want)
 		}
-		ka, kb := WireKey{CapabilityID: "view:t." + a}, WireKey{CapabilityID: "view:t." + b}
+		ka, kb := wireKey{CapabilityID: "view:t." + a}, wireKey{CapabilityID: "view:t." + b}
 		wa, wb := wireSortKey{&ka, ka.CapabilityID + "#"}, wireSortKey{&kb, kb.CapabilityID + "#"}
 		got := sign(wa.compare(wb))
 		switch {

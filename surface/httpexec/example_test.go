@@ -64,7 +64,7 @@ func ExampleNew() {
 		Input:        json.RawMessage(`{"id":"dev-42"}`),
 		InvocationID: "inv_2",
 	})
-	fmt.Println(errors.Is(err, surface.ErrNotAuthorized))
+	fmt.Println(errors.Is(err, surface.CodeNotAuthorized))
 
 	// Paths outside the manifest are refused without a request.
 	_, err = exec.Execute(ctx, &surface.ProcedureCall{Path: "devices.delete"})

@@ -356,18 +356,18 @@ func (e *Executor) settle(ctx context.Context, call *surface.ProcedureCall, r *r
 				msg = "" // the default: retry with the confirmationId once approved
 			}
 			e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend demands approval", call, r)
-			return nil, surface.NewError(surface.ConfirmationRequired, msg, details)
+			return nil, surface.NewError(surface.CodeConfirmationRequired, msg, details)
 		}
 		if r.status == http.StatusUnauthorized || r.status == http.StatusForbidden || body.notAuthorized() {
 			e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend refused the caller", call, r)
-			return nil, surface.NewError(surface.NotAuthorized, "", map[string]any{"origin": "server"})
+			return nil, surface.NewError(surface.CodeNotAuthorized, "", map[string]any{"origin": "server"})
 		}
 	}
 
 	switch r.status {
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
 		e.logResponse(ctx, slog.LevelInfo, "httpexec: the backend rejected the input", call, r)
-		return nil, surface.NewError(surface.InvalidInput, "", map[string]any{
+		return nil, surface.NewError(surface.CodeInvalidInput, "", map[string]any{
 			"issues": []surface.Issue{{Path: "", Message: "the domain service rejected the input"}},
 		})
 	case http.StatusNotFound:

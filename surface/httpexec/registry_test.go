@@ -51,7 +51,7 @@ func TestThroughRegistry(t *testing.T) {
 		Disabled int `json:"disabled"`
 	}
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices", Procedures: []surface.Capability{
-		surface.Procedure(surface.ProcedureDef[in, out]{ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.ServerMutation,
+		surface.Procedure(surface.ProcedureDef[in, out]{ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectServerMutation,
 			Bind: func(context.Context) (map[string]any, error) { return map[string]any{"ids": []string{"d1"}}, nil }}),
 	}})
 	call := func(input string) surface.Result {
@@ -63,13 +63,13 @@ func TestThroughRegistry(t *testing.T) {
 		t.Fatalf("%s / %v", res.Output, got)
 	}
 	res = call(`{"reason":"boom"}`)
-	e := surfacetest.RequireCode(t, res, surface.ExecutionFailed)
+	e := surfacetest.RequireCode(t, res, surface.CodeExecutionFailed)
 	b, _ := json.Marshal(res)
 	if e.Retry != surface.RetryAfterDelay || strings.Contains(string(b), "SELECT") || strings.Contains(string(b), "/srv") {
 		t.Fatalf("%s", b)
 	}
 	host["authorization"] = "Bearer stolen"
-	if e := surfacetest.RequireCode(t, call(`{"reason":"x"}`), surface.NotAuthorized); e.Details["origin"] != "server" {
+	if e := surfacetest.RequireCode(t, call(`{"reason":"x"}`), surface.CodeNotAuthorized); e.Details["origin"] != "server" {
 		t.Fatalf("%+v", e)
 	}
 }

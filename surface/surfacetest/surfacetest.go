@@ -27,7 +27,7 @@ func NewRegistry(tb testing.TB, opts *surface.Options) *surface.Registry {
 		o = *opts
 	}
 	if o.Environment == "" {
-		o.Environment = surface.Test
+		o.Environment = surface.EnvTest
 	}
 	reg := surface.New(&o)
 	tb.Cleanup(func() { _ = reg.Close() })
@@ -36,7 +36,7 @@ func NewRegistry(tb testing.TB, opts *surface.Options) *surface.Registry {
 
 // Consumer returns the test consumer, {id: "test", kind: "test"}.
 func Consumer() surface.Consumer {
-	return surface.Consumer{ID: "test", Kind: surface.TestKind}
+	return surface.Consumer{ID: "test", Kind: surface.ConsumerTest}
 }
 
 // MustRegister registers c and fails the test unless it went live.
@@ -46,7 +46,7 @@ func MustRegister(tb testing.TB, reg *surface.Registry, c surface.Component) *su
 	if err != nil {
 		tb.Fatalf("Register(%s/%s): %v", c.Type, c.InstanceID, err)
 	}
-	if st := h.Status(); st != surface.Active {
+	if st := h.Status(); st != surface.HandleActive {
 		tb.Fatalf("Register(%s/%s): handle is %v, want active", c.Type, c.InstanceID, st)
 	}
 	return h

@@ -126,7 +126,7 @@ func (r *run) play(ctx context.Context) error {
 	if _, err := r.call(ctx, "open "+second.Name+" (the first panel closes)", capOpenDevice, map[string]any{"id": second.ID}, "ok"); err != nil {
 		return err
 	}
-	res, err = r.callTool(ctx, "read the closed panel (stale catalog)", stalePanel, nil, string(surface.StaleCapability))
+	res, err = r.callTool(ctx, "read the closed panel (stale catalog)", stalePanel, nil, string(surface.CodeStaleCapability))
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (r *run) play(ctx context.Context) error {
 			return err
 		}
 	} else {
-		res, err = r.call(ctx, "disable the selection", capDisable, disable, string(surface.ConfirmationRequired))
+		res, err = r.call(ctx, "disable the selection", capDisable, disable, string(surface.CodeConfirmationRequired))
 		if err != nil {
 			return err
 		}
@@ -221,7 +221,7 @@ func (r *run) awaitApproval(ctx context.Context, cid, summary string, args map[s
 			if err != nil {
 				return fmt.Errorf("%w: %s: %v", errStep, title, err)
 			}
-			if Outcome(res) != string(surface.ConfirmationRequired) {
+			if Outcome(res) != string(surface.CodeConfirmationRequired) {
 				break
 			}
 		}

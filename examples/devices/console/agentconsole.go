@@ -13,7 +13,7 @@ import (
 )
 
 // ConsoleConsumer is the consumer the page's embedded agent acts as.
-var ConsoleConsumer = surface.Consumer{ID: "console", Kind: surface.Embedded}
+var ConsoleConsumer = surface.Consumer{ID: "console", Kind: surface.ConsumerEmbedded}
 
 // ChatEntry is one line of the page's agent console.
 type ChatEntry struct {
@@ -74,7 +74,7 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 		return nil, ErrBusy
 	}
 	if c.tools == nil {
-		ts, err := surface.NewToolset(c.s.reg, surface.ToolsetOptions{Consumer: ConsoleConsumer, Topology: surface.EmbeddedLoop})
+		ts, err := surface.NewToolset(c.s.reg, surface.ToolsetOptions{Consumer: ConsoleConsumer, Topology: surface.TopologyEmbedded})
 		if err != nil {
 			c.mu.Unlock()
 			return nil, err

@@ -40,7 +40,7 @@ func TestScriptedTaskOverMCP(t *testing.T) {
 			t.Errorf("step %d %q: %s, want %s", st.N, st.Title, st.Outcome, st.Want)
 		}
 	}
-	if !tr.has(string(surface.StaleCapability)) || !tr.has(string(surface.ConfirmationRequired)) {
+	if !tr.has(string(surface.CodeStaleCapability)) || !tr.has(string(surface.CodeConfirmationRequired)) {
 		t.Fatalf("the transcript lacks the stale call or the confirmation: %v", tr.outcomes())
 	}
 
@@ -115,7 +115,7 @@ func TestSessionsIsolated(t *testing.T) {
 
 	requireCode(t, call(t, ma, "view:devices.table.selectRows", `{"ids":["d1","d2"]}`), "ok")
 	res := call(t, ma, domain.DisableID, `{"reason":"a's request"}`)
-	requireCode(t, res, string(surface.ConfirmationRequired))
+	requireCode(t, res, string(surface.CodeConfirmationRequired))
 	cid, _ := res.Error.Details["confirmationId"].(string)
 
 	// B sees its own table: nothing selected, disable unavailable.
@@ -124,7 +124,7 @@ func TestSessionsIsolated(t *testing.T) {
 		t.Fatalf("B sees a selection %v %v", st.Selection, err)
 	}
 	res = call(t, mb, domain.DisableID, `{"reason":"b"}`)
-	requireCode(t, res, string(surface.CapabilityNotAvailable))
+	requireCode(t, res, string(surface.CodeCapabilityNotAvailable))
 
 	// B presenting A's confirmation id gets nothing.
 	tools, _ := mb.List(bg)
@@ -352,7 +352,7 @@ func TestTwoTabs(t *testing.T) {
 		tab.await(t, "table", func(h string) bool { return strings.Contains(rowHTML(h, "d4"), `class="selected"`) })
 	}
 	res := call(t, m, domain.DisableID, `{"reason":"lobby camera broken"}`)
-	requireCode(t, res, string(surface.ConfirmationRequired))
+	requireCode(t, res, string(surface.CodeConfirmationRequired))
 	cid := res.Error.Details["confirmationId"].(string)
 	for _, tab := range []*stream{tab1, tab2} {
 		tab.await(t, "approvals", func(h string) bool {
@@ -384,7 +384,7 @@ func TestViewerRefusedByServer(t *testing.T) {
 	m := d.dial(t, s.Token())
 	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d11"]}`), "ok")
 	res := call(t, m, domain.EnableID, `{"reason":"back to work"}`)
-	requireCode(t, res, string(surface.NotAuthorized))
+	requireCode(t, res, string(surface.CodeNotAuthorized))
 	if res.Error.Details["origin"] != "server" {
 		t.Fatalf("%+v", res.Error)
 	}
@@ -409,7 +409,7 @@ func TestClientGoneDuringPendingConfirmation(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d6"]}`), "ok")
-	requireCode(t, call(t, m, domain.DisableID, `{"reason":"r"}`), string(surface.ConfirmationRequired))
+	requireCode(t, call(t, m, domain.DisableID, `{"reason":"r"}`), string(surface.CodeConfirmationRequired))
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +458,7 @@ func TestEmbeddedConsoleScripted(t *testing.T) {
 	}
 	var stale bool
 	for _, e := range s.Chat() {
-		if e.Step != nil && e.Step.Outcome == string(surface.StaleCapability) {
+		if e.Step != nil && e.Step.Outcome == string(surface.CodeStaleCapability) {
 			stale = true
 		}
 	}
@@ -487,7 +487,7 @@ func TestTabClosedWhileAgentWaits(t *testing.T) {
 	awaitPending(t, s)
 	tab.close() // the tab closes mid-call
 	err = <-done
-	if err == nil || !strings.Contains(err.Error(), string(surface.ComponentUnmounted)) {
+	if err == nil || !strings.Contains(err.Error(), string(surface.CodeComponentUnmounted)) {
 		t.Fatalf("run ended with %v", err)
 	}
 	if len(s.Pending()) != 0 {

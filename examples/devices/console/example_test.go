@@ -33,7 +33,7 @@ func ExampleSession_Decide() {
 	defer app.Close()
 	s, _ := app.NewSession(console.SessionOptions{KeepShown: true})
 
-	reg, agent := s.Registry(), surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent", Kind: surface.MCPBridge}}
+	reg, agent := s.Registry(), surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}}
 	reg.Invoke(ctx, surface.Invocation{CapabilityID: "view:devices.table.selectRows", Input: json.RawMessage(`{"ids":["d4"]}`)}, agent)
 	disable := surface.Invocation{CapabilityID: domain.DisableID, Input: json.RawMessage(`{"reason":"lobby camera broken"}`)}
 	res := reg.Invoke(ctx, disable, agent)

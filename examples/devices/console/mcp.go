@@ -13,7 +13,7 @@ import (
 )
 
 // MCPConsumer is the consumer MCP clients of a session act as.
-var MCPConsumer = surface.Consumer{ID: "agent", Kind: surface.MCPBridge}
+var MCPConsumer = surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}
 
 // mcpEndpoint is a session's MCP server: mcpsurface's Server over the
 // session's registry, served over Streamable HTTP by a handler of its own,
@@ -98,7 +98,7 @@ func (s *Session) newEndpoint() (*mcpEndpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Consumer: MCPConsumer, Topology: surface.RemoteLoop})
+	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Consumer: MCPConsumer, Topology: surface.TopologyRemote})
 	if err != nil {
 		_ = srv.Close()
 		return nil, err

@@ -27,7 +27,7 @@ func TestSelectionProperties(t *testing.T) {
 	}
 	defer s.Close()
 	s.mountViews()
-	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Topology: surface.RemoteLoop})
+	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Topology: surface.TopologyRemote})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestAvailabilityPushedAfterMount(t *testing.T) {
 	}
 	defer s.Close()
 	s.mountViews()
-	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Topology: surface.RemoteLoop})
+	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Topology: surface.TopologyRemote})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,9 +53,9 @@ func (s *Session) PlayScripted(ctx context.Context, run ScriptedRun) error {
 				run.Waiting(summary)
 			}
 			switch s.AwaitDecision(ctx, id) {
-			case surface.Approved:
+			case surface.OutcomeApproved:
 				return nil
-			case surface.Denied:
+			case surface.OutcomeDenied:
 				return ErrDenied
 			}
 			if ctx.Err() != nil {

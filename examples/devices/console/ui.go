@@ -434,7 +434,7 @@ func feedRow(e surface.AuditEvent) activityRow {
 		r.Capability = e.RegistrationID
 	}
 	switch {
-	case e.Code == surface.ConfirmationRequired:
+	case e.Code == surface.CodeConfirmationRequired:
 		r.Outcome, r.Class = string(e.Code), "pending"
 	case e.Code != "":
 		r.Outcome, r.Class = string(e.Code), "failed"

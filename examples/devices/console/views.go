@@ -116,7 +116,7 @@ func (s *Session) tableComponent() surface.Component {
 			"selectRows": surface.Action(surface.ActionDef[SelectRowsInput, surface.None]{
 				Description: "Select visible rows by device id: replace the selection, add to it or remove from it.",
 				InputSchema: selectRowsSchema,
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Idempotent:  true,
 				Precondition: func(ctx context.Context, _ *surface.Call, in SelectRowsInput) error {
 					return s.checkVisible(ctx, in.IDs)
@@ -128,7 +128,7 @@ func (s *Session) tableComponent() surface.Component {
 			}),
 			"clearSelection": surface.Action(surface.ActionDef[surface.None, surface.None]{
 				Description:       "Clear the selection.",
-				Effect:            surface.LocalState,
+				Effect:            surface.EffectLocalState,
 				Idempotent:        true,
 				When:              s.hasSelection,
 				UnavailableReason: "Nothing is selected.",
@@ -140,7 +140,7 @@ func (s *Session) tableComponent() surface.Component {
 			"setFilter": surface.Action(surface.ActionDef[Filters, surface.None]{
 				Description: "Show only the devices of one site and/or one status; selected rows that are no longer visible are deselected.",
 				InputSchema: setFilterSchema,
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Idempotent:  true,
 				Precondition: func(ctx context.Context, _ *surface.Call, in Filters) error {
 					return s.checkSite(ctx, in.Site)
@@ -152,7 +152,7 @@ func (s *Session) tableComponent() surface.Component {
 			"sortBy": surface.Action(surface.ActionDef[Sorting, surface.None]{
 				Description: "Sort the table by a column.",
 				InputSchema: sortBySchema,
-				Effect:      surface.LocalState,
+				Effect:      surface.EffectLocalState,
 				Idempotent:  true,
 				Execute: func(_ context.Context, _ *surface.Call, in Sorting) (surface.None, error) {
 					s.sortBy(in)
@@ -162,7 +162,7 @@ func (s *Session) tableComponent() surface.Component {
 			"openDevice": surface.Action(surface.ActionDef[OpenDeviceInput, surface.None]{
 				Description: "Open a device's detail panel (replacing the one open).",
 				InputSchema: openDeviceSchema,
-				Effect:      surface.Navigation,
+				Effect:      surface.EffectNavigation,
 				Idempotent:  true,
 				Execute: func(ctx context.Context, _ *surface.Call, in OpenDeviceInput) (surface.None, error) {
 					return surface.None{}, s.openDevice(ctx, in.ID)
@@ -205,7 +205,7 @@ func (s *Session) detailComponent(d domain.Device) surface.Component {
 		Actions: map[string]surface.Capability{
 			"close": surface.Action(surface.ActionDef[surface.None, surface.None]{
 				Description: "Close the detail panel and go back to the table.",
-				Effect:      surface.Navigation,
+				Effect:      surface.EffectNavigation,
 				Idempotent:  true,
 				Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) {
 					s.closeDetail(id)

@@ -105,9 +105,9 @@ func (e *env) requestApproved(t *testing.T, reason string) (invocationID, confir
 	t.Helper()
 	want := e.sel.get()
 	res := e.invoke("", domain.DisableID, fmt.Sprintf(`{"reason":%q}`, reason), "")
-	cerr := surfacetest.RequireCode(t, res, surface.ConfirmationRequired)
+	cerr := surfacetest.RequireCode(t, res, surface.CodeConfirmationRequired)
 	confirmationID, _ = cerr.Details["confirmationId"].(string)
-	if confirmationID == "" || cerr.Details["effect"] != string(surface.Destructive) {
+	if confirmationID == "" || cerr.Details["effect"] != string(surface.EffectDestructive) {
 		t.Fatalf("confirmation details %+v", cerr.Details)
 	}
 	pending := e.reg.Confirmations().Pending()
@@ -115,10 +115,10 @@ func (e *env) requestApproved(t *testing.T, reason string) (invocationID, confir
 		t.Fatalf("pending %+v", pending)
 	}
 	wantInput, _ := json.Marshal(map[string]any{"ids": want, "reason": reason})
-	if string(pending[0].Input) != string(wantInput) || pending[0].Effect != surface.Destructive {
+	if string(pending[0].Input) != string(wantInput) || pending[0].Effect != surface.EffectDestructive {
 		t.Fatalf("the user is asked to approve %s, want %s", pending[0].Input, wantInput)
 	}
-	if !e.reg.Confirmations().Resolve(confirmationID, surface.Approve) {
+	if !e.reg.Confirmations().Resolve(confirmationID, surface.Resolution{Approved: true}) {
 		t.Fatal("Resolve failed")
 	}
 	return res.InvocationID, confirmationID
@@ -150,7 +150,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		if len(disable.BoundFields) != 1 || disable.BoundFields[0] != (surface.BoundField{Path: "ids", Locked: true, Source: "ui-state"}) {
 			t.Fatalf("bound fields %+v", disable.BoundFields)
 		}
-		if disable.Effect != surface.Destructive || disable.Confirmation != surface.ConfirmRequired || !disable.Available ||
+		if disable.Effect != surface.EffectDestructive || disable.Confirmation != surface.ConfirmRequired || !disable.Available ||
 			disable.ContextualNote != "2 devices selected" {
 			t.Fatalf("%+v", disable)
 		}
@@ -161,7 +161,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 				t.Fatalf("%+v", p)
 			}
 		}
-		surfacetest.RequireCode(t, e.invoke("", domain.DisableID, `{"reason":"maintenance"}`, ""), surface.CapabilityNotAvailable)
+		surfacetest.RequireCode(t, e.invoke("", domain.DisableID, `{"reason":"maintenance"}`, ""), surface.CodeCapabilityNotAvailable)
 		if n := len(e.reg.Confirmations().Pending()); n != 0 {
 			t.Fatalf("%d confirmations for an empty selection", n)
 		}
@@ -214,7 +214,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		e.sel.set("d3")
 		invID, cnfID := e.requestApproved(t, "maintenance")
 		e.sel.set("d3", "d4") // the selection changes after the approval
-		cerr := surfacetest.RequireCode(t, e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID), surface.ConfirmationInvalid)
+		cerr := surfacetest.RequireCode(t, e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID), surface.CodeConfirmationInvalid)
 		if cerr.Details["reason"] != "mismatch" {
 			t.Fatalf("%+v", cerr)
 		}
@@ -229,7 +229,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		e := newEnv(t, operator)
 		before := stateOf(t, e.db)
 		e.sel.set("d5")
-		cerr := surfacetest.RequireCode(t, e.invoke("", domain.DisableID, `{"reason":"maintenance","ids":["d6"]}`, ""), surface.InvalidInput)
+		cerr := surfacetest.RequireCode(t, e.invoke("", domain.DisableID, `{"reason":"maintenance","ids":["d6"]}`, ""), surface.CodeInvalidInput)
 		if lf, _ := cerr.Details["lockedFields"].([]string); !slices.Equal(lf, []string{"ids"}) {
 			t.Fatalf("%+v", cerr)
 		}
@@ -247,7 +247,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		before := stateOf(t, e.db)
 		e.sel.set("d7", "d8")
 		invID, cnfID := e.requestApproved(t, "maintenance")
-		cerr := surfacetest.RequireCode(t, e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID), surface.NotAuthorized)
+		cerr := surfacetest.RequireCode(t, e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID), surface.CodeNotAuthorized)
 		if cerr.Details["origin"] != "server" {
 			t.Fatalf("%+v", cerr)
 		}
@@ -260,7 +260,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		e.sel.set("d1")
 		invID, cnfID := e.requestApproved(t, "maintenance")
 		e.session.signOut()
-		surfacetest.RequireCode(t, e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID), surface.NotAuthenticated)
+		surfacetest.RequireCode(t, e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID), surface.CodeNotAuthenticated)
 		requireUnchanged(t, before, stateOf(t, e.db))
 	})
 
@@ -270,7 +270,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 		e.sel.set("d5", "d404") // a stale selection: d404 was deleted meanwhile
 		invID, cnfID := e.requestApproved(t, "maintenance")
 		res := e.invoke(invID, domain.DisableID, `{"reason":"maintenance"}`, cnfID)
-		cerr := surfacetest.RequireCode(t, res, surface.InvalidInput)
+		cerr := surfacetest.RequireCode(t, res, surface.CodeInvalidInput)
 		issues, _ := cerr.Details["issues"].([]surface.Issue)
 		if len(issues) != 1 || issues[0] != (surface.Issue{Path: "ids[1]", Message: "unknown device id"}) {
 			t.Fatalf("%+v", cerr)
@@ -284,7 +284,7 @@ func TestDevicesEndToEnd(t *testing.T) {
 	t.Run("blank-reason-rejected-before-approval", func(t *testing.T) {
 		e := newEnv(t, operator)
 		e.sel.set("d1")
-		surfacetest.RequireCode(t, e.invoke("", domain.DisableID, `{"reason":"   "}`, ""), surface.InvalidInput)
+		surfacetest.RequireCode(t, e.invoke("", domain.DisableID, `{"reason":"   "}`, ""), surface.CodeInvalidInput)
 		if n := len(e.reg.Confirmations().Pending()); n != 0 {
 			t.Fatalf("%d confirmations for a blank reason", n)
 		}
@@ -301,9 +301,9 @@ func TestDevicesEndToEnd(t *testing.T) {
 		if !slices.Equal(ids(out.Devices), []string{"d9", "d4", "d6", "d10"}) {
 			t.Fatalf("%s", res.Output)
 		}
-		surfacetest.RequireCode(t, e.invoke("", domain.ListID, `{"status":"broken"}`, ""), surface.InvalidInput)
+		surfacetest.RequireCode(t, e.invoke("", domain.ListID, `{"status":"broken"}`, ""), surface.CodeInvalidInput)
 		e.session.signIn(nobody)
-		if cerr := surfacetest.RequireCode(t, e.invoke("", domain.ListID, `{}`, ""), surface.NotAuthorized); cerr.Details["origin"] != "server" {
+		if cerr := surfacetest.RequireCode(t, e.invoke("", domain.ListID, `{}`, ""), surface.CodeNotAuthorized); cerr.Details["origin"] != "server" {
 			t.Fatalf("%+v", cerr)
 		}
 	})

@@ -81,7 +81,7 @@ func Procedures(store *Store) *surface.FuncExecutor {
 	surface.AddFunc(x, ListPath, func(ctx context.Context, call *surface.ProcedureCall, in ListInput) (ListOutput, error) {
 		u, ok := UserFromHost(call.Host)
 		if !ok {
-			return ListOutput{}, surface.NewError(surface.NotAuthenticated, "", nil)
+			return ListOutput{}, surface.NewError(surface.CodeNotAuthenticated, "", nil)
 		}
 		devices, err := store.List(ctx, u, Filter{Status: Status(in.Status), Site: in.Site, Query: in.Query})
 		if err != nil {
@@ -92,7 +92,7 @@ func Procedures(store *Store) *surface.FuncExecutor {
 	surface.AddFunc(x, DisablePath, func(ctx context.Context, call *surface.ProcedureCall, in DisableInput) (DisableOutput, error) {
 		u, ok := UserFromHost(call.Host)
 		if !ok {
-			return DisableOutput{}, surface.NewError(surface.NotAuthenticated, "", nil)
+			return DisableOutput{}, surface.NewError(surface.CodeNotAuthenticated, "", nil)
 		}
 		res, err := store.Disable(ctx, u, in.IDs, in.Reason)
 		if err != nil {
@@ -103,7 +103,7 @@ func Procedures(store *Store) *surface.FuncExecutor {
 	surface.AddFunc(x, EnablePath, func(ctx context.Context, call *surface.ProcedureCall, in EnableInput) (EnableOutput, error) {
 		u, ok := UserFromHost(call.Host)
 		if !ok {
-			return EnableOutput{}, surface.NewError(surface.NotAuthenticated, "", nil)
+			return EnableOutput{}, surface.NewError(surface.CodeNotAuthenticated, "", nil)
 		}
 		res, err := store.Enable(ctx, u, in.IDs, in.Reason)
 		if err != nil {
@@ -122,7 +122,7 @@ func agentError(err error, ids []string) error {
 	var bad *InvalidError
 	switch {
 	case errors.Is(err, ErrForbidden):
-		return surface.NewError(surface.NotAuthorized, "", map[string]any{"origin": "server"})
+		return surface.NewError(surface.CodeNotAuthorized, "", map[string]any{"origin": "server"})
 	case errors.As(err, &nf):
 		var issues []surface.Issue
 		for i, id := range ids {
@@ -133,12 +133,12 @@ func agentError(err error, ids []string) error {
 		if len(issues) == 0 {
 			issues = []surface.Issue{{Path: "ids", Message: msgUnknownID}}
 		}
-		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": issues})
+		return surface.NewError(surface.CodeInvalidInput, msgRejected, map[string]any{"issues": issues})
 	case errors.As(err, &bad):
 		// Field and Problem are fixed texts of this package.
-		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: bad.Field, Message: bad.Problem}}})
+		return surface.NewError(surface.CodeInvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: bad.Field, Message: bad.Problem}}})
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
-		return surface.NewError(surface.InvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: "", Message: "the input was rejected"}}})
+		return surface.NewError(surface.CodeInvalidInput, msgRejected, map[string]any{"issues": []surface.Issue{{Path: "", Message: "the input was rejected"}}})
 	}
 	return err
 }
@@ -235,7 +235,7 @@ func DisableRef(bind func(ctx context.Context) (map[string]any, error), describe
 		ID:          DisableID,
 		Description: disableDescription,
 		InputSchema: disableSchema(),
-		Effect:      surface.Destructive,
+		Effect:      surface.EffectDestructive,
 		Bind:        bind,
 		Describe:    describe,
 	}
@@ -275,7 +275,7 @@ func EnableRef(bind func(ctx context.Context) (map[string]any, error), describe 
 		ID:          EnableID,
 		Description: enableDescription,
 		InputSchema: enableSchema(),
-		Effect:      surface.ServerMutation,
+		Effect:      surface.EffectServerMutation,
 		Bind:        bind,
 		Describe:    describe,
 	}
@@ -294,6 +294,6 @@ func ListRef() surface.Capability {
 		ID:          ListID,
 		Description: listDescription,
 		InputSchema: listSchema(),
-		Effect:      surface.ServerQuery,
+		Effect:      surface.EffectServerQuery,
 	})
 }

@@ -51,27 +51,27 @@ func TestProceduresErrorMapping(t *testing.T) {
 
 	for _, host := range []map[string]any{nil, {}, {"user": "olivia"}, {"user": domain.User{Roles: []string{"admin"}}}} {
 		_, err := execute(t, x, domain.DisablePath, host, `{"ids":["d1"],"reason":"r"}`)
-		requireAgentError(t, err, surface.NotAuthenticated)
+		requireAgentError(t, err, surface.CodeNotAuthenticated)
 		_, err = execute(t, x, domain.ListPath, host, `{}`)
-		requireAgentError(t, err, surface.NotAuthenticated)
+		requireAgentError(t, err, surface.CodeNotAuthenticated)
 	}
 	_, err := execute(t, x, domain.DisablePath, as(viewer), `{"ids":["d1"],"reason":"r"}`)
-	if e := requireAgentError(t, err, surface.NotAuthorized); !reflect.DeepEqual(e.Details, map[string]any{"origin": "server"}) {
+	if e := requireAgentError(t, err, surface.CodeNotAuthorized); !reflect.DeepEqual(e.Details, map[string]any{"origin": "server"}) {
 		t.Fatalf("%+v", e)
 	}
 	_, err = execute(t, x, domain.DisablePath, as(operator), `{"ids":["d404","d1","d405"],"reason":"r"}`)
-	e := requireAgentError(t, err, surface.InvalidInput)
+	e := requireAgentError(t, err, surface.CodeInvalidInput)
 	want := []surface.Issue{{Path: "ids[0]", Message: "unknown device id"}, {Path: "ids[2]", Message: "unknown device id"}}
 	if issues, _ := e.Details["issues"].([]surface.Issue); !slices.Equal(issues, want) || strings.Contains(e.Message, "d40") {
 		t.Fatalf("%+v", e)
 	}
 	_, err = execute(t, x, domain.DisablePath, as(operator), `{"ids":["d1"],"reason":" "}`)
-	e = requireAgentError(t, err, surface.InvalidInput)
+	e = requireAgentError(t, err, surface.CodeInvalidInput)
 	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "reason" {
 		t.Fatalf("%+v", e)
 	}
 	_, err = execute(t, x, domain.ListPath, as(viewer), `{"status":"broken"}`)
-	e = requireAgentError(t, err, surface.InvalidInput)
+	e = requireAgentError(t, err, surface.CodeInvalidInput)
 	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "status" {
 		t.Fatalf("%+v", e)
 	}
@@ -87,13 +87,13 @@ func TestProceduresErrorMapping(t *testing.T) {
 
 	// Enable is refused to viewers by the store, and counts what changed.
 	_, err = execute(t, x, domain.EnablePath, as(viewer), `{"ids":["d1"],"reason":"r"}`)
-	if e := requireAgentError(t, err, surface.NotAuthorized); !reflect.DeepEqual(e.Details, map[string]any{"origin": "server"}) {
+	if e := requireAgentError(t, err, surface.CodeNotAuthorized); !reflect.DeepEqual(e.Details, map[string]any{"origin": "server"}) {
 		t.Fatalf("%+v", e)
 	}
 	_, err = execute(t, x, domain.EnablePath, nil, `{"ids":["d1"],"reason":"r"}`)
-	requireAgentError(t, err, surface.NotAuthenticated)
+	requireAgentError(t, err, surface.CodeNotAuthenticated)
 	_, err = execute(t, x, domain.EnablePath, as(operator), `{"ids":["d1","d404"],"reason":"r"}`)
-	e = requireAgentError(t, err, surface.InvalidInput)
+	e = requireAgentError(t, err, surface.CodeInvalidInput)
 	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Path != "ids[1]" {
 		t.Fatalf("%+v", e)
 	}
@@ -120,7 +120,7 @@ func TestInternalFailureIsSanitised(t *testing.T) {
 	e := newEnv(t, viewer)
 	_ = e.store.Close()
 	res := e.invoke("", domain.ListID, `{}`, "")
-	cerr := surfacetest.RequireCode(t, res, surface.ExecutionFailed)
+	cerr := surfacetest.RequireCode(t, res, surface.CodeExecutionFailed)
 	b, _ := json.Marshal(res.Error)
 	if cerr.Details["reason"] != "transport" || strings.Contains(string(b), "sql") || strings.Contains(string(b), "closed") {
 		t.Fatalf("%s", b)
@@ -165,11 +165,11 @@ func shape(doc map[string]any) map[string]any {
 // input types exactly: same fields, types, descriptions and required set.
 func TestSchemasMatchTypes(t *testing.T) {
 	inferredDisable := surface.Procedure(surface.ProcedureDef[domain.DisableInput, domain.DisableOutput]{
-		ID: domain.DisableID, Description: "Disable devices", Effect: surface.Destructive})
+		ID: domain.DisableID, Description: "Disable devices", Effect: surface.EffectDestructive})
 	inferredEnable := surface.Procedure(surface.ProcedureDef[domain.EnableInput, domain.EnableOutput]{
-		ID: domain.EnableID, Description: "Enable devices", Effect: surface.ServerMutation})
+		ID: domain.EnableID, Description: "Enable devices", Effect: surface.EffectServerMutation})
 	inferredList := surface.Procedure(surface.ProcedureDef[domain.ListInput, domain.ListOutput]{
-		ID: domain.ListID, Description: "List devices", Effect: surface.ServerQuery})
+		ID: domain.ListID, Description: "List devices", Effect: surface.EffectServerQuery})
 	for _, c := range []struct {
 		name           string
 		ours, inferred surface.Capability
@@ -226,11 +226,11 @@ func TestDisableRefAvailability(t *testing.T) {
 			surface.InvokeOptions{Consumer: surfacetest.Consumer()})
 		switch {
 		case !c.available:
-			surfacetest.RequireCode(t, res, surface.CapabilityNotAvailable)
+			surfacetest.RequireCode(t, res, surface.CodeCapabilityNotAvailable)
 		case c.name == "failing" || c.name == "not a list":
-			surfacetest.RequireCode(t, res, surface.PreconditionFailed)
+			surfacetest.RequireCode(t, res, surface.CodePreconditionFailed)
 		default:
-			surfacetest.RequireCode(t, res, surface.ConfirmationRequired)
+			surfacetest.RequireCode(t, res, surface.CodeConfirmationRequired)
 		}
 	}
 }
