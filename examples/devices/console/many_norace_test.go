@@ -4,4 +4,4 @@ package console
 
 // manyIdleSessions is how many idle sessions TestManyIdleSessions holds
 // (2,000 build in about three seconds).
-const manyIdleSessions = 2000
+const manyIdleSessions = 500
