@@ -40,7 +40,8 @@ var metaFields = map[string][]string{
 }
 
 // callMeta runs one meta tool call.
-func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessage, toolCallID string) Result {
+func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessage, opts CallOptions) Result {
+	toolCallID := opts.ToolCallID
 	verb := strings.TrimPrefix(name, "surface_")
 	fields, known := metaFields[name]
 	if !known {
@@ -71,6 +72,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	sentID, _ := args["invocationId"].(string)
 	inv.InvocationID = firstNonEmpty(sentID, toolCallID, NewInvocationID())
 	inv.ConfirmationID, _ = args["confirmationId"].(string)
+	inv.ConfirmationID = firstNonEmpty(inv.ConfirmationID, opts.ConfirmationID)
 	sentVersion, _ := args["surfaceVersion"].(string)
 	inv.SurfaceVersion = firstNonEmpty(sentVersion, snap.SurfaceVersion)
 	regID, inputSchema := uniqueMatch(snap, capID, inv.InstanceID)
