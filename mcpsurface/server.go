@@ -137,13 +137,13 @@ type Server struct {
 
 	mu      sync.Mutex
 	closed  bool
-	dirty   bool // the catalog may have changed since the last sync
-	syncing bool // some goroutine runs the sync loop
-	current *surface.Catalog                      // the catalog the SDK's tool set shows
-	served  map[string]bool                       // names in the SDK's tool set
+	dirty   bool                                    // the catalog may have changed since the last sync
+	syncing bool                                    // some goroutine runs the sync loop
+	current *surface.Catalog                        // the catalog the SDK's tool set shows
+	served  map[string]bool                         // names in the SDK's tool set
 	listed  map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
-	calls   map[*inflight]struct{}                // tool calls in progress
-	closing map[string]int         // sessions being closed: refuse their calls
+	calls   map[*inflight]struct{}                  // tool calls in progress
+	closing map[string]int                          // sessions being closed: refuse their calls
 	// defs is the signature of every tool this Server put on the MCP
 	// server, by name. Only the goroutine running the sync loop uses it.
 	defs map[string]string

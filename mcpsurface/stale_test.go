@@ -79,7 +79,7 @@ func TestVersionGatedToolsAnnounceChanges(t *testing.T) {
 	cs := connect(t, srv, v2025, &mcp.ClientOptions{ToolListChangedHandler: ch.handler})
 	before := listTools(t, cs)
 	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "hidden.thing", Description: "Out of sight",
-		Policies: []surface.Policy{{Name: "hide", Discover: func(*surface.PolicyContext) surface.Decision { return surface.Hide() }}},
+		Policies:     []surface.Policy{{Name: "hide", Discover: func(*surface.PolicyContext) surface.Decision { return surface.Hide() }}},
 		Observations: map[string]surface.Capability{"read": surfacetest.Value("Reads", 1)}})
 	defer h.Unregister()
 	after := ch.waitFor(t, cs, func(map[string]*mcp.Tool) bool { return true })

@@ -35,7 +35,7 @@ func ExampleCatalog() {
 	defer ts.Close()
 	ctx := context.Background()
 
-	shown := ts.Catalog() // what the model is given
+	shown := ts.Catalog()                                // what the model is given
 	if _, err := reg.Register(panel("d2")); err != nil { // the user opens another device
 		panic(err)
 	}

@@ -174,7 +174,9 @@ func TestToolsetWait_AS_TOPO_003(t *testing.T) {
 		defer ts.Close()
 		ts.Tools()
 		done := make(chan surface.Result)
-		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d1"]}`), surface.CallOptions{ToolCallID: "c1"}) }()
+		go func() {
+			done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d1"]}`), surface.CallOptions{ToolCallID: "c1"})
+		}()
 		synctest.Wait()
 		pending := reg.Confirmations().Pending()
 		if len(pending) != 1 {
@@ -185,13 +187,17 @@ func TestToolsetWait_AS_TOPO_003(t *testing.T) {
 		if ran.Load() != 1 {
 			t.Fatal("not executed once")
 		}
-		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d2"]}`), surface.CallOptions{ToolCallID: "c2"}) }()
+		go func() {
+			done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d2"]}`), surface.CallOptions{ToolCallID: "c2"})
+		}()
 		synctest.Wait()
 		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Resolution{})
 		if e := surfacetest.RequireCode(t, <-done, surface.CodeConfirmationInvalid); e.Details["reason"] != "denied" {
 			t.Fatalf("%+v", e)
 		}
-		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d3"]}`), surface.CallOptions{ToolCallID: "c3"}) }()
+		go func() {
+			done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d3"]}`), surface.CallOptions{ToolCallID: "c3"})
+		}()
 		synctest.Wait()
 		_ = ts.Close()
 		surfacetest.RequireCode(t, <-done, surface.CodeConfirmationRequired)
