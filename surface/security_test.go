@@ -368,7 +368,7 @@ func safeInvoke(reg *surface.Registry, ctx context.Context, in surface.Invocatio
 // panickingSink is an audit sink that panics.
 type panickingSink struct{}
 
-func (panickingSink) Record(surface.AuditEvent) { panic("audit sink exploded") }
+func (panickingSink) Record(context.Context, surface.AuditEvent) error { panic("audit sink exploded") }
 
 // requireContained checks the contract for one call that runs panicking
 // user code, on a new registry with opts and comp registered. An empty
