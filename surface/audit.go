@@ -104,8 +104,8 @@ type AuditSink interface {
 // defaultMemoryCapacity is the default MemorySink capacity.
 const defaultMemoryCapacity = 1000
 
-// MemorySink keeps the most recent audit records in memory: a ring of
-// exactly its capacity, under one lock. It is safe for concurrent use.
+// MemorySink keeps the most recent audit records in memory, at most its
+// capacity, dropping the oldest. It is safe for concurrent use.
 type MemorySink struct {
 	mu       sync.Mutex
 	capacity int         // fixed by the first Record

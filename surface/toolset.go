@@ -237,9 +237,9 @@ func (ts *Toolset) Close() error {
 	return nil
 }
 
-// Catalog returns the current catalog, with states fresh, and makes it the
-// one [Toolset.Call] targets. Definitions are rebuilt only when the
-// surface version moved.
+// Catalog returns the current catalog, with live states, and makes it the
+// one [Toolset.Call] targets. Descriptions and schemas are stable: they
+// change only with the surface (semantics §16.1).
 func (ts *Toolset) Catalog() *Catalog {
 	c := ts.build()
 	ts.mu.Lock()
@@ -581,10 +581,13 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage, 
 }
 
 // unknownTool is the result of calling a tool the catalog does not have:
-// it does not exist for this consumer.
+// it does not exist for this consumer, or the registry is closed.
 func (r *Registry) unknownTool(invocationID, name string) Result {
-	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name,
-		Error: NewError(CodeCapabilityNotFound, "", nil), SurfaceVersion: r.Version()}
+	e := NewError(CodeCapabilityNotFound, "", nil)
+	if r.closedFlag.Load() {
+		e = cancelledByClose()
+	}
+	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name, Error: e, SurfaceVersion: r.Version()}
 }
 
 // invoke runs one invocation with the toolset's confirmation mode.

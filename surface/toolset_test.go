@@ -453,3 +453,25 @@ func TestToolsStatesStayLive(t *testing.T) {
 		t.Fatalf("after Close: %d tools", len(tools))
 	}
 }
+
+// On a closed registry a catalog is empty, and a call of any tool says
+// the surface is closed (CANCELLED, retry no) rather than that the tool
+// does not exist.
+func TestToolsetOnClosedRegistry(t *testing.T) {
+	reg := surface.New(nil)
+	surfacetest.MustRegister(t, reg, newProbe().component("main"))
+	ts := newToolset(t, reg, surface.ToolsetOptions{})
+	shown := ts.Catalog()
+	_ = reg.Close()
+	if n := len(ts.Catalog().Tools()); n != 0 {
+		t.Fatalf("%d tools after Close", n)
+	}
+	for _, res := range []surface.Result{
+		ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":[]}`), surface.CallOptions{}),
+		shown.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":[]}`), surface.CallOptions{}),
+	} {
+		if e := surfacetest.RequireCode(t, res, surface.CodeCancelled); e.Retry != surface.RetryNo {
+			t.Fatalf("%+v", e)
+		}
+	}
+}
