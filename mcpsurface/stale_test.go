@@ -39,7 +39,9 @@ func TestStaleCatalogPerSession_AS_STALE_001_002(t *testing.T) {
 			// Listing again: the call runs.
 			listTools(t, cs)
 			requireOK(t, callTool(t, cs, "view_devices__table__selectRows", sel, nil))
-			_ = h
+			if h.Status() != surface.HandleUnregistered {
+				t.Fatalf("the replaced handle is %s", h.Status())
+			}
 
 			// Unmounted: its tools left the list, yet the session that was
 			// shown them learns why its call fails.

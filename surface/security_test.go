@@ -712,10 +712,9 @@ func TestThreatStaleCatalog_AS_STALE_001_002_Direct(t *testing.T) {
 	if res := relisted.Call(bg, "view_devices__table__open", nil, surface.CallOptions{}); code != surface.CodeComponentUnmounted || res.Error.Details["phase"] != "resolve" {
 		t.Fatalf("after unmount: %s %s", code, envelope(res))
 	}
-	if p.calls.Load() != 1 {
-		t.Fatalf("%d calls", p.calls.Load())
+	if p.calls.Load() != 1 || h.Status() != surface.HandleUnregistered {
+		t.Fatalf("%d calls, first registration %s", p.calls.Load(), h.Status())
 	}
-	_ = h
 
 	// A destructive procedure after any surface change: stale, not a
 	// confirmation request.
@@ -749,7 +748,7 @@ func TestThreatStaleCatalog_AS_META_004_Meta(t *testing.T) {
 	s := &selection{ids: []string{"d1"}}
 	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(s, surface.EffectDestructive)))
 	p := newProbe()
-	h := surfacetest.MustRegister(t, reg, p.component("side"))
+	surfacetest.MustRegister(t, reg, p.component("side"))
 	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.ToolsetMeta})
 	var snap struct {
 		SurfaceVersion string `json:"surfaceVersion"`
@@ -761,7 +760,7 @@ func TestThreatStaleCatalog_AS_META_004_Meta(t *testing.T) {
 
 	// Replaced: the discovered version no longer holds for the
 	// destructive procedure.
-	h = surfacetest.MustRegister(t, reg, p.component("side"))
+	h := surfacetest.MustRegister(t, reg, p.component("side"))
 	code, reason := staleness(t, metaCall(ts, surface.MetaAct, act))
 	if code != surface.CodeStaleCapability || reason != "surface-version-mismatch" || len(reg.Confirmations().Pending()) != 0 {
 		t.Fatalf("meta act after replace: %s %v", code, reason)
