@@ -35,10 +35,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 		}
 		return toolResult(s.resume(ctx, at, req)), nil
 	}
-	res := s.call(ctx, at, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	cat := s.catalogFor(req.Session)
+	res := s.call(ctx, at, cat, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
 	if code(res) == surface.CodeConfirmationRequired {
-		rec := s.remember(p.Name, p.Arguments, res)
-		if s.elicit && elicitable(req) {
+		rec := s.remember(cat, p.Name, p.Arguments, res)
+		if s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
 			cid, _ := res.Error.Details["confirmationId"].(string)
 			if expiresAt, pending := s.expiry(cid); pending {
 				at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
@@ -66,10 +67,10 @@ func (s *Server) expiry(cid string) (at time.Time, pending bool) {
 	return time.Time{}, false
 }
 
-// call runs one tool call. sentID is the client's invocation id, if it
-// sent one; cid a confirmation id sent in _meta. at learns the invocation
-// id used.
-func (s *Server) call(ctx context.Context, at *attempt, name string, args json.RawMessage, sentID, cid string) surface.Result {
+// call runs one tool call through cat, the catalog the session was shown
+// (direct mode). sentID is the client's invocation id, if it sent one;
+// cid a confirmation id sent in _meta. at learns the invocation id used.
+func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, name string, args json.RawMessage, sentID, cid string) surface.Result {
 	fresh := func() string {
 		at.invocationID = firstNonEmpty(sentID, s.newInvocationID())
 		return at.invocationID
@@ -78,7 +79,10 @@ func (s *Server) call(ctx context.Context, at *attempt, name string, args json.R
 		if cid != "" && name == surface.MetaAct {
 			args = withFields(args, map[string]string{"confirmationId": cid})
 		}
-		return s.ts.Call(ctx, name, args, fresh())
+		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: fresh()})
+	}
+	if cat == nil {
+		cat = s.ts.Catalog()
 	}
 	if cid != "" { // explicit evidence
 		if rec := s.issued.byID(cid); rec != nil && rec.tool == name {
@@ -87,9 +91,9 @@ func (s *Server) call(ctx context.Context, at *attempt, name string, args json.R
 			}
 			return s.withEvidence(ctx, at, rec, args, fresh()) // another call: the registry judges the evidence
 		}
-		t, ok := s.tool(name)
-		if !ok { // not (or no longer) a tool: the toolset answers
-			return s.ts.Call(ctx, name, args, fresh())
+		t, ok := cat.Tool(name)
+		if !ok { // not a tool the session was shown: the catalog answers
+			return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: fresh()})
 		}
 		rec := &issued{confirmationID: cid, tool: name, capabilityID: t.CapabilityID, registrationID: t.RegistrationID, kind: t.Kind}
 		return s.withEvidence(ctx, at, rec, args, fresh())
@@ -108,7 +112,7 @@ func (s *Server) call(ctx context.Context, at *attempt, name string, args json.R
 		}
 		// mismatch, consumed, expired: this is a new request.
 	}
-	return s.ts.Call(ctx, name, args, fresh())
+	return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: fresh()})
 }
 
 // withEvidence invokes the registration a confirmation was issued for,
@@ -137,7 +141,7 @@ func (s *Server) withEvidence(ctx context.Context, at *attempt, rec *issued, arg
 
 // remember records a CONFIRMATION_REQUIRED this server returned (direct
 // mode), so that a retry can present it. It returns the record, or nil.
-func (s *Server) remember(name string, args json.RawMessage, res surface.Result) *issued {
+func (s *Server) remember(cat *surface.Catalog, name string, args json.RawMessage, res surface.Result) *issued {
 	if s.meta {
 		return nil
 	}
@@ -154,7 +158,11 @@ func (s *Server) remember(name string, args json.RawMessage, res surface.Result)
 			rec.capabilityID, rec.registrationID = pc.CapabilityID, pc.RegistrationID
 		}
 	}
-	t, ok := s.tool(name)
+	var t surface.Tool
+	ok := false
+	if cat != nil {
+		t, ok = cat.Tool(name)
+	}
 	if rec.registrationID == "" { // resolved already: fall back to the catalog
 		if !ok {
 			return nil

@@ -89,6 +89,20 @@
 // ([surface.Handle.Update], [surface.Handle.Refresh]) reaches clients as a
 // list change. Hints are hints: the registry enforces policy on every call.
 //
+// A call acts on what its session was shown: it resolves against the
+// catalog of the last tools/list answered to that MCP session, so a tool
+// whose component was replaced or unmounted since is answered
+// STALE_CAPABILITY or COMPONENT_UNMOUNTED (even after the tool left the
+// list), and a destructive or external-side-effect procedure called after
+// a surface change STALE_CAPABILITY surface-version-mismatch. Each such
+// change is announced with notifications/tools/list_changed; the client
+// lists again and calls.
+//
+// [Options.TraceContext] runs first on every tools/call with the
+// request's _meta, so a tracing library continues the client's trace
+// (W3C "traceparent" and "tracestate") through the registry into the
+// capability's handler.
+//
 // [Options.Scope] limits discovery, not access: in meta mode
 // surface_read and surface_act reach capabilities outside it by id, as the
 // toolset defines. Restrict access with policies or the consumer's

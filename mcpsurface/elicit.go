@@ -151,7 +151,7 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 	}
 	if s.meta {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})
-		return s.ts.Call(ctx, p.Name, args, st.Inv)
+		return s.ts.Call(ctx, p.Name, args, surface.CallOptions{ToolCallID: st.Inv})
 	}
 	rec := s.issued.byID(st.CID)
 	if rec == nil || rec.tool != p.Name || rec.registrationID != st.Reg {

@@ -64,11 +64,14 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		var name string
 		var args json.RawMessage
+		var meta map[string]any
 		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-			name, args = p.Name, p.Arguments
+			name, args, meta = p.Name, p.Arguments, p.Meta
 		}
+		ctx = s.traceContext(ctx, meta)
 		f := &inflight{}
-		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if ss != nil {
 			f.session = ss.ID()
 		}
 		ctx, f.cancel = context.WithCancelCause(ctx)
@@ -82,7 +85,14 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 				result, err = toolResult(s.panicked(rec, name, args, &f.at)), nil
 			}
 		}()
-		result, err = next(context.WithValue(ctx, inflightKey{}, f), method, req)
+		ctx = context.WithValue(ctx, inflightKey{}, f)
+		if call, ok := req.(*mcp.CallToolRequest); ok && !s.meta && s.shownOnly(ss, name) {
+			// A tool the session was shown but the list has dropped: the
+			// SDK no longer knows it, the registry answers (stale or
+			// unmounted) without asking the client anything.
+			return s.callTool(withoutElicitation(ctx), call)
+		}
+		result, err = next(ctx, method, req)
 		if err == nil {
 			return result, nil
 		}
@@ -95,6 +105,32 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return result, err
 	}
+}
+
+// traceContext applies Options.TraceContext; a panic there is logged and
+// leaves ctx as it was.
+func (s *Server) traceContext(ctx context.Context, meta map[string]any) (out context.Context) {
+	if s.traceCtx == nil {
+		return ctx
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			s.log.Error("mcpsurface: TraceContext panicked", "panic", fmt.Sprint(rec))
+			out = ctx
+		}
+	}()
+	if c := s.traceCtx(ctx, meta); c != nil {
+		return c
+	}
+	return ctx
+}
+
+type noElicitKey struct{}
+
+// withoutElicitation marks a call that must not be answered with an
+// elicitation (it does not pass through the SDK's round trip).
+func withoutElicitation(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noElicitKey{}, true)
 }
 
 // begin registers a call, unless the server or the call's session is

@@ -49,6 +49,11 @@ type HTTPOptions struct {
 	// whether requests come or not. Zero means [DefaultIdleTimeout];
 	// negative never.
 	IdleTimeout time.Duration
+	// MaxRequestBodyBytes caps the body of a POSTed message; a larger one
+	// is answered 413 Request Entity Too Large, whether or not it
+	// declares its length. Zero means the SDK's default
+	// (mcp.DefaultMaxRequestBodyBytes); negative no cap.
+	MaxRequestBodyBytes int64
 }
 
 // Defaults of HTTPOptions.
@@ -132,9 +137,10 @@ func NewHTTPHandler(resolve Resolver, opts *HTTPOptions) *HTTPHandler {
 		s, _ := r.Context().Value(serverCtxKey{}).(*mcp.Server)
 		return s // set by ServeHTTP; the SDK answers 400 to nil
 	}, &mcp.StreamableHTTPOptions{
-		Stateless:      h.opts.Stateless,
-		SessionTimeout: max(h.opts.SessionTimeout, 0),
-		Logger:         h.opts.Logger,
+		Stateless:           h.opts.Stateless,
+		SessionTimeout:      max(h.opts.SessionTimeout, 0),
+		MaxRequestBodyBytes: h.opts.MaxRequestBodyBytes,
+		Logger:              h.opts.Logger,
 	})
 	return h
 }

@@ -90,10 +90,29 @@ type Options struct {
 	// Logger receives diagnostics of this package and of the SDK. Nil
 	// discards them. Never log to stdout when serving stdio.
 	Logger *slog.Logger
+	// TraceContext, if set, is applied first to every tools/call, with
+	// the request's _meta (nil when it has none): the context it returns
+	// is the one the call, the registry and the capability's handler run
+	// under. A tracing library uses it to continue the client's trace
+	// from the W3C trace context a client sends in _meta ("traceparent",
+	// "tracestate"). It must not block. A panic is recovered and logged,
+	// and the call goes on with the request's context.
+	TraceContext func(ctx context.Context, meta map[string]any) context.Context
 }
 
 // Server is one MCP server bound to one (registry, consumer): its tool list
 // follows the toolset's catalog live. It is safe for concurrent use.
+//
+// In direct mode a call acts on what its MCP session was shown: it
+// resolves against the catalog of the last tools/list answered to that
+// session (a session that never listed uses the current catalog). A tool
+// whose component was replaced or unmounted since is answered
+// STALE_CAPABILITY or COMPONENT_UNMOUNTED, even when the tool has left
+// the list, and a destructive or external-side-effect procedure called
+// after a surface change STALE_CAPABILITY surface-version-mismatch: the
+// client lists the tools again (every such change sends
+// notifications/tools/list_changed). Stateless HTTP sessions list and
+// call in separate sessions, so their calls use the current catalog.
 type Server struct {
 	reg        *surface.Registry
 	consumer   surface.Consumer
@@ -109,14 +128,22 @@ type Server struct {
 	handler    mcp.ToolHandler
 	issued     evidence
 	consumerID string // the consumer's Key, bound into request state
+	traceCtx   func(context.Context, map[string]any) context.Context
+
+	// listing is held for reading while the SDK answers tools/list and
+	// for writing while apply changes the SDK's tool set, so that a
+	// session's recorded catalog is exactly the list it was sent.
+	listing sync.RWMutex
 
 	mu      sync.Mutex
 	closed  bool
-	dirty   bool // the catalog may have changed since the last sync
-	syncing bool // some goroutine runs the sync loop
-	catalog map[string]surface.Tool
-	calls   map[*inflight]struct{} // tool calls in progress
-	closing map[string]int         // sessions being closed: refuse their calls
+	dirty   bool                                    // the catalog may have changed since the last sync
+	syncing bool                                    // some goroutine runs the sync loop
+	current *surface.Catalog                        // the catalog the SDK's tool set shows
+	served  map[string]bool                         // names in the SDK's tool set
+	listed  map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
+	calls   map[*inflight]struct{}                  // tool calls in progress
+	closing map[string]int                          // sessions being closed: refuse their calls
 	// defs is the signature of every tool this Server put on the MCP
 	// server, by name. Only the goroutine running the sync loop uses it.
 	defs map[string]string
@@ -154,7 +181,8 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
-		catalog: map[string]surface.Tool{}, defs: map[string]string{},
+		traceCtx: o.TraceContext,
+		served:   map[string]bool{}, listed: map[*mcp.ServerSession]*surface.Catalog{}, defs: map[string]string{},
 		calls: map[*inflight]struct{}{}, closing: map[string]int{},
 	}
 	if len(s.key) == 0 {
@@ -184,7 +212,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		sopts.GetSessionID = func() string { return sessionPrefix + "." + randomID(22) }
 	}
 	s.mcp = mcp.NewServer(impl, sopts)
-	s.mcp.AddReceivingMiddleware(s.guard) // outermost: around the SDK's elicitation round trip too
+	s.mcp.AddReceivingMiddleware(s.guard, s.pin) // outermost: around the SDK's elicitation round trip too
 	s.handler = s.callTool
 	if !s.meta {
 		// Follow the registry's surface-changed events and read the
@@ -218,6 +246,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	clear(s.listed)
 	calls := make([]*inflight, 0, len(s.calls))
 	for f := range s.calls {
 		calls = append(calls, f)
@@ -266,30 +295,29 @@ func (s *Server) apply() {
 			s.log.Error("mcpsurface: updating the tool list panicked", "panic", fmt.Sprint(rec))
 		}
 	}()
-	tools := s.ts.Tools()
-	catalog := make(map[string]surface.Tool, len(tools))
-	for _, t := range tools {
-		catalog[t.Name] = t
-	}
-	s.mu.Lock()
-	s.catalog = catalog
-	s.mu.Unlock()
+	cat := s.ts.Catalog() // runs app code: outside every lock
+	tools := cat.Tools()
+	s.listing.Lock()
+	defer s.listing.Unlock()
+	served := make(map[string]bool, len(tools))
 	for _, t := range tools {
 		sig := signature(t)
 		if s.defs[t.Name] == sig {
+			served[t.Name] = true
 			continue
 		}
-		s.defs[t.Name] = sig
 		def, ok := toolDef(t)
 		if !ok {
 			s.log.Error("mcpsurface: tool left out: MCP requires an object input schema", "tool", t.Name, "capabilityId", t.CapabilityID)
 			continue
 		}
+		s.defs[t.Name] = sig
+		served[t.Name] = true
 		s.mcp.AddTool(def, s.handler)
 	}
 	var gone []string
 	for name := range s.defs {
-		if _, ok := catalog[name]; !ok {
+		if !served[name] {
 			gone = append(gone, name)
 			delete(s.defs, name)
 		}
@@ -298,14 +326,25 @@ func (s *Server) apply() {
 		slices.Sort(gone)
 		s.mcp.RemoveTools(gone...)
 	}
+	s.mu.Lock()
+	s.current, s.served = cat, served
+	s.mu.Unlock()
 }
 
-// signature identifies everything of a tool that its MCP definition shows.
+// signature identifies everything of a tool that its MCP definition shows,
+// and what a call of it targets: a new registration, and for a procedure
+// the surface version gates (destructive, external side effect) a new
+// version, re-add the tool, so that clients hear tools/list_changed and
+// list again rather than call a stale entry.
 func signature(t surface.Tool) string {
+	target := t.RegistrationID
+	if t.Kind == surface.KindProcedure && (t.Effect == surface.EffectDestructive || t.Effect == surface.EffectExternalSideEffect) {
+		target += "@" + t.SurfaceVersion
+	}
 	var b strings.Builder
-	b.Grow(len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.CapabilityID) + 64)
+	b.Grow(len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.CapabilityID) + len(target) + 64)
 	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, string(t.Kind), string(t.Effect),
-		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note} {
+		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note, target} {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
@@ -350,12 +389,91 @@ func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
 	}, true
 }
 
-// tool returns the catalog entry called name.
-func (s *Server) tool(name string) (surface.Tool, bool) {
+// pin is receiving middleware: a tools/list answered to a session records
+// the catalog it showed, which the session's later calls resolve against.
+func (s *Server) pin(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/list" || s.meta {
+			return next(ctx, method, req)
+		}
+		s.listing.RLock()
+		res, err := next(ctx, method, req)
+		s.mu.Lock()
+		cat := s.current
+		s.mu.Unlock()
+		s.listing.RUnlock()
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil && cat != nil {
+			s.record(ss, cat)
+		}
+		return res, err
+	}
+}
+
+// record makes cat the catalog of session ss, and forgets the catalogs of
+// sessions that have ended.
+func (s *Server) record(ss *mcp.ServerSession, cat *surface.Catalog) {
+	s.mu.Lock()
+	_, known := s.listed[ss]
+	n := len(s.listed)
+	s.mu.Unlock()
+	var live map[*mcp.ServerSession]bool
+	if !known && n > 0 {
+		live = map[*mcp.ServerSession]bool{}
+		for x := range s.mcp.Sessions() {
+			live[x] = true
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.catalog[name]
-	return t, ok
+	if s.closed {
+		return
+	}
+	if live != nil {
+		for k := range s.listed {
+			if !live[k] && k != ss {
+				delete(s.listed, k)
+			}
+		}
+	}
+	s.listed[ss] = cat
+}
+
+// catalogFor returns the catalog a session's calls resolve against: the
+// one of its last tools/list, else the current one.
+func (s *Server) catalogFor(ss *mcp.ServerSession) *surface.Catalog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cat := s.listed[ss]; cat != nil && ss != nil {
+		return cat
+	}
+	return s.current
+}
+
+// shownOnly reports whether the session was shown a tool called name that
+// the SDK's tool set no longer has: only this package can answer its call.
+func (s *Server) shownOnly(ss *mcp.ServerSession, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.served[name] {
+		return false
+	}
+	cat := s.listed[ss]
+	if cat == nil {
+		return false
+	}
+	_, ok := cat.Tool(name)
+	return ok
+}
+
+// tool returns the entry called name of the current catalog.
+func (s *Server) tool(name string) (surface.Tool, bool) {
+	s.mu.Lock()
+	cat := s.current
+	s.mu.Unlock()
+	if cat == nil {
+		return surface.Tool{}, false
+	}
+	return cat.Tool(name)
 }
 
 // newInvocationID mints an invocation id unique to this Server.

@@ -3,12 +3,17 @@ package surface
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // AuditType is the kind of an audit record.
@@ -82,19 +87,25 @@ func (e AuditEvent) MarshalJSON() ([]byte, error) {
 	}{e.At.UTC().Format(timeLayout), plain(e)})
 }
 
-// AuditSink receives audit records. Record is called synchronously from
-// the registry's goroutines, possibly concurrently, and never while the
-// registry holds a lock; it must be fast and must not block. A panic in
-// Record is recovered and logged.
+// AuditSink receives audit records, as [slog.Handler] receives log
+// records.
+//
+// The registry calls Record synchronously, possibly from several
+// goroutines at once, never while it holds a lock. ctx carries the values
+// of the call that caused the record (an invocation's, for its records)
+// but is never cancelled: cancelling a call does not stop its record. A
+// sink must be fast and must not block; a slow destination belongs behind
+// an [AsyncSink]. An error means the record was lost: the registry logs
+// it and goes on, as it does when Record panics.
 type AuditSink interface {
-	Record(AuditEvent)
+	Record(ctx context.Context, e AuditEvent) error
 }
 
 // defaultMemoryCapacity is the default MemorySink capacity.
 const defaultMemoryCapacity = 1000
 
-// MemorySink keeps the most recent audit records in memory: a ring of
-// exactly its capacity, under one lock. It is safe for concurrent use.
+// MemorySink keeps the most recent audit records in memory, at most its
+// capacity, dropping the oldest. It is safe for concurrent use.
 type MemorySink struct {
 	mu       sync.Mutex
 	capacity int         // fixed by the first Record
@@ -116,8 +127,9 @@ func NewMemorySink(capacity int) *MemorySink {
 	return &MemorySink{capacity: capacity}
 }
 
-// Record implements AuditSink. A zero MemorySink keeps the default 1000.
-func (s *MemorySink) Record(e AuditEvent) {
+// Record implements AuditSink; it never fails. A zero MemorySink keeps
+// the default 1000.
+func (s *MemorySink) Record(_ context.Context, e AuditEvent) error {
 	rec := memRecord{e: e}
 	for i, d := range [3]**int64{&rec.e.DurationMs, &rec.e.QueueWaitMs, &rec.e.ExecutionMs} {
 		if *d != nil {
@@ -134,10 +146,11 @@ func (s *MemorySink) Record(e AuditEvent) {
 	}
 	if len(s.ring) < s.capacity {
 		s.ring = append(s.ring, rec)
-		return
+		return nil
 	}
 	s.ring[s.next] = rec
 	s.next = (s.next + 1) % s.capacity
+	return nil
 }
 
 // Events returns the kept records, oldest first.
@@ -160,15 +173,25 @@ func (s *MemorySink) Events() []AuditEvent {
 }
 
 // audit hands e to the registry's sink (and, in development, to the
-// console sink on stderr).
-func (r *Registry) audit(e AuditEvent) {
+// console on stderr).
+func (r *Registry) audit(e AuditEvent) { r.auditCtx(context.Background(), e) }
+
+// auditCtx is audit with the context of the call that caused the record.
+func (r *Registry) auditCtx(ctx context.Context, e AuditEvent) {
 	if e.At.IsZero() {
 		e.At = r.now()
 	}
-	r.record(r.sink, e)
+	ctx = context.WithoutCancel(ctx)
+	r.record(ctx, r.sink, e)
 	if r.console != nil {
-		r.record(r.console, e)
+		r.record(ctx, r.console, e)
 	}
+}
+
+// auditsRefusal reports whether a settled call is an observation refused
+// before its handler ran that Options.AuditObservationRefusals audits.
+func (r *Registry) auditsRefusal(a *attempt, res Result) bool {
+	return r.auditRefusals && res.Error != nil && !a.executed && a.cap != nil && a.cap.def.kind == KindObservation
 }
 
 // auditTo hands e to sink (a policy's own), or to the registry's sinks
@@ -181,23 +204,27 @@ func (r *Registry) auditTo(sink AuditSink, e AuditEvent) {
 	if e.At.IsZero() {
 		e.At = r.now()
 	}
-	r.record(sink, e)
+	r.record(context.Background(), sink, e)
 }
 
-// record hands e to a sink, recovering a panic: a failing sink loses the
-// record, never the call.
-func (r *Registry) record(sink AuditSink, e AuditEvent) {
+// record hands e to a sink. A failing or panicking sink loses the record,
+// never the call: the failure is logged.
+func (r *Registry) record(ctx context.Context, sink AuditSink, e AuditEvent) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("surface: audit sink panicked", "type", e.Type, "panic", fmt.Sprint(p))
+			r.log.Error("surface: audit sink panicked; the record is lost",
+				"type", e.Type, "capabilityId", e.CapabilityID, "invocationId", e.InvocationID, "panic", fmt.Sprint(p))
 		}
 	}()
-	sink.Record(e)
+	if err := sink.Record(ctx, e); err != nil {
+		r.log.Error("surface: audit sink failed; the record is lost",
+			"type", e.Type, "capabilityId", e.CapabilityID, "invocationId", e.InvocationID, "error", err)
+	}
 }
 
 // SlogSink writes audit records as log/slog records at level Info, one
-// attribute per field. It suits operators who ship logs: point the logger
-// at stderr, a file or a collector.
+// attribute per field, in a fixed order. It suits operators who ship logs:
+// point the logger at stderr, a file or a collector.
 type SlogSink struct {
 	log *slog.Logger
 }
@@ -211,9 +238,20 @@ func NewSlogSink(logger *slog.Logger) *SlogSink {
 	return &SlogSink{log: logger}
 }
 
-// Record implements AuditSink.
-func (s *SlogSink) Record(e AuditEvent) {
-	attrs := make([]slog.Attr, 0, 12)
+// Record implements AuditSink. The message is "audit"; the attributes
+// come in a fixed order: type, at, capabilityId, registrationId,
+// invocationId, consumerId, status, code, durationMs, queueWaitMs,
+// executionMs, actor, then input, output and truncated for a payload.
+// Empty fields are left out.
+func (s *SlogSink) Record(ctx context.Context, e AuditEvent) error {
+	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", e.attrs()...)
+	return nil
+}
+
+// attrs returns the record's fields as log attributes, in the order
+// SlogSink documents.
+func (e AuditEvent) attrs() []slog.Attr {
+	attrs := make([]slog.Attr, 0, 15)
 	attrs = append(attrs, slog.String("type", string(e.Type)), slog.Time("at", e.At))
 	add := func(k, v string) {
 		if v != "" {
@@ -226,30 +264,47 @@ func (s *SlogSink) Record(e AuditEvent) {
 	add("consumerId", e.ConsumerID)
 	add("status", string(e.Status))
 	add("code", string(e.Code))
-	add("actor", e.Actor)
-	for k, v := range map[string]*int64{"durationMs": e.DurationMs, "queueWaitMs": e.QueueWaitMs, "executionMs": e.ExecutionMs} {
-		if v != nil {
-			attrs = append(attrs, slog.Int64(k, *v))
+	for _, d := range [...]struct {
+		k string
+		v *int64
+	}{{"durationMs", e.DurationMs}, {"queueWaitMs", e.QueueWaitMs}, {"executionMs", e.ExecutionMs}} {
+		if d.v != nil {
+			attrs = append(attrs, slog.Int64(d.k, *d.v))
 		}
 	}
-	if e.Payload != nil {
-		attrs = append(attrs, slog.String("input", string(e.Payload.Input)), slog.String("output", string(e.Payload.Output)))
+	add("actor", e.Actor)
+	if p := e.Payload; p != nil {
+		add("input", string(p.Input))
+		add("output", string(p.Output))
+		if p.Truncated {
+			attrs = append(attrs, slog.Bool("truncated", true))
+		}
 	}
-	s.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", attrs...)
+	return attrs
 }
+
+// ErrAuditDropped is the error of an [AsyncSink] that could not take a
+// record: its buffer was full, or it was closed.
+var ErrAuditDropped = errors.New("surface: audit record dropped")
 
 // AsyncSink hands records to another sink on its own goroutine, so a slow
 // sink (a database, a network shipper) cannot stall invocations. When its
-// buffer is full it drops records and counts them, never blocking the
-// caller. Close flushes and stops it.
+// buffer is full it drops the record and returns [ErrAuditDropped], never
+// blocking the caller. Close flushes and stops it.
 type AsyncSink struct {
 	inner   AuditSink
-	ch      chan AuditEvent
+	ch      chan asyncRecord
 	done    chan struct{}
 	once    sync.Once
 	mu      sync.RWMutex // Record (read) vs Close (write)
 	closed  bool
 	dropped atomic.Uint64
+	failed  atomic.Uint64
+}
+
+type asyncRecord struct {
+	ctx context.Context // never cancelled
+	e   AuditEvent
 }
 
 // NewAsyncSink starts an AsyncSink in front of inner with a buffer of size
@@ -258,37 +313,54 @@ func NewAsyncSink(inner AuditSink, size int) *AsyncSink {
 	if size <= 0 {
 		size = 1024
 	}
-	s := &AsyncSink{inner: inner, ch: make(chan AuditEvent, size), done: make(chan struct{})}
+	s := &AsyncSink{inner: inner, ch: make(chan asyncRecord, size), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		for e := range s.ch {
-			func() {
-				defer func() { _ = recover() }() // a panicking sink loses one record, not the goroutine
-				s.inner.Record(e)
-			}()
+		for rec := range s.ch {
+			s.deliver(rec)
 		}
 	}()
 	return s
 }
 
-// Record implements AuditSink without blocking.
-func (s *AsyncSink) Record(e AuditEvent) {
+// deliver hands one record to the inner sink; a failing or panicking
+// sink loses that record, not the goroutine.
+func (s *AsyncSink) deliver(rec asyncRecord) {
+	defer func() {
+		if recover() != nil {
+			s.failed.Add(1)
+		}
+	}()
+	if s.inner.Record(rec.ctx, rec.e) != nil {
+		s.failed.Add(1)
+	}
+}
+
+// Record implements AuditSink without blocking. It returns
+// ErrAuditDropped when the buffer is full or the sink is closed.
+func (s *AsyncSink) Record(ctx context.Context, e AuditEvent) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		s.dropped.Add(1)
-		return
+		return ErrAuditDropped
 	}
 	select {
-	case s.ch <- e:
+	case s.ch <- asyncRecord{context.WithoutCancel(ctx), e}:
+		return nil
 	default:
 		s.dropped.Add(1)
+		return ErrAuditDropped
 	}
 }
 
 // Dropped returns how many records were dropped because the buffer was
 // full or the sink closed.
 func (s *AsyncSink) Dropped() uint64 { return s.dropped.Load() }
+
+// Failed returns how many records the inner sink failed to take (it
+// returned an error or panicked).
+func (s *AsyncSink) Failed() uint64 { return s.failed.Load() }
 
 // Close delivers the buffered records to the inner sink and stops the
 // goroutine. It is idempotent.
@@ -301,4 +373,42 @@ func (s *AsyncSink) Close() error {
 	})
 	<-s.done
 	return nil
+}
+
+// consoleSink is the development audit console: one line per record on
+// the diagnostic stream, "[agent-surface audit]" then the record's fields
+// as key=value in SlogSink's order.
+type consoleSink struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// consolePrefix begins every line of the development audit console.
+const consolePrefix = "[agent-surface audit]"
+
+// Record implements AuditSink.
+func (c *consoleSink) Record(_ context.Context, e AuditEvent) error {
+	b := make([]byte, 0, 256)
+	b = append(b, consolePrefix...)
+	for _, a := range e.attrs() {
+		b = append(b, ' ')
+		b = append(b, a.Key...)
+		b = append(b, '=')
+		var v string
+		if a.Value.Kind() == slog.KindTime {
+			v = a.Value.Time().UTC().Format(timeLayout)
+		} else {
+			v = a.Value.String()
+		}
+		if v == "" || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == '"' || r == '=' || !unicode.IsPrint(r) }) {
+			b = strconv.AppendQuote(b, v)
+		} else {
+			b = append(b, v...)
+		}
+	}
+	b = append(b, '\n')
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.w.Write(b)
+	return err
 }

@@ -128,7 +128,7 @@ func TestAuditSinkFailures(t *testing.T) {
 
 type panicSink struct{}
 
-func (panicSink) Record(surface.AuditEvent) { panic("sink bug") }
+func (panicSink) Record(context.Context, surface.AuditEvent) error { panic("sink bug") }
 
 type slowSink struct {
 	mu    sync.Mutex
@@ -136,11 +136,12 @@ type slowSink struct {
 	n     int
 }
 
-func (s *slowSink) Record(surface.AuditEvent) {
+func (s *slowSink) Record(context.Context, surface.AuditEvent) error {
 	time.Sleep(s.delay)
 	s.mu.Lock()
 	s.n++
 	s.mu.Unlock()
+	return nil
 }
 
 func (s *slowSink) count() int {
@@ -194,7 +195,7 @@ func TestDevConsoleAudit_AS_OBSV_002(t *testing.T) {
 func TestMemorySinkZeroValue(t *testing.T) {
 	var sink surface.MemorySink
 	for i := range 1002 {
-		sink.Record(surface.AuditEvent{Type: surface.AuditRegistration, RegistrationID: strconv.Itoa(i)})
+		_ = sink.Record(bg, surface.AuditEvent{Type: surface.AuditRegistration, RegistrationID: strconv.Itoa(i)})
 	}
 	got := sink.Events()
 	if len(got) != 1000 || got[0].RegistrationID != "2" || got[999].RegistrationID != "1001" {
@@ -213,7 +214,7 @@ func TestMemorySinkConcurrent(t *testing.T) {
 		for w := range writers {
 			wg.Go(func() {
 				for i := range each {
-					sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, ConsumerID: strconv.Itoa(w), InvocationID: strconv.Itoa(i)})
+					_ = sink.Record(bg, surface.AuditEvent{Type: surface.AuditInvocationSettled, ConsumerID: strconv.Itoa(w), InvocationID: strconv.Itoa(i)})
 				}
 			})
 		}
@@ -243,8 +244,8 @@ func TestMemorySinkConcurrent(t *testing.T) {
 func TestMemorySinkKeepsDurationsByValue(t *testing.T) {
 	var sink surface.MemorySink
 	d, q, x := int64(7), int64(3), int64(4)
-	sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, DurationMs: &d, QueueWaitMs: &q})
-	sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, ExecutionMs: &x})
+	_ = sink.Record(bg, surface.AuditEvent{Type: surface.AuditInvocationSettled, DurationMs: &d, QueueWaitMs: &q})
+	_ = sink.Record(bg, surface.AuditEvent{Type: surface.AuditInvocationSettled, ExecutionMs: &x})
 	d, q, x = 70, 30, 40
 	got := sink.Events()
 	if len(got) != 2 {
@@ -286,7 +287,7 @@ func TestMemorySinkOrderAcrossGoroutines(t *testing.T) {
 					}
 					return
 				}
-				sink.Record(surface.AuditEvent{Type: surface.AuditInvocationSettled, InvocationID: strconv.Itoa(n)})
+				_ = sink.Record(bg, surface.AuditEvent{Type: surface.AuditInvocationSettled, InvocationID: strconv.Itoa(n)})
 				baton[(n+1)%writers] <- n + 1
 			}
 		})
@@ -310,10 +311,11 @@ type keepingSink struct {
 	events []surface.AuditEvent
 }
 
-func (s *keepingSink) Record(e surface.AuditEvent) {
+func (s *keepingSink) Record(_ context.Context, e surface.AuditEvent) error {
 	s.mu.Lock()
 	s.events = append(s.events, e)
 	s.mu.Unlock()
+	return nil
 }
 
 // AS-OBSV-001: a sink of the host's that keeps the records it is given,

@@ -147,14 +147,14 @@ func BenchmarkMemorySink(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
 		var sink surface.MemorySink
 		for b.Loop() {
-			sink.Record(e)
+			_ = sink.Record(bg, e)
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
 		var sink surface.MemorySink
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				sink.Record(e)
+				_ = sink.Record(bg, e)
 			}
 		})
 	})

@@ -116,7 +116,12 @@
 // [NewToolset] projects the surface into tools for a model loop: one tool
 // per capability (wire-safe names, stable descriptions, live state) or
 // three generic meta tools. Embedded loops wait for confirmations; remote
-// loops get CONFIRMATION_REQUIRED and retry.
+// loops get CONFIRMATION_REQUIRED and retry with [CallOptions].ConfirmationID.
+// A model acts on what it was shown: [Toolset.Catalog] returns the tools
+// as a [Catalog] whose Call targets the registration and surface version
+// of each entry, so a call through a stale catalog is refused
+// (STALE_CAPABILITY, COMPONENT_UNMOUNTED) instead of reaching whatever
+// carries the name now.
 //
 // # Events and audit
 //

@@ -283,8 +283,8 @@ func (r *Registry) Subscribe(fn func(Event)) (unsubscribe func()) {
 //
 //	reg.SubscribeTo(refresh, surface.SurfaceChanged{})
 //
-// Events no listener wants are not even made, so an adapter that only
-// follows surface changes adds nothing to the cost of an invocation.
+// An adapter that only follows surface changes adds nothing to the cost
+// of an invocation.
 // Without types it subscribes to nothing.
 func (r *Registry) SubscribeTo(fn func(Event), types ...Event) (unsubscribe func()) {
 	var wants eventKind

@@ -126,7 +126,7 @@ func ExampleNewToolset() {
 	for _, t := range ts.Tools() {
 		fmt.Println(t.Name, "—", t.Description)
 	}
-	res := ts.Call(context.Background(), "view_devices__table__readState", nil, "toolu_01")
+	res := ts.Call(context.Background(), "view_devices__table__readState", nil, surface.CallOptions{ToolCallID: "toolu_01"})
 	fmt.Println(res.InvocationID, res.Output)
 	// Output:
 	// view_devices__table__readState — [view · read] Visible device ids

@@ -40,7 +40,8 @@ var metaFields = map[string][]string{
 }
 
 // callMeta runs one meta tool call.
-func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessage, toolCallID string) Result {
+func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessage, opts CallOptions) Result {
+	toolCallID := opts.ToolCallID
 	verb := strings.TrimPrefix(name, "surface_")
 	fields, known := metaFields[name]
 	if !known {
@@ -53,7 +54,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 			capID = "meta:surface." + verb
 		}
 		return Result{Status: StatusError, InvocationID: firstNonEmpty(toolCallID, NewInvocationID()), CapabilityID: capID,
-			Error: invalidInput(issues...), SurfaceVersion: ts.r.Version()}
+			Error: NewError(CodeInvalidInput, envelopeMessage(name), map[string]any{"issues": issues}), SurfaceVersion: ts.r.Version()}
 	}
 	switch name {
 	case MetaDiscover:
@@ -71,6 +72,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	sentID, _ := args["invocationId"].(string)
 	inv.InvocationID = firstNonEmpty(sentID, toolCallID, NewInvocationID())
 	inv.ConfirmationID, _ = args["confirmationId"].(string)
+	inv.ConfirmationID = firstNonEmpty(inv.ConfirmationID, opts.ConfirmationID)
 	sentVersion, _ := args["surfaceVersion"].(string)
 	inv.SurfaceVersion = firstNonEmpty(sentVersion, snap.SurfaceVersion)
 	regID, inputSchema := uniqueMatch(snap, capID, inv.InstanceID)
@@ -81,14 +83,37 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 			// object targets, and only when the string is a JSON object.
 			var obj map[string]any
 			if json.Unmarshal([]byte(s), &obj) == nil && obj != nil {
-				ts.r.log.Warn("surface: surface_act input was a JSON string; parsed it", "capabilityId", capID)
+				ts.r.log.Warn("surface: surface_act input was a JSON-encoded string, not an object; decoded it",
+					"capabilityId", capID, "invocationId", inv.InvocationID)
 				in = obj
 			}
 		}
 		b, _ := json.Marshal(in)
 		inv.Input = b
 	}
-	return ts.invoke(ctx, inv)
+	return capabilitySchemaMessage(ts.invoke(ctx, inv))
+}
+
+// envelopeMessage is the message of a meta call whose own arguments are
+// malformed: the mistake is in the envelope, not in a capability's input.
+func envelopeMessage(name string) string {
+	if name == MetaAct {
+		return "The surface_act arguments are malformed (see details.issues): surface_act takes capabilityId, " +
+			"optional instanceId, invocationId, confirmationId and surfaceVersion, and the capability's own input as the object \"input\"."
+	}
+	return "The " + name + " arguments are malformed; see details.issues."
+}
+
+// capabilitySchemaMessage says, for surface_act, that an INVALID_INPUT
+// with issues comes from the capability's input schema (the envelope was
+// valid), so the model fixes "input" rather than the envelope.
+func capabilitySchemaMessage(res Result) Result {
+	if res.Error == nil || res.Error.Code != CodeInvalidInput || res.Error.Details["issues"] == nil {
+		return res
+	}
+	res.Error.Message = "The input does not match the capability's inputSchema (from surface_discover); " +
+		"see details.issues, whose paths are inside \"input\"."
+	return res
 }
 
 // isObjectSchema reports whether a schema's root type is "object".
@@ -113,16 +138,20 @@ func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string
 	var issues []Issue
 	for _, k := range slices.Sorted(maps.Keys(args)) {
 		if !slices.Contains(fields, k) {
-			msg := "unexpected property"
+			msg := "unexpected property of the " + name + " arguments"
 			if name == MetaAct {
-				msg = "unexpected property; put the capability's own input under \"input\""
+				msg += `; the capability's own input goes inside "input", e.g. {"capabilityId": "…", "input": {"` + k + `": …}}`
 			}
 			issues = append(issues, Issue{Path: k, Message: msg})
 		}
 	}
 	if name != MetaDiscover {
 		if _, ok := args["capabilityId"]; !ok {
-			issues = append(issues, Issue{Path: "capabilityId", Message: `missing required property "capabilityId"`})
+			msg := `missing required property "capabilityId" of the ` + name + " arguments"
+			if name == MetaAct {
+				msg += `; name the capability in "capabilityId" and put its own input inside "input"`
+			}
+			issues = append(issues, Issue{Path: "capabilityId", Message: msg})
 		}
 	}
 	for _, k := range fields {
@@ -151,7 +180,7 @@ func metaEnvelope(name string, raw json.RawMessage, fields []string) (map[string
 			switch in.(type) {
 			case map[string]any, string:
 			default:
-				issues = append(issues, Issue{Path: "input", Message: "expected object"})
+				issues = append(issues, Issue{Path: "input", Message: `expected "input" to be an object: the capability's input`})
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -81,12 +82,27 @@ type Options struct {
 	// Limits bounds what the registry accepts; zero fields take defaults.
 	Limits Limits
 	// Audit receives audit records. Default: a MemorySink of 1000 records.
-	// In Development, records also go to a text log on stderr.
+	// In EnvDevelopment every record is also printed on stderr, one line
+	// each, starting "[agent-surface audit]" and followed by the record's
+	// fields as key=value in a fixed order (see SlogSink).
 	Audit AuditSink
+	// AuditObservationRefusals audits, at metadata level, the observation
+	// calls refused before their handler ran (hidden by a policy or not
+	// found, unavailable, unauthenticated, unauthorized, rate limited), so
+	// that an operator sees an agent probing reads. Observations are
+	// otherwise never audited (the spec's level none); their successful
+	// reads stay unaudited either way.
+	AuditObservationRefusals bool
 	// Redact, if set, rewrites the input and output payloads of
-	// capabilities audited at level full before they are recorded.
+	// capabilities audited at level full before they are recorded. It
+	// applies to audit payloads only: the diagnostics written to Logger
+	// may carry the text of errors that handlers, executors and hooks
+	// return (never shown to agents), under the attribute "error" next to
+	// the capability's id. Keep secrets out of logs in the Logger's
+	// handler, for instance with slog.HandlerOptions.ReplaceAttr.
 	Redact func(capabilityID string, p AuditPayload) AuditPayload
-	// Logger receives diagnostics. Default: discard.
+	// Logger receives diagnostics. Default: in EnvDevelopment and EnvTest,
+	// a text handler on stderr; in production, nothing (discard).
 	Logger *slog.Logger
 	// IsolateHandlers runs every handler (and procedure call) on a
 	// goroutine of its own, so that Invoke settles at the deadline, on
@@ -156,23 +172,24 @@ func (s HandleStatus) String() string {
 // registry never calls user code (handlers, When, guards, listeners, the
 // host context or route providers) while holding its lock.
 type Registry struct {
-	env        Environment
-	hostCtx    func() map[string]any
-	onRegister func(Candidate) Verdict
-	policies   []Policy
-	onDup      DuplicatePolicy
-	route      func() *Route
-	limits     Limits
-	log        *slog.Logger
-	clock      func() time.Time // Options.Now, else time.Now
-	isolate    bool             // Options.IsolateHandlers
-	surfaceID  string
-	sink       AuditSink
-	console    AuditSink // development only: audit on stderr
-	redact     func(string, AuditPayload) AuditPayload
-	fpSeed     maphash.Seed  // request fingerprints
-	idKey      uint64        // mixes the random part of registration ids
-	closingCh  chan struct{} // closed by Close: queued invocations give up
+	env           Environment
+	hostCtx       func() map[string]any
+	onRegister    func(Candidate) Verdict
+	policies      []Policy
+	onDup         DuplicatePolicy
+	route         func() *Route
+	limits        Limits
+	log           *slog.Logger
+	clock         func() time.Time // Options.Now, else time.Now
+	isolate       bool             // Options.IsolateHandlers
+	surfaceID     string
+	sink          AuditSink
+	console       AuditSink // development only: audit on stderr
+	redact        func(string, AuditPayload) AuditPayload
+	auditRefusals bool          // Options.AuditObservationRefusals
+	fpSeed        maphash.Seed  // request fingerprints
+	idKey         uint64        // mixes the random part of registration ids
+	closingCh     chan struct{} // closed by Close: queued invocations give up
 
 	// executor performs procedure calls; replaced, never mutated.
 	executor atomic.Pointer[executorBox]
@@ -268,35 +285,40 @@ func New(opts *Options) *Registry {
 		o = *opts
 	}
 	r := &Registry{
-		env:        cmp.Or(o.Environment, EnvProduction),
-		hostCtx:    o.Context,
-		onRegister: o.OnRegister,
-		policies:   slices.Clone(o.Policies),
-		suffix:     o.SuffixCollisions,
-		redact:     o.Redact,
-		onDup:      o.OnDuplicate,
-		route:      o.Route,
-		limits:     o.Limits.withDefaults(),
-		log:        o.Logger,
-		clock:      o.Now,
-		isolate:    o.IsolateHandlers,
-		surfaceID:  newSurfaceID(),
-		fpSeed:     maphash.MakeSeed(),
-		idKey:      rand.Uint64(),
-		sink:       o.Audit,
-		closingCh:  make(chan struct{}),
+		env:           cmp.Or(o.Environment, EnvProduction),
+		hostCtx:       o.Context,
+		onRegister:    o.OnRegister,
+		policies:      slices.Clone(o.Policies),
+		suffix:        o.SuffixCollisions,
+		redact:        o.Redact,
+		auditRefusals: o.AuditObservationRefusals,
+		onDup:         o.OnDuplicate,
+		route:         o.Route,
+		limits:        o.Limits.withDefaults(),
+		log:           o.Logger,
+		clock:         o.Now,
+		isolate:       o.IsolateHandlers,
+		surfaceID:     newSurfaceID(),
+		fpSeed:        maphash.MakeSeed(),
+		idKey:         rand.Uint64(),
+		sink:          o.Audit,
+		closingCh:     make(chan struct{}),
 	}
 	if r.clock == nil {
 		r.clock = time.Now
 	}
-	if r.log == nil {
+	switch {
+	case r.log != nil:
+	case r.env.IsDev():
+		r.log = slog.New(slog.NewTextHandler(os.Stderr, nil)) // diagnostics a developer cannot miss
+	default:
 		r.log = discardLogger
 	}
 	if r.sink == nil {
 		r.sink = NewMemorySink(defaultMemoryCapacity)
 	}
 	if r.env == EnvDevelopment {
-		r.console = NewSlogSink(o.Logger) // the diagnostic stream: the logger, else stderr
+		r.console = &consoleSink{w: os.Stderr}
 	}
 	r.confirm.r = r
 	r.dedupe = newDedupeCache(r.limits.DedupeCacheSize)

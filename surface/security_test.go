@@ -368,7 +368,7 @@ func safeInvoke(reg *surface.Registry, ctx context.Context, in surface.Invocatio
 // panickingSink is an audit sink that panics.
 type panickingSink struct{}
 
-func (panickingSink) Record(surface.AuditEvent) { panic("audit sink exploded") }
+func (panickingSink) Record(context.Context, surface.AuditEvent) error { panic("audit sink exploded") }
 
 // requireContained checks the contract for one call that runs panicking
 // user code, on a new registry with opts and comp registered. An empty
@@ -645,7 +645,7 @@ func TestThreatPanickingObservers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ts.Close()
-	ts.Subscribe(func([]surface.Tool) { panic("toolset subscriber exploded") })
+	ts.Subscribe(func(*surface.Catalog) { panic("toolset subscriber exploded") })
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "boom", Description: "Explodes", Procedures: []surface.Capability{
 		surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{
 			ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectDestructive,
@@ -662,5 +662,120 @@ func TestThreatPanickingObservers(t *testing.T) {
 	requireConfirmationEffect(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "domain:devices.disable", Input: json.RawMessage(`{"ids":["d1"],"reason":"x"}`)}, as("agent")), surface.EffectDestructive)
 	if len(reg.Confirmations().Pending()) != 1 {
 		t.Fatal("the confirmation request was lost")
+	}
+}
+
+// staleness returns the code and reason of a failed result.
+func staleness(t *testing.T, res surface.Result) (surface.Code, any) {
+	t.Helper()
+	if res.Error == nil {
+		t.Fatalf("ok, want a staleness error: %s", envelope(res))
+	}
+	return res.Error.Code, res.Error.Details["reason"]
+}
+
+// Threat: the agent acts on a stale catalog (direct mode). A call goes to
+// the registration and surface version of the catalog entry the model was
+// shown, never to whatever carries the name now.
+// AS-STALE-001, AS-STALE-002, AS-LIFE-005, AS-ADAPTER-001.
+func TestThreatStaleCatalog_AS_STALE_001_002_Direct(t *testing.T) {
+	reg, d := newDomainRegistry(t, &surface.Options{OnDuplicate: surface.DuplicateReplace})
+	p := newProbe()
+	h := surfacetest.MustRegister(t, reg, p.component("main"))
+	ts := newToolset(t, reg, surface.ToolsetOptions{Consumer: surface.Consumer{ID: "m"}})
+	if m := ts.WireNames(); m["view_devices__table__selectRows"] != selectID { // before any Tools call
+		t.Fatalf("WireNames before Tools: %v", m)
+	}
+	shown := ts.Catalog()
+	if tool, ok := shown.Tool("view_devices__table__selectRows"); !ok || tool.RegistrationID != h.ID() || tool.SurfaceVersion != shown.SurfaceVersion() {
+		t.Fatalf("%+v", tool)
+	}
+	sel := []byte(`{"ids":["d1"]}`)
+
+	// Replaced: the model's entry names the old registration.
+	h2 := surfacetest.MustRegister(t, reg, p.component("main"))
+	code, reason := staleness(t, shown.Call(bg, "view_devices__table__selectRows", sel, surface.CallOptions{}))
+	if code != surface.CodeStaleCapability || reason != "registration-replaced" || p.calls.Load() != 0 {
+		t.Fatalf("after replace: %s %v (%d calls)", code, reason, p.calls.Load())
+	}
+	if code, _ := staleness(t, ts.Call(bg, "view_devices__table__readState", nil, surface.CallOptions{})); code != surface.CodeStaleCapability {
+		t.Fatalf("Toolset.Call after replace: %s", code) // Call targets the catalog last shown
+	}
+	// Listing again shows the live registration; calls through it run.
+	ts.Tools()
+	surfacetest.RequireOK(t, ts.Call(bg, "view_devices__table__selectRows", sel, surface.CallOptions{}))
+	relisted := ts.Catalog()
+
+	// Unmounted: the spec's code for a live tombstone.
+	h2.Unregister()
+	code, _ = staleness(t, relisted.Call(bg, "view_devices__table__selectRows", sel, surface.CallOptions{}))
+	if res := relisted.Call(bg, "view_devices__table__open", nil, surface.CallOptions{}); code != surface.CodeComponentUnmounted || res.Error.Details["phase"] != "resolve" {
+		t.Fatalf("after unmount: %s %s", code, envelope(res))
+	}
+	if p.calls.Load() != 1 || h.Status() != surface.HandleUnregistered {
+		t.Fatalf("%d calls, first registration %s", p.calls.Load(), h.Status())
+	}
+
+	// A destructive procedure after any surface change: stale, not a
+	// confirmation request.
+	s := &selection{ids: []string{"d1"}}
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(s, surface.EffectDestructive)))
+	before := ts.Catalog()
+	surfacetest.MustRegister(t, reg, simple("approval.banner", "")) // an unrelated change
+	code, reason = staleness(t, before.Call(bg, "domain_devices__disable", []byte(`{"reason":"r"}`), surface.CallOptions{}))
+	if code != surface.CodeStaleCapability || reason != "surface-version-mismatch" || len(reg.Confirmations().Pending()) != 0 {
+		t.Fatalf("destructive after a change: %s %v", code, reason)
+	}
+	// Two-phase: the current catalog asks for confirmation; the retry
+	// through it presents the evidence and executes once.
+	now := ts.Catalog()
+	res := now.Call(bg, "domain_devices__disable", []byte(`{"reason":"r"}`), surface.CallOptions{ToolCallID: "call-1"})
+	id, _ := surfacetest.RequireCode(t, res, surface.CodeConfirmationRequired).Details["confirmationId"].(string)
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
+	surfacetest.RequireOK(t, now.Call(bg, "domain_devices__disable", []byte(`{"reason":"r"}`), surface.CallOptions{ToolCallID: "call-1", ConfirmationID: id}))
+	if n := len(d.recorded()); n != 1 {
+		t.Fatalf("%d executions", n)
+	}
+}
+
+// Threat: the agent acts on a stale catalog (meta mode). surface_act and
+// surface_read resolve capability ids when called (their constant schemas
+// carry no registration id), but an unmounted component is reported as
+// such, and the discovered surfaceVersion stops dangerous procedures after
+// a change. AS-ADAPTER-004, AS-META-004, AS-STALE-001, AS-STALE-002.
+func TestThreatStaleCatalog_AS_META_004_Meta(t *testing.T) {
+	reg, d := newDomainRegistry(t, &surface.Options{OnDuplicate: surface.DuplicateReplace})
+	s := &selection{ids: []string{"d1"}}
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(s, surface.EffectDestructive)))
+	p := newProbe()
+	surfacetest.MustRegister(t, reg, p.component("side"))
+	ts := newToolset(t, reg, surface.ToolsetOptions{Mode: surface.ToolsetMeta})
+	var snap struct {
+		SurfaceVersion string `json:"surfaceVersion"`
+	}
+	if err := metaCall(ts, surface.MetaDiscover, "").Decode(&snap); err != nil || snap.SurfaceVersion == "" {
+		t.Fatalf("%v %+v", err, snap)
+	}
+	act := `{"capabilityId":"domain:devices.disable","input":{"reason":"r"},"surfaceVersion":"` + snap.SurfaceVersion + `"}`
+
+	// Replaced: the discovered version no longer holds for the
+	// destructive procedure.
+	h := surfacetest.MustRegister(t, reg, p.component("side"))
+	code, reason := staleness(t, metaCall(ts, surface.MetaAct, act))
+	if code != surface.CodeStaleCapability || reason != "surface-version-mismatch" || len(reg.Confirmations().Pending()) != 0 {
+		t.Fatalf("meta act after replace: %s %v", code, reason)
+	}
+	// Unmounted: read and act say so.
+	h.Unregister()
+	if code, _ := staleness(t, metaCall(ts, surface.MetaRead, `{"capabilityId":"view:devices.table.readState","instanceId":"side"}`)); code != surface.CodeComponentUnmounted {
+		t.Fatalf("meta read after unmount: %s", code)
+	}
+	if code, _ := staleness(t, metaCall(ts, surface.MetaAct, `{"capabilityId":"`+selectID+`","input":{"ids":[]}}`)); code != surface.CodeComponentUnmounted || p.calls.Load() != 0 {
+		t.Fatalf("meta act after unmount: %s", code)
+	}
+	// Without a version the call reaches confirmation, as in direct mode.
+	surfacetest.RequireCode(t, metaCall(ts, surface.MetaAct, `{"capabilityId":"domain:devices.disable","input":{"reason":"r"}}`), surface.CodeConfirmationRequired)
+	if len(d.recorded()) != 0 {
+		t.Fatal("executed without approval")
 	}
 }

@@ -96,7 +96,7 @@ func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
 	end := r.now()
 	cache := (res.Error == nil || errorMatrix[res.Error.Code].cached) && !a.devDefect
 	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
-	r.settled(a, res, end, a.level() != AuditLevelNone || a.unresolved)
+	r.settled(a, res, end, a.level() != AuditLevelNone || a.unresolved || r.auditsRefusal(a, res))
 	return res.clone()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,6 +112,19 @@ type Tool struct {
 
 // Toolset projects a registry into tools for a model loop, for one
 // consumer. It is safe for concurrent use. Close it when the loop ends.
+//
+// A model acts on the tools it was shown. [Toolset.Catalog] returns one
+// build of the tools as a [Catalog]; its Call targets exactly the entries
+// listed: each carries the registration id and surface version it was
+// built from, and a call sends them (semantics §16.1). So a call through
+// a catalog whose component was since replaced fails STALE_CAPABILITY
+// registration-replaced, one whose component was unmounted fails
+// COMPONENT_UNMOUNTED, and a destructive or external-side-effect procedure
+// called after any surface change fails STALE_CAPABILITY
+// surface-version-mismatch: the model lists the tools again, and never
+// silently acts on something it was not shown. [Toolset.Tools] and
+// [Toolset.Call] do the same for a host with one model loop: Call targets
+// the catalog of the last Tools or Catalog call.
 type Toolset struct {
 	r       *Registry
 	opts    ToolsetOptions
@@ -119,15 +133,51 @@ type Toolset struct {
 	stop    context.CancelFunc
 	unsub   func()
 
-	mu      sync.Mutex
-	version string // of the cached catalog
-	verNum  uint64 // the same, as a number
-	static  bool   // the catalog's states change only with the version (see isStatic)
-	tools   []Tool
+	mu     sync.Mutex
+	defs   *catalogDefs // definitions of the last build
+	shown  *Catalog     // the catalog of the last Tools or Catalog call
+	sig    string       // JSON of the catalog subscribers last heard about
+	subs   []*func(*Catalog)
+	closed bool
+}
+
+// catalogDefs are the definitions of one build, shared read-only by the
+// catalogs made from them while the surface version stays the same.
+type catalogDefs struct {
+	version string
+	verNum  uint64
+	static  bool   // the states change only with the version (see isStatic)
+	tools   []Tool // with the states of the build; never modified
 	byName  map[string]int
-	sig     string // JSON of the catalog subscribers last heard about
-	subs    []*func([]Tool)
-	closed  bool
+}
+
+// Catalog is one build of a toolset's tools: what a model is shown, and
+// how its calls of them are made. Each tool carries the registration id
+// and surface version it was built from, and [Catalog.Call] sends them, so
+// a call reaches the registration the model saw or fails with the
+// registry's staleness verdict. A Catalog never changes; it is safe for
+// concurrent use. In meta mode it holds the three meta tools, whose calls
+// resolve capability ids when they are made.
+type Catalog struct {
+	ts      *Toolset
+	version string
+	tools   []Tool // never modified
+	byName  map[string]int
+}
+
+// CallOptions qualify one tool call.
+type CallOptions struct {
+	// ToolCallID is the model's tool-call id; it becomes the invocation id,
+	// so that a transport retry of the same call is idempotent. Empty
+	// means a fresh id.
+	ToolCallID string
+	// ConfirmationID presents the evidence of an approved
+	// CONFIRMATION_REQUIRED when the model calls again (two-phase mode).
+	// The retry keeps the registration id the catalog names but sends no
+	// version hint: the user's approval, bound to the exact input,
+	// postdates any change of the surface. In meta mode surface_act
+	// carries its own confirmationId argument, which wins.
+	ConfirmationID string
 }
 
 const emptyObject = `{"additionalProperties":false,"properties":{},"type":"object"}`
@@ -187,39 +237,72 @@ func (ts *Toolset) Close() error {
 	return nil
 }
 
-// Tools returns the current catalog. Definitions are rebuilt only when the
-// surface version moved; the live state is fresh on every call.
-func (ts *Toolset) Tools() []Tool {
-	if ts.opts.Mode == ToolsetMeta {
-		return metaTools()
-	}
-	return ts.build()
+// Catalog returns the current catalog, with live states, and makes it the
+// one [Toolset.Call] targets. Descriptions and schemas are stable: they
+// change only with the surface (semantics §16.1).
+func (ts *Toolset) Catalog() *Catalog {
+	c := ts.build()
+	ts.mu.Lock()
+	ts.shown = c
+	ts.mu.Unlock()
+	return c
 }
 
-// WireNames maps the tool names of the last catalog to capability ids.
-func (ts *Toolset) WireNames() map[string]string {
+// Tools returns the tools of a new [Toolset.Catalog], which Call then
+// targets.
+func (ts *Toolset) Tools() []Tool { return ts.Catalog().Tools() }
+
+// WireNames maps the tool names of the catalog Call targets to capability
+// ids: the catalog of the last Tools or Catalog call, else the current
+// one. It is empty in meta mode.
+func (ts *Toolset) WireNames() map[string]string { return ts.target().WireNames() }
+
+// Call calls the tool called name, with the model's arguments, through
+// the catalog of the last Tools or Catalog call (through the current
+// catalog before any); see [Catalog.Call]. A host that serves several
+// models from one toolset, or shows catalogs from Subscribe, calls through
+// the Catalog it showed instead.
+func (ts *Toolset) Call(ctx context.Context, name string, input json.RawMessage, opts CallOptions) Result {
+	return ts.target().Call(ctx, name, input, opts)
+}
+
+// target is the catalog Toolset.Call uses.
+func (ts *Toolset) target() *Catalog {
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	m := make(map[string]string, len(ts.tools))
-	for _, t := range ts.tools {
-		m[t.Name] = t.CapabilityID
+	c := ts.shown
+	ts.mu.Unlock()
+	if c == nil {
+		c = ts.build()
 	}
-	return m
+	return c
 }
 
 // Subscribe calls fn with the new catalog whenever a surface change alters
 // a tool's name, description, schema or state. It returns a function that
-// unsubscribes. Meta toolsets never change.
-func (ts *Toolset) Subscribe(fn func([]Tool)) (unsubscribe func()) {
-	return subscribe(&ts.mu, &ts.subs, fn, func() bool { return ts.opts.Mode == ToolsetDirect && !ts.closed })
+// unsubscribes. Meta toolsets never change. A host that shows the new
+// tools to its model calls them through the catalog fn received.
+func (ts *Toolset) Subscribe(fn func(*Catalog)) (unsubscribe func()) {
+	p := &fn
+	ts.mu.Lock()
+	if ts.opts.Mode == ToolsetDirect && !ts.closed {
+		ts.subs = append(slices.Clone(ts.subs), p)
+	}
+	ts.mu.Unlock()
+	return func() {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		if i := slices.Index(ts.subs, p); i >= 0 {
+			ts.subs = slices.Delete(slices.Clone(ts.subs), i, i+1)
+		}
+	}
 }
 
 // refresh rebuilds the catalog after a surface change and notifies
 // subscribers if it differs from what they last heard (not from the last
 // build: a Tools call in between must not swallow the notification).
 func (ts *Toolset) refresh() {
-	tools := ts.build()
-	sig := catalogSignature(tools)
+	c := ts.build()
+	sig := catalogSignature(c.tools)
 	ts.mu.Lock()
 	if sig == ts.sig {
 		ts.mu.Unlock()
@@ -228,40 +311,91 @@ func (ts *Toolset) refresh() {
 	ts.sig = sig
 	subs := ts.subs
 	ts.mu.Unlock()
-	notifyAll(ts.r.log, "toolset", subs, tools)
+	for _, fn := range subs {
+		func() {
+			defer func() {
+				if rec := recover(); rec != nil {
+					ts.r.log.Error("surface: toolset subscriber panicked", "panic", fmt.Sprint(rec))
+				}
+			}()
+			(*fn)(c)
+		}()
+	}
 }
 
-// build computes the catalog from a fresh snapshot. Definitions (names,
+// build makes a catalog from a fresh snapshot. Definitions (names,
 // descriptions, schemas) are reused while the surface version and the set
-// of listed capabilities stay the same; the live state is always fresh.
-// The cached catalog's states are never read: only its definitions.
-func (ts *Toolset) build() []Tool {
+// of listed capabilities stay the same; the states are always fresh.
+func (ts *Toolset) build() *Catalog {
+	if ts.opts.Mode == ToolsetMeta {
+		return &Catalog{ts: ts, tools: metaTools()}
+	}
 	ts.mu.Lock()
+	d := ts.defs
+	ts.mu.Unlock()
 	// Close drops every registration without a version bump: a closed
 	// registry always takes the snapshot (it is empty).
-	if ts.static && ts.tools != nil && ts.r.version.Load() == ts.verNum && !ts.r.closedFlag.Load() {
-		out := slices.Clone(ts.tools) // nothing can have changed: no snapshot needed
-		ts.mu.Unlock()
-		return out
+	if d != nil && d.static && ts.r.version.Load() == d.verNum && !ts.r.closedFlag.Load() {
+		return d.catalog(ts, d.tools) // nothing can have changed: no snapshot needed
 	}
-	ts.mu.Unlock()
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if snap.SurfaceVersion == ts.version {
-		out := slices.Clone(ts.tools) // one bulk copy; states are set below
-		if withStates(out, snap) {
-			return out
+	if d != nil && snap.SurfaceVersion == d.version {
+		tools := slices.Clone(d.tools)
+		if withStates(tools, snap) {
+			return d.catalog(ts, tools)
 		}
 	}
-	ts.tools, ts.version = catalog(snap), snap.SurfaceVersion
-	ts.verNum, _ = strconv.ParseUint(snap.SurfaceVersion, 10, 64)
-	ts.static = isStatic(snap)
-	ts.byName = make(map[string]int, len(ts.tools))
-	for i, t := range ts.tools {
-		ts.byName[t.Name] = i
+	d = &catalogDefs{tools: catalog(snap), version: snap.SurfaceVersion, static: isStatic(snap)}
+	d.verNum, _ = strconv.ParseUint(snap.SurfaceVersion, 10, 64)
+	d.byName = make(map[string]int, len(d.tools))
+	for i, t := range d.tools {
+		d.byName[t.Name] = i
 	}
-	return slices.Clone(ts.tools)
+	ts.mu.Lock()
+	ts.defs = d
+	ts.mu.Unlock()
+	return d.catalog(ts, d.tools)
+}
+
+// catalog is a catalog of these definitions with the given tools (the
+// definitions' own, or a copy with fresh states).
+func (d *catalogDefs) catalog(ts *Toolset, tools []Tool) *Catalog {
+	return &Catalog{ts: ts, version: d.version, tools: tools, byName: d.byName}
+}
+
+// Tools returns the catalog's tools, in catalog order: the caller's copy.
+func (c *Catalog) Tools() []Tool { return slices.Clone(c.tools) }
+
+// Tool returns the tool called name.
+func (c *Catalog) Tool(name string) (Tool, bool) {
+	if c.byName == nil { // meta mode
+		for _, t := range c.tools {
+			if t.Name == name {
+				return t, true
+			}
+		}
+		return Tool{}, false
+	}
+	i, ok := c.byName[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return c.tools[i], true
+}
+
+// SurfaceVersion is the surface version the catalog was built at; empty
+// in meta mode.
+func (c *Catalog) SurfaceVersion() string { return c.version }
+
+// WireNames maps the catalog's tool names to capability ids (semantics
+// §16.2): the way back from a name, since only faithful names decode. It
+// is empty in meta mode.
+func (c *Catalog) WireNames() map[string]string {
+	m := make(map[string]string, len(c.byName))
+	for name, i := range c.byName {
+		m[name] = c.tools[i].CapabilityID
+	}
+	return m
 }
 
 // isStatic reports whether the states of a snapshot's capabilities can
@@ -414,53 +548,46 @@ func safeSuffix(s string) string {
 	}, s)
 }
 
-// Call invokes the tool called name with the model's arguments. The
-// tool-call id becomes the invocation id (so a transport retry is
-// idempotent); the call carries the registration id and surface version of
-// the catalog the tool came from. Call never panics and returns the
-// registry's result unchanged; in wait mode a CONFIRMATION_REQUIRED is
-// answered by waiting for the user and retrying once with the evidence.
-func (ts *Toolset) Call(ctx context.Context, name string, input json.RawMessage, toolCallID string) Result {
+// Call calls the tool called name with the model's arguments. The call
+// targets the capability, registration and surface version of the
+// catalog's entry, so the registry answers for what the model was shown:
+// STALE_CAPABILITY or COMPONENT_UNMOUNTED when that is gone, and
+// CAPABILITY_NOT_FOUND for a name the catalog does not have. Call never
+// panics and returns the registry's result unchanged; in wait mode a
+// CONFIRMATION_REQUIRED is answered by waiting for the user and retrying
+// once with the evidence.
+func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage, opts CallOptions) Result {
+	ts := c.ts
 	if ts.opts.Mode == ToolsetMeta {
-		return ts.callMeta(ctx, name, input, toolCallID)
+		return ts.callMeta(ctx, name, input, opts)
 	}
-	inv := Invocation{InvocationID: toolCallID}
-	kind, ok := ts.target(name, &inv)
-	if !ok { // not in the last catalog: look again once
-		_ = ts.build()
-		kind, ok = ts.target(name, &inv)
-	}
+	inv := Invocation{InvocationID: opts.ToolCallID}
 	if inv.InvocationID == "" {
 		inv.InvocationID = NewInvocationID()
 	}
+	i, ok := c.byName[name]
 	if !ok {
 		return ts.r.unknownTool(inv.InvocationID, name)
 	}
-	if kind != KindObservation {
+	t := &c.tools[i]
+	inv.CapabilityID, inv.RegistrationID, inv.SurfaceVersion = t.CapabilityID, t.RegistrationID, t.SurfaceVersion
+	if opts.ConfirmationID != "" {
+		inv.ConfirmationID, inv.SurfaceVersion = opts.ConfirmationID, ""
+	}
+	if t.Kind != KindObservation {
 		inv.Input = input
 	}
 	return ts.invoke(ctx, inv)
 }
 
-// target points inv at the tool called name in the last catalog and
-// returns its kind; ok is false when there is no such tool.
-func (ts *Toolset) target(name string, inv *Invocation) (kind Kind, ok bool) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	i, ok := ts.byName[name]
-	if !ok {
-		return "", false
-	}
-	t := &ts.tools[i]
-	inv.CapabilityID, inv.RegistrationID, inv.SurfaceVersion = t.CapabilityID, t.RegistrationID, t.SurfaceVersion
-	return t.Kind, true
-}
-
 // unknownTool is the result of calling a tool the catalog does not have:
-// it does not exist for this consumer.
+// it does not exist for this consumer, or the registry is closed.
 func (r *Registry) unknownTool(invocationID, name string) Result {
-	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name,
-		Error: NewError(CodeCapabilityNotFound, "", nil), SurfaceVersion: r.Version()}
+	e := NewError(CodeCapabilityNotFound, "", nil)
+	if r.closedFlag.Load() {
+		e = cancelledByClose()
+	}
+	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name, Error: e, SurfaceVersion: r.Version()}
 }
 
 // invoke runs one invocation with the toolset's confirmation mode.

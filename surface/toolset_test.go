@@ -115,7 +115,7 @@ func TestDirectToolset_AS_ADAPTER_001_AS_CACHE_001_003(t *testing.T) {
 	}
 	before := defs(tools)
 	var notified atomic.Int64
-	ts.Subscribe(func([]surface.Tool) { notified.Add(1) })
+	ts.Subscribe(func(*surface.Catalog) { notified.Add(1) })
 	ha.Update(surface.Update{Availability: map[string]surface.Availability{"selectRows": {Reason: "Busy"}}})
 	sel.set("d1", "d2")
 	after := ts.Tools()
@@ -146,17 +146,17 @@ func TestToolsetCall_AS_ADAPTER_002(t *testing.T) {
 	surfacetest.MustRegister(t, reg, p.component("main"))
 	ts := newToolset(t, reg, surface.ToolsetOptions{})
 	ts.Tools()
-	res := ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":["d1"]}`), "toolu_01")
+	res := ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":["d1"]}`), surface.CallOptions{ToolCallID: "toolu_01"})
 	direct := reg.Invoke(bg, surface.Invocation{InvocationID: "toolu_01", CapabilityID: selectID, Input: json.RawMessage(`{"ids":["d1"]}`),
 		RegistrationID: surfacetest.UniqueRegistration(reg, selectID), SurfaceVersion: "1"}, surface.InvokeOptions{Consumer: surface.Anonymous})
 	if res != direct || res.InvocationID != "toolu_01" || p.calls.Load() != 1 {
 		t.Fatalf("%+v\n%+v", res, direct)
 	}
-	e := surfacetest.RequireCode(t, ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":"x"}`), ""), surface.CodeInvalidInput)
+	e := surfacetest.RequireCode(t, ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":"x"}`), surface.CallOptions{}), surface.CodeInvalidInput)
 	if len(e.Details["issues"].([]surface.Issue)) != 1 {
 		t.Fatalf("%+v", e)
 	}
-	res = ts.Call(bg, "no_such_tool", nil, "t9")
+	res = ts.Call(bg, "no_such_tool", nil, surface.CallOptions{ToolCallID: "t9"})
 	if res.Error.Code != surface.CodeCapabilityNotFound || res.CapabilityID != "no_such_tool" || res.InvocationID != "t9" {
 		t.Fatalf("%+v", res)
 	}
@@ -174,7 +174,9 @@ func TestToolsetWait_AS_TOPO_003(t *testing.T) {
 		defer ts.Close()
 		ts.Tools()
 		done := make(chan surface.Result)
-		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d1"]}`), "c1") }()
+		go func() {
+			done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d1"]}`), surface.CallOptions{ToolCallID: "c1"})
+		}()
 		synctest.Wait()
 		pending := reg.Confirmations().Pending()
 		if len(pending) != 1 {
@@ -185,13 +187,17 @@ func TestToolsetWait_AS_TOPO_003(t *testing.T) {
 		if ran.Load() != 1 {
 			t.Fatal("not executed once")
 		}
-		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d2"]}`), "c2") }()
+		go func() {
+			done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d2"]}`), surface.CallOptions{ToolCallID: "c2"})
+		}()
 		synctest.Wait()
 		reg.Confirmations().Resolve(reg.Confirmations().Pending()[0].ConfirmationID, surface.Resolution{})
 		if e := surfacetest.RequireCode(t, <-done, surface.CodeConfirmationInvalid); e.Details["reason"] != "denied" {
 			t.Fatalf("%+v", e)
 		}
-		go func() { done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d3"]}`), "c3") }()
+		go func() {
+			done <- ts.Call(bg, "view_devices__wipe", json.RawMessage(`{"ids":["d3"]}`), surface.CallOptions{ToolCallID: "c3"})
+		}()
 		synctest.Wait()
 		_ = ts.Close()
 		surfacetest.RequireCode(t, <-done, surface.CodeConfirmationRequired)
@@ -206,7 +212,7 @@ func metaCall(ts *surface.Toolset, name, args string) surface.Result {
 	if args != "" {
 		raw = json.RawMessage(args)
 	}
-	return ts.Call(bg, name, raw, "")
+	return ts.Call(bg, name, raw, surface.CallOptions{})
 }
 
 func discovered(t *testing.T, res surface.Result) (types []string, rejected []string, truncated bool) {
@@ -362,7 +368,7 @@ func TestToolsetNotificationsAndPolicyDrift(t *testing.T) {
 	})
 	ts = newToolset(t, reg, surface.ToolsetOptions{})
 	var notified atomic.Int64
-	ts.Subscribe(func([]surface.Tool) { notified.Add(1) })
+	ts.Subscribe(func(*surface.Catalog) { notified.Add(1) })
 	user.Store("u1")
 	surfacetest.MustRegister(t, reg, newProbe().component("main"))
 	if notified.Load() != 1 {
@@ -392,7 +398,7 @@ func TestToolsetWaitSurvivesUnrelatedChange(t *testing.T) {
 		ts.Tools()
 		done := make(chan surface.Result)
 		go func() {
-			done <- ts.Call(bg, "domain_devices__disable", json.RawMessage(`{"reason":"r"}`), "c1")
+			done <- ts.Call(bg, "domain_devices__disable", json.RawMessage(`{"reason":"r"}`), surface.CallOptions{ToolCallID: "c1"})
 		}()
 		synctest.Wait()
 		surfacetest.MustRegister(t, reg, simple("approval.dialog", "")) // the approval UI mounts
@@ -445,5 +451,27 @@ func TestToolsStatesStayLive(t *testing.T) {
 	_ = reg.Close()
 	if tools := ts.Tools(); len(tools) != 0 {
 		t.Fatalf("after Close: %d tools", len(tools))
+	}
+}
+
+// On a closed registry a catalog is empty, and a call of any tool says
+// the surface is closed (CANCELLED, retry no) rather than that the tool
+// does not exist.
+func TestToolsetOnClosedRegistry(t *testing.T) {
+	reg := surface.New(nil)
+	surfacetest.MustRegister(t, reg, newProbe().component("main"))
+	ts := newToolset(t, reg, surface.ToolsetOptions{})
+	shown := ts.Catalog()
+	_ = reg.Close()
+	if n := len(ts.Catalog().Tools()); n != 0 {
+		t.Fatalf("%d tools after Close", n)
+	}
+	for _, res := range []surface.Result{
+		ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":[]}`), surface.CallOptions{}),
+		shown.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":[]}`), surface.CallOptions{}),
+	} {
+		if e := surfacetest.RequireCode(t, res, surface.CodeCancelled); e.Retry != surface.RetryNo {
+			t.Fatalf("%+v", e)
+		}
 	}
 }

@@ -335,72 +335,35 @@ func (a wireSortKey) compare(b wireSortKey) int {
 	)
 }
 
-// decodeWireName maps a faithful (unhashed) name back to its capability id
-// and instance id. It reports false rather than guess: for hashed names,
-// which only the catalog that emitted them can resolve (hosts must use the
-// map from [assignWireNames]), and for anything that is not exactly the
-// name [encodeWireName] gives some key.
+// decodeWireName maps a faithful name without an instance suffix back to
+// its capability id (semantics §16.2). It reports false rather than guess:
+// for hashed names and per-instance names ("…_at_main"), which only the
+// catalog that emitted them can resolve (hosts use the catalog's map,
+// Catalog.WireNames), and for anything that is not exactly the name
+// [encodeWireName] gives some id.
 //
-// The plane is the text before the first '_' ("view" or "domain"). The id
-// part follows, segments separated by exactly "__" (each → '.'); a single
-// '_' must begin the suffix "_at_" + instance id, which runs to the end of
-// the name. Runs of three or more '_' in the id part, empty segments, a
-// leftover '_', names ending like a hash, unparseable ids, invalid instance
-// ids, and keys that do not re-encode byte-identically are refused.
-func decodeWireName(name string) (wireKey, bool) {
+// The plane is the text before the first '_' ("view" or "domain"); the
+// rest is segments separated by exactly "__" (each → '.'). Runs of one or
+// of three or more '_' (a leftover '_', a suffix), empty segments, names
+// ending like a hash, unparseable ids, and ids that do not re-encode byte
+// for byte are refused.
+func decodeWireName(name string) (capabilityID string, ok bool) {
 	if name == "" || len(name) > maxWireNameLength || !wireSafe(name) || wireLooksHashed(name) {
-		return wireKey{}, false
+		return "", false
 	}
-	sep := strings.IndexByte(name, '_')
-	if sep < 0 {
-		return wireKey{}, false
+	plane, rest, found := strings.Cut(name, "_")
+	if !found || plane != string(PlaneView) && plane != string(PlaneDomain) {
+		return "", false
 	}
-	plane, rest := name[:sep], name[sep+1:]
-	if plane != string(PlaneView) && plane != string(PlaneDomain) {
-		return wireKey{}, false
+	segs := strings.Split(rest, "__")
+	for _, seg := range segs {
+		if seg == "" || strings.IndexByte(seg, '_') >= 0 {
+			return "", false // an empty segment, a leftover '_' or a run of three or more
+		}
 	}
-	var id strings.Builder
-	id.Grow(len(name))
-	id.WriteString(plane)
-	id.WriteByte(':')
-	instance := ""
-	segStart := true // at the start of a segment
-	for i := 0; i < len(rest); {
-		c := rest[i]
-		if c != '_' {
-			id.WriteByte(c)
-			segStart = false
-			i++
-			continue
-		}
-		n := 1
-		for i+n < len(rest) && rest[i+n] == '_' {
-			n++
-		}
-		if segStart { // empty segment (or a suffix after nothing)
-			return wireKey{}, false
-		}
-		if n == 2 {
-			id.WriteByte('.')
-			segStart = true
-			i += 2
-			continue
-		}
-		if n != 1 || !strings.HasPrefix(rest[i:], wireSuffix) {
-			return wireKey{}, false // a run of ≥ 3, or a leftover '_'
-		}
-		instance = rest[i+len(wireSuffix):]
-		if !ValidInstanceID(instance) {
-			return wireKey{}, false
-		}
-		break
+	id := plane + ":" + strings.Join(segs, ".")
+	if _, ok := ParseCapabilityID(id); !ok || encodeWireName(wireKey{CapabilityID: id}) != name {
+		return "", false
 	}
-	if segStart { // empty id, or a trailing separator
-		return wireKey{}, false
-	}
-	k := wireKey{CapabilityID: id.String(), InstanceID: instance}
-	if _, ok := ParseCapabilityID(k.CapabilityID); !ok || encodeWireName(k) != name {
-		return wireKey{}, false
-	}
-	return k, true
+	return id, true
 }

@@ -71,12 +71,13 @@ func wireSpecFaithful(k surface.WireKey) bool {
 		wireSafeRE.MatchString(raw) && !wireHashTailRE.MatchString(raw)
 }
 
-// wireDecodable reports whether a faithful key's id has only non-empty
-// segments, which decoding requires (§16.2: empty segments and runs of
-// three or more '_' are refused).
+// wireDecodable reports whether a faithful key decodes: it has no
+// instance suffix (per-instance names resolve through the catalog only)
+// and its id has only non-empty segments (§16.2: empty segments and runs
+// of three or more '_' are refused).
 func wireDecodable(k surface.WireKey) bool {
 	_, rest, _ := strings.Cut(k.CapabilityID, ":")
-	return !slices.Contains(strings.Split(rest, "."), "")
+	return k.InstanceID == "" && !slices.Contains(strings.Split(rest, "."), "")
 }
 
 // wireTB is what checkWireName needs of *testing.T and *rapid.T.
@@ -141,10 +142,18 @@ func TestWireCodec_AS_ID_002(t *testing.T) {
 		}
 	})
 	t.Run("faithful", func(t *testing.T) {
+		// Faithful names without a suffix decode to their id; a
+		// per-instance name decodes to none (AS-WIRE-007).
 		for _, v := range wireVectors[:4] {
-			k, ok := surface.DecodeWireName(v.name)
-			if !ok || k != v.key {
-				t.Errorf("DecodeWireName(%q) = %+v, %v; want %+v", v.name, k, ok, v.key)
+			id, ok := surface.DecodeWireName(v.name)
+			if v.key.InstanceID != "" {
+				if ok {
+					t.Errorf("DecodeWireName(%q) = %q, want a refusal (per-instance name)", v.name, id)
+				}
+				continue
+			}
+			if !ok || id != v.key.CapabilityID {
+				t.Errorf("DecodeWireName(%q) = %q, %v; want %q", v.name, id, ok, v.key.CapabilityID)
 			}
 		}
 		// Exactly 64 characters is still faithful.
@@ -200,8 +209,8 @@ func TestWireCodec_AS_ID_002(t *testing.T) {
 			if got := surface.EncodeWireName(c.key); got != c.name {
 				t.Errorf("EncodeWireName(%+v) = %q, want %q", c.key, got, c.name)
 			}
-			if k, ok := surface.DecodeWireName(c.name); !ok || k != c.key {
-				t.Errorf("DecodeWireName(%q) = %+v, %v; want %+v", c.name, k, ok, c.key)
+			if id, ok := surface.DecodeWireName(c.name); ok { // only the catalog's map resolves it
+				t.Errorf("DecodeWireName(%q) = %q, want a refusal (per-instance name)", c.name, id)
 			}
 		}
 	})
@@ -275,11 +284,11 @@ func TestWireRoundTrip_AS_ID_004(t *testing.T) {
 				t.Fatalf("%+v: got %q, want the faithful form %q", k, n, raw)
 			}
 			got, ok := surface.DecodeWireName(n)
-			if wireDecodable(k) && (!ok || got != k) {
-				t.Fatalf("DecodeWireName(%q) = %+v, %v; want %+v", n, got, ok, k)
+			if wireDecodable(k) && (!ok || got != k.CapabilityID) {
+				t.Fatalf("DecodeWireName(%q) = %q, %v; want %q", n, got, ok, k.CapabilityID)
 			}
 			if !wireDecodable(k) && ok {
-				t.Fatalf("DecodeWireName(%q) = %+v, want a refusal (empty segment)", n, got)
+				t.Fatalf("DecodeWireName(%q) = %q, want a refusal (empty segment or suffix)", n, got)
 			}
 			return
 		}
@@ -508,8 +517,8 @@ func TestWireDecodeRefuses_AS_WIRE_007(t *testing.T) {
 				t.Fatalf("inverse[%q] = %+v, whose name is %q", n, k, names[k])
 			}
 			got, ok := surface.DecodeWireName(n)
-			if ok && got != k {
-				t.Fatalf("DecodeWireName(%q) = %+v, but the catalog says %+v", n, got, k)
+			if ok && (got != k.CapabilityID || k.InstanceID != "") {
+				t.Fatalf("DecodeWireName(%q) = %q, but the catalog says %+v", n, got, k)
 			}
 			if ok != (n == wireRaw(k) && wireDecodable(k)) {
 				t.Fatalf("DecodeWireName(%q) ok=%v for %+v", n, ok, k)
@@ -531,13 +540,14 @@ func FuzzDecodeWireName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		k, ok := surface.DecodeWireName(name)
+		id, ok := surface.DecodeWireName(name)
 		if !ok {
-			if k != (surface.WireKey{}) {
-				t.Fatalf("refusal with a key %+v", k)
+			if id != "" {
+				t.Fatalf("refusal with an id %q", id)
 			}
 			return
 		}
+		k := surface.WireKey{CapabilityID: id}
 		if got := surface.EncodeWireName(k); got != name {
 			t.Fatalf("DecodeWireName(%q) = %+v, which encodes to %q", name, k, got)
 		}
@@ -559,8 +569,8 @@ func FuzzEncodeWireName(f *testing.F) {
 		k := surface.WireKey{CapabilityID: id, InstanceID: instance}
 		n := surface.EncodeWireName(k)
 		checkWireName(t, k, n)
-		if got, ok := surface.DecodeWireName(n); ok && got != k {
-			t.Fatalf("%+v → %q → %+v", k, n, got)
+		if got, ok := surface.DecodeWireName(n); ok && (got != k.CapabilityID || k.InstanceID != "") {
+			t.Fatalf("%+v → %q → %q", k, n, got)
 		}
 	})
 }
@@ -605,11 +615,12 @@ func ExampleAssignWireNames() {
 	} {
 		fmt.Println(names[k])
 	}
-	k, ok := surface.DecodeWireName("view_devices__table__readState_at_main")
-	fmt.Println(k.CapabilityID, k.InstanceID, ok)
+	fmt.Println(surface.DecodeWireName("domain_devices__disable"))
+	fmt.Println(surface.DecodeWireName("view_devices__table__readState_at_main")) // resolved through the catalog only
 	// Output:
 	// view_devices__table__readState_at_main
 	// view_devices__table__readState_at_side
 	// domain_devices__disable
-	// view:devices.table.readState main true
+	// domain:devices.disable true
+	//  false
 }

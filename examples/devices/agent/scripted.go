@@ -33,7 +33,9 @@ const (
 //  4. call the first panel's readDevice from the catalog it was shown:
 //     STALE_CAPABILITY (the registration was replaced), handled by
 //     discovering again and reading the panel now open;
-//  5. go back (close the panel) and disable the selection: two-phase
+//  5. go back (close the panel), list the tools again (a destructive
+//     procedure called from a catalog older than the last surface change
+//     is refused as stale) and disable the selection: two-phase
 //     tools answer CONFIRMATION_REQUIRED, the user approves, the retry
 //     succeeds; waiting tools return once the user approved;
 //  6. read the table again to verify the devices are disabled.
@@ -149,6 +151,11 @@ func (r *run) play(ctx context.Context) error {
 		return r.fail("read "+second.Name, "the panel shows another device")
 	}
 	if _, err := r.call(ctx, "go back (close the panel)", capClose, nil, "ok"); err != nil {
+		return err
+	}
+	// The surface changed: a destructive procedure is only called from a
+	// catalog listed after the change (an older one is refused as stale).
+	if err := r.discover(ctx, "discover the tools after going back", capDisable); err != nil {
 		return err
 	}
 

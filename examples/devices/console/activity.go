@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"slices"
 	"sync"
 
@@ -22,8 +23,8 @@ func newActivity(capacity int, changed func()) *activity {
 	return &activity{max: capacity, changed: changed} // grows as records come
 }
 
-// Record implements surface.AuditSink.
-func (a *activity) Record(e surface.AuditEvent) {
+// Record implements surface.AuditSink; it never fails.
+func (a *activity) Record(_ context.Context, e surface.AuditEvent) error {
 	a.mu.Lock()
 	if len(a.ring) < a.max {
 		a.ring = append(a.ring, e)
@@ -33,6 +34,7 @@ func (a *activity) Record(e surface.AuditEvent) {
 	}
 	a.mu.Unlock()
 	a.changed()
+	return nil
 }
 
 // newestFirst returns the kept records, newest first.

@@ -79,7 +79,7 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 			c.mu.Unlock()
 			return nil, err
 		}
-		c.tools = &embeddedTools{reg: c.s.reg, ts: ts}
+		c.tools = &embeddedTools{ts: ts}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.running, c.cancel = true, cancel
@@ -147,17 +147,16 @@ func (c *agentConsole) close() {
 }
 
 // embeddedTools are the agent.Tools of the embedded agent: the session's
-// toolset, with calls pinned to the catalog the agent was shown.
+// toolset. A call goes through the catalog the agent last listed, so a
+// tool whose component was replaced or unmounted since is refused as
+// stale rather than reaching whatever carries its name now.
 type embeddedTools struct {
-	reg   *surface.Registry
-	ts    *surface.Toolset
-	shown shownCatalog
+	ts *surface.Toolset
 }
 
 // List implements agent.Tools.
 func (e *embeddedTools) List(context.Context) ([]agent.Tool, error) {
 	tools := e.ts.Tools()
-	e.shown.record(tools)
 	out := make([]agent.Tool, len(tools))
 	for i, t := range tools {
 		out[i] = fromSurface(t)
@@ -167,10 +166,7 @@ func (e *embeddedTools) List(context.Context) ([]agent.Tool, error) {
 
 // Call implements agent.Tools.
 func (e *embeddedTools) Call(ctx context.Context, name string, args json.RawMessage) (surface.Result, error) {
-	if res, stale := staleCall(ctx, e.reg, ConsoleConsumer, &e.shown, e.ts.Tools, name, args); stale {
-		return res, nil
-	}
-	return e.ts.Call(ctx, name, args, ""), nil
+	return e.ts.Call(ctx, name, args, surface.CallOptions{}), nil
 }
 
 // fromSurface describes a toolset tool for an agent.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -70,6 +71,7 @@ type App struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	exec  *executor
+	mcp   *mcpsurface.HTTPHandler // serves /mcp
 
 	mu       sync.Mutex
 	byCookie map[string]*Session
@@ -127,6 +129,7 @@ func New(opts Options) (*App, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.exec = &executor{inner: domain.Procedures(opts.Store), changed: a.devicesChanged}
+	a.mcp = a.newMCPHandler()
 	a.mux = a.routes()
 	a.wg.Go(a.sweeper)
 	return a, nil
@@ -292,6 +295,7 @@ func (a *App) Close() error {
 	for _, s := range a.all() {
 		s.Close()
 	}
+	_ = a.mcp.Close()
 	a.wg.Wait()
 	return nil
 }

@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -27,9 +29,7 @@ func idleSessions(tb testing.TB, app *App, n int) (bytesPerSession float64, goro
 			tb.Fatal(err)
 		}
 		s.mountViews()
-		if _, err := s.endpoint(); err != nil {
-			tb.Fatal(err)
-		}
+		openMCPServer(tb, app, s)
 		if _, ok := s.streamOpened(); !ok {
 			tb.Fatal("stream")
 		}
@@ -41,6 +41,19 @@ func idleSessions(tb testing.TB, app *App, n int) (bytesPerSession float64, goro
 	bytesPerSession = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 	runtime.KeepAlive(sessions)
 	return bytesPerSession, goroutines, sessions
+}
+
+// openMCPServer makes the session's MCP server as a client's first
+// request does.
+func openMCPServer(tb testing.TB, app *App, s *Session) {
+	tb.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+s.Token())
+	rec := httptest.NewRecorder()
+	app.ServeHTTP(rec, req)
+	if rec.Code == http.StatusUnauthorized {
+		tb.Fatalf("/mcp: %d", rec.Code)
+	}
 }
 
 func newTestApp(tb testing.TB) *App {

@@ -34,7 +34,7 @@ func TestSelectionProperties(t *testing.T) {
 	defer ts.Close()
 	var mu sync.Mutex
 	var told []surface.Tool // what a subscriber was last told
-	ts.Subscribe(func(tools []surface.Tool) { mu.Lock(); told = tools; mu.Unlock() })
+	ts.Subscribe(func(c *surface.Catalog) { mu.Lock(); told = c.Tools(); mu.Unlock() })
 	rapid.Check(t, func(rt *rapid.T) {
 		// Each case starts from an empty selection and no filter.
 		s.clearSelection()
@@ -141,7 +141,7 @@ func TestAvailabilityPushedAfterMount(t *testing.T) {
 	defer ts.Close()
 	ts.Tools()
 	told := make(chan []surface.Tool, 8)
-	ts.Subscribe(func(tools []surface.Tool) { told <- tools })
+	ts.Subscribe(func(c *surface.Catalog) { told <- c.Tools() })
 	s.selectRows([]string{"d4"}, "")
 	select {
 	case tools := <-told:

@@ -55,7 +55,6 @@ type Session struct {
 	lastSeen  time.Time
 	subs      map[chan struct{}]struct{}
 	decisions []Decision
-	mcp       *mcpEndpoint
 	closed    bool
 }
 
@@ -318,15 +317,11 @@ func (s *Session) Close() {
 		s.pageTimer.Stop()
 		s.pageTimer = nil
 	}
-	ep := s.mcp
-	s.mcp = nil
 	close(s.done)
 	s.mu.Unlock()
 	s.app.forget(s)
 	s.console.close()
-	if ep != nil {
-		ep.close()
-	}
+	s.app.mcp.Forget(s.reg) // its MCP sessions end
 	_ = s.reg.Close()
 }
 
