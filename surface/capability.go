@@ -329,10 +329,14 @@ func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	if d.timeout < 0 {
 		return defErr(DefinitionInvalid, "timeout", "timeout must not be negative")
 	}
+	var reduced *schema.Schema // the agent's schema of a procedure with bound fields
+	if d.proc != nil && d.proc.spec.reduced != d.input {
+		reduced = d.proc.spec.reduced
+	}
 	for _, s := range []struct {
 		s     *schema.Schema
 		field string
-	}{{d.input, "input"}, {d.output, "output"}} {
+	}{{d.input, "input"}, {d.output, "output"}, {reduced, "input"}} {
 		if s.s == nil {
 			continue
 		}

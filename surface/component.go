@@ -71,8 +71,8 @@ func checkDescription(s string, max int) *DefinitionError {
 	return nil
 }
 
-// buildRegistration validates c and freezes its structure. The only user
-// code it runs is each procedure's Bind, once, to learn the bound keys.
+// buildRegistration validates c and freezes its structure. It runs no
+// user code.
 func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionError) {
 	lim := &r.limits
 	if !ValidComponentType(c.Type) {
@@ -225,10 +225,14 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		if e != nil {
 			return e
 		}
-		b, e := bindProcedure(d, Parent{Type: reg.typ, InstanceID: reg.instance}, field, &r.limits, r.log)
-		if e != nil {
-			return e
+		if c := d.proc.context; c != nil && (!ValidComponentType(c.Type) || c.InstanceID != "" && !ValidInstanceID(c.InstanceID)) {
+			return defErr(DefinitionInvalid, field+".context", "context needs a valid component type and instance id")
 		}
+		var owner *Parent
+		if reg.nView > 0 { // a procedure-only registration has no context link
+			owner = &Parent{Type: reg.typ, InstanceID: reg.instance}
+		}
+		b := bindProcedure(d, owner)
 		id := "domain:" + path
 		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
 	}

@@ -156,7 +156,8 @@ func ExampleProcedure() {
 		Procedures: []surface.Capability{
 			surface.Procedure(surface.ProcedureDef[DisableIn, DisableOut]{
 				ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectDestructive,
-				Bind: func(context.Context) (map[string]any, error) { return map[string]any{"ids": selection}, nil },
+				Bound: []string{"ids"},
+				Bind:  func(context.Context) (map[string]any, error) { return map[string]any{"ids": selection}, nil },
 			}),
 		},
 	})

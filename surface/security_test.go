@@ -7,7 +7,9 @@ package surface_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -528,14 +530,10 @@ func TestThreatPanickingBoundValue(t *testing.T) {
 	reg := surface.New(&surface.Options{Audit: sink})
 	defer reg.Close()
 	reg.SetProcedureExecutor(exec)
-	var binds atomic.Int64
 	comp := surface.Component{Type: "boom", Description: "Explodes", Procedures: []surface.Capability{
 		surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{
 			ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectServerMutation,
-			Bind: func(context.Context) (map[string]any, error) {
-				if binds.Add(1) == 1 { // at registration: the bound keys
-					return map[string]any{"ids": []string{}}, nil
-				}
+			Bound: []string{"ids"}, Bind: func(context.Context) (map[string]any, error) {
 				return map[string]any{"ids": boomOut{}}, nil
 			},
 		}),
@@ -662,5 +660,136 @@ func TestThreatPanickingObservers(t *testing.T) {
 	requireConfirmationEffect(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "domain:devices.disable", Input: json.RawMessage(`{"ids":["d1"],"reason":"x"}`)}, as("agent")), surface.EffectDestructive)
 	if len(reg.Confirmations().Pending()) != 1 {
 		t.Fatal("the confirmation request was lost")
+	}
+}
+
+// consoleRef is the devices console's disable reference: deviceIds bound
+// to the UI selection (locked), the reason from the agent, every call
+// confirmed.
+type consoleIn struct {
+	DeviceIDs []string `json:"deviceIds" jsonschema:"Devices to disable"`
+	Reason    string   `json:"reason" jsonschema:"Why"`
+}
+
+func consoleRef(bind func(context.Context) (map[string]any, error)) surface.Capability {
+	return surface.Procedure(surface.ProcedureDef[consoleIn, surface.None]{
+		ID: "domain:devices.disable", Description: "Disable the selected devices", Effect: surface.EffectDestructive,
+		Bound: []string{"deviceIds"}, Bind: bind,
+	})
+}
+
+// consoleDomain is an executor recording the device ids it disabled.
+func consoleDomain(disabled *[]string) *surface.FuncExecutor {
+	x := surface.NewFuncExecutor()
+	surface.AddFunc(x, "devices.disable", func(_ context.Context, _ *surface.ProcedureCall, in consoleIn) (surface.None, error) {
+		*disabled = append(*disabled, in.DeviceIDs...)
+		return surface.None{}, nil
+	})
+	return x
+}
+
+// Threat (AS-BIND-002, AS-BIND-004, AS-INVOKE-003, AS-INVOKE-004): the
+// state a binding reads is not loaded when the component mounts, so Bind
+// fails then and succeeds later. The bound field stays locked throughout:
+// it is declared, not learned from Bind, so it never appears in the
+// agent's schema and {"deviceIds":["victim"]} is refused before and after
+// the state loads. While Bind fails, a call fails binding-failed with the
+// cause logged, before any confirmation record, and nothing executes.
+func TestThreatBindFailsAtMount_AS_BIND_002_AS_INVOKE_003(t *testing.T) {
+	var logs strings.Builder
+	reg := surfacetest.NewRegistry(t, &surface.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var disabled []string
+	reg.SetProcedureExecutor(consoleDomain(&disabled))
+	var loaded atomic.Bool
+	var binds atomic.Int64
+	bind := func(context.Context) (map[string]any, error) {
+		binds.Add(1)
+		if !loaded.Load() {
+			return nil, errors.New("selection store not loaded yet")
+		}
+		return map[string]any{"deviceIds": []string{"d1"}}, nil
+	}
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", InstanceID: "main", Description: "Devices table",
+		Observations: map[string]surface.Capability{"readState": surfacetest.Value("Reads", 1)},
+		Procedures:   []surface.Capability{consoleRef(bind)}})
+	if n := binds.Load(); n != 0 {
+		t.Fatalf("Register called Bind %d times; the declaration alone decides what is bound", n)
+	}
+	requireLocked := func(when string) {
+		t.Helper()
+		p := reg.Snapshot(surface.SnapshotOptions{}).Procedures[0]
+		if strings.Contains(string(p.InputSchema), "deviceIds") || len(p.BoundFields) != 1 || !p.BoundFields[0].Locked {
+			t.Fatalf("%s: the agent's schema offers the bound field: %s %+v", when, p.InputSchema, p.BoundFields)
+		}
+		e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"deviceIds":["victim"],"reason":"x"}`), as("agent")), surface.CodeInvalidInput)
+		if lf, _ := e.Details["lockedFields"].([]string); len(lf) != 1 || lf[0] != "deviceIds" {
+			t.Fatalf("%s: %+v", when, e)
+		}
+	}
+	requireLocked("while Bind fails")
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"x"}`), as("agent")), surface.CodePreconditionFailed)
+	if e.Details["reason"] != "binding-failed" || e.Retry != surface.RetryAfterRefresh || strings.Contains(e.Message, "not loaded") {
+		t.Fatalf("%+v", e)
+	}
+	if !strings.Contains(logs.String(), "selection store not loaded yet") {
+		t.Fatalf("the binding failure's cause was not logged:\n%s", logs.String())
+	}
+	if n := len(reg.Confirmations().Pending()); n != 0 || len(disabled) != 0 {
+		t.Fatalf("%d confirmation records, executed %v", n, disabled)
+	}
+
+	loaded.Store(true)
+	requireLocked("once Bind succeeds")
+	id := requireConfirmationEffect(t, reg.Invoke(bg, inv("c1", "domain:devices.disable", `{"reason":"x"}`), as("agent")), surface.EffectDestructive)
+	if p := reg.Confirmations().Pending()[0]; p.Input != `{"deviceIds":["d1"],"reason":"x"}` {
+		t.Fatalf("approval shows %s", p.Input)
+	}
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
+	// The approval cannot be redirected to another device by sending the
+	// bound field with the evidence.
+	forged := inv("c2", "domain:devices.disable", `{"deviceIds":["victim"],"reason":"x"}`)
+	forged.ConfirmationID = id
+	surfacetest.RequireCode(t, reg.Invoke(bg, forged, as("agent")), surface.CodeInvalidInput)
+	retry := inv("c1", "domain:devices.disable", `{"reason":"x"}`)
+	retry.ConfirmationID = id
+	surfacetest.RequireOK(t, reg.Invoke(bg, retry, as("agent")))
+	if fmt.Sprint(disabled) != "[d1]" {
+		t.Fatalf("disabled %v, want only the selected d1", disabled)
+	}
+}
+
+// Threat (AS-BIND-002, AS-INVOKE-004): the agent forges a bound key —
+// escaped, duplicated, beside valid fields — or Bind itself returns keys
+// the reference never declared. Every spelling of a locked key is refused
+// before any confirmation record; an undeclared key from Bind is ignored,
+// so Bind cannot widen what the call binds.
+func TestThreatForgedBoundKey_AS_BIND_002_AS_INVOKE_004(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var disabled []string
+	reg.SetProcedureExecutor(consoleDomain(&disabled))
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices table",
+		Observations: map[string]surface.Capability{"readState": surfacetest.Value("Reads", 1)},
+		Procedures: []surface.Capability{consoleRef(func(context.Context) (map[string]any, error) {
+			return map[string]any{"deviceIds": []string{"d1"}, "reason": "bound by accident", "owner": "root"}, nil
+		})}})
+	for _, input := range []string{
+		`{"deviceIds":["victim"]}`,
+		`{"reason":"x","deviceIds":["victim"]}`,
+		`{"device\u0049ds":["victim"],"reason":"x"}`,
+		`{"deviceIds":["d1"],"reason":"x","deviceIds":["victim"]}`,
+		`{"reason":"x","deviceIds":null}`,
+	} {
+		e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", input), as("agent")), surface.CodeInvalidInput)
+		if lf, _ := e.Details["lockedFields"].([]string); len(lf) != 1 || lf[0] != "deviceIds" || len(e.Details) != 1 {
+			t.Fatalf("%s: %+v", input, e.Details)
+		}
+	}
+	if n := len(reg.Confirmations().Pending()); n != 0 || len(disabled) != 0 {
+		t.Fatalf("%d confirmation records, executed %v", n, disabled)
+	}
+	// Bind's undeclared keys are dropped: the reason stays the agent's.
+	requireConfirmationEffect(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"agent's"}`), as("agent")), surface.EffectDestructive)
+	if p := reg.Confirmations().Pending()[0]; p.Input != `{"deviceIds":["d1"],"reason":"agent's"}` {
+		t.Fatalf("effective input %s", p.Input)
 	}
 }

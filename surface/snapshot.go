@@ -339,9 +339,9 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 		if st.omitted {
 			continue
 		}
-		scopeKey := b.context.Type
-		if scopeKey == "" {
-			scopeKey = rc.name
+		scopeKey := rc.name
+		if b.context != nil {
+			scopeKey = b.context.Type
 		}
 		if len(scope) > 0 && !inScope(scopeKey, scope) {
 			continue
@@ -362,10 +362,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 		if d.output != nil {
 			pd.OutputSchema = JSONText(d.output.JSON())
 		}
-		if b.context.Type != "" {
-			ctx := b.context
-			pd.Context = &ctx
-		}
+		pd.Context = b.contextRef()
 		out = append(out, pd)
 	}
 	return out
