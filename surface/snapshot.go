@@ -311,8 +311,8 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		comps[k].st = nil
 		snap.Procedures = r.procedureDescriptors(snap.Procedures, comps[k], opts.Scope)
 		switch {
-		case reg.nView == 0:
-			continue // procedure-only: no component entry
+		case reg.nView == 0 && len(reg.caps) > 0:
+			continue // procedure-only: no component entry (a component with no capabilities at all is listed)
 		case len(opts.Scope) > 0 && !inScope(reg.typ, opts.Scope):
 			continue // listed only for its procedures
 		case hidden > 0 && hidden == reg.nView:

@@ -248,3 +248,35 @@ func TestSnapshotGolden(t *testing.T) {
 		t.Fatalf("snapshot JSON differs from %s (run with -update to accept):\n%s", path, got)
 	}
 }
+
+// Semantics §10.5: a component with no capabilities is listed (it still
+// tells the agent where it is); one whose every capability is hidden
+// from the consumer is omitted, as is a registration with procedures
+// only, which lists its references without a context link (§8.1).
+func TestSnapshotComponentPresence_AS_SNAP_003(t *testing.T) {
+	hideSecret := surface.Policy{Name: "no-secrets", Discover: func(pc *surface.PolicyContext) surface.Decision {
+		if strings.HasPrefix(pc.CapabilityID, "view:vault.") {
+			return surface.Hide()
+		}
+		return surface.Expose()
+	}}
+	reg, _ := newDomainRegistry(t, &surface.Options{Policies: []surface.Policy{hideSecret}})
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.page", Description: "The devices page"})
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "vault", Description: "Secrets",
+		Observations: map[string]surface.Capability{"read": surfacetest.Value("Secrets", 1)}})
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "toolbar", Description: "Toolbar", Procedures: []surface.Capability{
+		surface.Procedure(surface.ProcedureDef[surface.None, []string]{ID: "domain:devices.list", Description: "List devices", Effect: surface.EffectServerQuery}),
+	}})
+	snap := reg.Snapshot(surface.SnapshotOptions{})
+	b, _ := json.Marshal(snap.Components)
+	if len(snap.Components) != 1 || !strings.HasPrefix(string(b), `[{"type":"devices.page","instanceId":"default","registrationId":"reg_`) ||
+		!strings.HasSuffix(string(b), `"description":"The devices page","observations":[],"actions":[]}]`) {
+		t.Fatalf("components %s", b)
+	}
+	if len(snap.Procedures) != 1 || snap.Procedures[0].Context != nil {
+		t.Fatalf("procedures %+v", snap.Procedures)
+	}
+	if n := len(reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices"}}).Components); n != 1 {
+		t.Fatalf("scoped: %d components", n)
+	}
+}
