@@ -71,7 +71,7 @@ func TestRefresh(t *testing.T) {
 		}),
 	}})
 	snap := reg.Snapshot(surface.SnapshotOptions{})
-	if a := snap.Components[0].Actions()[1]; a.Name != "panicky" || a.Available || a.UnavailableReason != "when-error" {
+	if a := snap.Components[0].Actions[1]; a.Name != "panicky" || a.Available || a.UnavailableReason != "when-error" {
 		t.Fatalf("panicking When: %+v", a)
 	}
 	rec.Reset()
@@ -113,7 +113,7 @@ func TestEventOrdering_AS_EVT_001(t *testing.T) {
 			snap := reg.Snapshot(surface.SnapshotOptions{})
 			found := false
 			for _, c := range snap.Components {
-				found = found || c.RegistrationID() == r.RegistrationID
+				found = found || c.RegistrationID == r.RegistrationID
 			}
 			if !found {
 				t.Errorf("event for %s delivered before the mutation was visible", r.RegistrationID)

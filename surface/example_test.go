@@ -51,10 +51,10 @@ func ExampleRegistry_Register() {
 	snap := reg.Snapshot(surface.SnapshotOptions{})
 	fmt.Println("version", snap.SurfaceVersion)
 	for _, c := range snap.Components {
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			fmt.Println(o.CapabilityID, o.OutputSchema)
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			fmt.Println(a.CapabilityID, a.Effect, a.InputSchema)
 		}
 	}

@@ -17,10 +17,10 @@ import (
 func capIDs(s surface.Snapshot) []string {
 	var ids []string
 	for _, c := range s.Components {
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			ids = append(ids, o.CapabilityID)
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			ids = append(ids, a.CapabilityID)
 		}
 	}
@@ -44,8 +44,8 @@ func TestRegisterLiveAndUnregister_AS_LIFE_001(t *testing.T) {
 	if got := strings.Join(capIDs(snap), ","); got != "view:devices.table.readState,view:devices.table.selectRows" {
 		t.Fatalf("capabilities = %s", got)
 	}
-	if snap.SurfaceVersion != "1" || snap.Components[0].RegistrationID() != h.ID() {
-		t.Fatalf("snapshot version %s reg %s", snap.SurfaceVersion, snap.Components[0].RegistrationID())
+	if snap.SurfaceVersion != "1" || snap.Components[0].RegistrationID != h.ID() {
+		t.Fatalf("snapshot version %s reg %s", snap.SurfaceVersion, snap.Components[0].RegistrationID)
 	}
 	want := []surface.Event{
 		surface.ComponentRegistered{RegistrationID: h.ID(), ComponentType: "devices.table", InstanceID: "main"},
@@ -111,7 +111,7 @@ func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
 
 	h.Update(surface.Update{Disabled: new(true)})
 	snap := reg.Snapshot(surface.SnapshotOptions{})
-	for _, o := range snap.Components[0].Observations() {
+	for _, o := range snap.Components[0].Observations {
 		if o.Available || o.UnavailableReason != "component-disabled" {
 			t.Fatalf("disabled observation: %+v", o)
 		}
@@ -127,8 +127,8 @@ func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
 	}})
 	mustVersion(t, reg, "3") // one bump per call
 	snap = reg.Snapshot(surface.SnapshotOptions{})
-	a := snap.Components[0].Actions()[0]
-	if a.Available || a.UnavailableReason != "Nothing to select" || !snap.Components[0].Observations()[0].Available {
+	a := snap.Components[0].Actions[0]
+	if a.Available || a.UnavailableReason != "Nothing to select" || !snap.Components[0].Observations[0].Available {
 		t.Fatalf("override: %+v", snap.Components[0])
 	}
 	want := []surface.Event{
@@ -152,7 +152,7 @@ func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
 	// Overrides may be keyed by full id; available:true stops blocking.
 	h.Update(surface.Update{Availability: map[string]surface.Availability{"view:devices.table.selectRows": {Available: true}}})
 	h.Update(surface.Update{Availability: map[string]surface.Availability{"selectRows": {Available: true}}})
-	if a := reg.Snapshot(surface.SnapshotOptions{}).Components[0].Actions()[0]; !a.Available {
+	if a := reg.Snapshot(surface.SnapshotOptions{}).Components[0].Actions[0]; !a.Available {
 		t.Fatalf("override not lifted: %+v", a)
 	}
 	mustVersion(t, reg, "5")
@@ -359,7 +359,7 @@ func TestDuplicates_AS_LIFE_003(t *testing.T) {
 	if got := rec.Events(); !equalEvents(got, want) {
 		t.Fatalf("events = %v", got)
 	}
-	if got := reg.Snapshot(surface.SnapshotOptions{}).Components; len(got) != 1 || got[0].RegistrationID() != first.ID() {
+	if got := reg.Snapshot(surface.SnapshotOptions{}).Components; len(got) != 1 || got[0].RegistrationID != first.ID() {
 		t.Fatalf("first registration not kept: %+v", got)
 	}
 	// Dead handles do nothing.
@@ -445,7 +445,7 @@ func TestRemount_AS_LIFE_005(t *testing.T) {
 		t.Fatal("tombstone state wrong after remount")
 	}
 	snap := reg.Snapshot(surface.SnapshotOptions{})
-	if snap.Components[0].RegistrationID() != nw.ID() {
+	if snap.Components[0].RegistrationID != nw.ID() {
 		t.Fatal("snapshot does not show the new registration")
 	}
 }

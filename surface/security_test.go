@@ -197,8 +197,8 @@ func TestRequirement03_04_StableIdentity(t *testing.T) {
 		}
 		var out []string
 		for _, c := range reg.Snapshot(surface.SnapshotOptions{}).Components {
-			for _, a := range c.Actions() {
-				out = append(out, c.InstanceID()+"/"+a.CapabilityID)
+			for _, a := range c.Actions {
+				out = append(out, c.InstanceID+"/"+a.CapabilityID)
 			}
 		}
 		return strings.Join(out, ",")

@@ -89,7 +89,7 @@ func TestSnapshotOrderAndBudget_AS_SNAP_003(t *testing.T) {
 		}
 		var keys []string
 		for _, c := range reg.Snapshot(surface.SnapshotOptions{}).Components {
-			keys = append(keys, c.Type()+"/"+c.InstanceID())
+			keys = append(keys, c.Type+"/"+c.InstanceID)
 		}
 		orders = append(orders, strings.Join(keys, " "))
 	}
@@ -108,7 +108,7 @@ func TestSnapshotOrderAndBudget_AS_SNAP_003(t *testing.T) {
 	if len(snap.Components) != 3 || snap.Truncated == nil || snap.Truncated.DroppedComponents != 2 {
 		t.Fatalf("maxComponents: %d comps, truncated %+v", len(snap.Components), snap.Truncated)
 	}
-	if snap.Components[2].Type() != "a.list" || snap.Components[2].InstanceID() != "y" {
+	if snap.Components[2].Type != "a.list" || snap.Components[2].InstanceID != "y" {
 		t.Fatalf("dropped the wrong components: %+v", snap.Components[2])
 	}
 	// Byte budget: fits exactly two components.
@@ -143,7 +143,7 @@ func TestSnapshotScopeAndUnavailable(t *testing.T) {
 	}
 	var got []string
 	for _, c := range reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices"}}).Components {
-		got = append(got, c.Type())
+		got = append(got, c.Type)
 	}
 	if strings.Join(got, ",") != "devices,devices.table" {
 		t.Fatalf("scope devices: %v", got)
@@ -155,11 +155,11 @@ func TestSnapshotScopeAndUnavailable(t *testing.T) {
 		t.Fatalf("components: %d", len(snap.Components))
 	}
 	for _, c := range snap.Components {
-		if c.InstanceID() == "main" && (len(c.Actions()) != 0 || len(c.Observations()) != 1) {
+		if c.InstanceID == "main" && (len(c.Actions) != 0 || len(c.Observations) != 1) {
 			t.Fatalf("OmitUnavailable kept %+v", c)
 		}
 	}
-	a := reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices.table"}}).Components[1].Actions()[0]
+	a := reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices.table"}}).Components[1].Actions[0]
 	if a.Available || a.UnavailableReason != "unavailable" {
 		t.Fatalf("default override reason: %+v", a)
 	}
@@ -168,24 +168,28 @@ func TestSnapshotScopeAndUnavailable(t *testing.T) {
 // A snapshot is a copy: changing it changes nothing in the registry.
 func TestSnapshotIsACopy(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
-	surfacetest.MustRegister(t, reg, table("a", nil))
+	a := table("a", nil)
+	a.Parent = &surface.Parent{Type: "devices.page", InstanceID: "p"}
+	surfacetest.MustRegister(t, reg, a)
 	surfacetest.MustRegister(t, reg, table("b", nil))
 	before, _ := json.Marshal(reg.Snapshot(surface.SnapshotOptions{}))
 	s := reg.Snapshot(surface.SnapshotOptions{})
-	obs := s.Components[0].Observations()
+	obs := s.Components[0].Observations
 	obs[0].Available = false
 	obs[0].Description = "hacked"
 	obs[0].OutputSchema = `{}`
-	acts := append(s.Components[0].Actions(), surface.ActionDescriptor{Name: "injected"})
+	s.Components[0].Parent.Type = "hacked"
+	// The slices of one descriptor cannot grow into the next one's.
+	acts := append(s.Components[0].Actions, surface.ActionDescriptor{Name: "injected"})
 	acts[0].Effect = surface.EffectDestructive
+	if got := s.Components[1].Actions[0].Name; got != "selectRows" {
+		t.Fatalf("appending to one descriptor's actions overwrote the next: %s", got)
+	}
 	s.Components[1] = s.Components[0]
 	s.Components = append(s.Components, s.Components[0])
 	after, _ := json.Marshal(reg.Snapshot(surface.SnapshotOptions{}))
 	if mask(string(before)) != mask(string(after)) {
 		t.Fatalf("registry changed through a snapshot:\n%s\n%s", before, after)
-	}
-	if got := s.Components[0].Observations()[0]; got.Description != "Visible rows and selection" || !got.Available {
-		t.Fatalf("accessor returned shared state: %+v", got)
 	}
 }
 
@@ -225,7 +229,7 @@ func TestSnapshotGolden(t *testing.T) {
 	})
 	h := surfacetest.MustRegister(t, reg, c)
 	snap := reg.Snapshot(surface.SnapshotOptions{})
-	if snap.SurfaceID != reg.SurfaceID() || snap.Components[0].RegistrationID() != h.ID() {
+	if snap.SurfaceID != reg.SurfaceID() || snap.Components[0].RegistrationID != h.ID() {
 		t.Fatal("ids")
 	}
 	got, err := json.MarshalIndent(snap, "", "  ")
