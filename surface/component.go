@@ -187,6 +187,9 @@ func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kin
 	if e := d.check(group, rc.name, kind, lim); e != nil {
 		return e
 	}
+	if kind == KindAction {
+		rc.group = reg.staticGroup(d)
+	}
 	if len(d.meta) > 0 {
 		var e *DefinitionError
 		if rc.meta, e = freezeMeta(d.meta, group+"."+rc.name+".meta", lim.MaxMetaBytes); e != nil {
@@ -234,7 +237,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		}
 		b := bindProcedure(d, owner)
 		id := "domain:" + path
-		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
+		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b, group: reg.staticGroup(d)})
 	}
 	return nil
 }

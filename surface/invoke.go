@@ -164,6 +164,7 @@ type attempt struct {
 	evidence  *confirmRecord // approved evidence reserved for this call
 	consumed  bool           // … and spent, execution having started
 	admitted  bool           // holds an admission slot
+	group     *queueGroup    // the group of an action or procedure call, once admission joined it
 	queued    bool           // reached admission
 	queueWait time.Duration
 	executed  bool // reached execution

@@ -84,6 +84,9 @@ type ProcedureDef[In, Out any] struct {
 	Meta map[string]any
 	// Timeout bounds the executor call. Zero means Limits.ProcedureTimeout.
 	Timeout time.Duration
+	// Concurrency says how calls queue. Default: one at a time per
+	// reference. A key function sees the effective input.
+	Concurrency Concurrency[In]
 }
 
 // procDef holds what only procedure references have.
@@ -132,6 +135,9 @@ func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
 		if d.bad == nil {
 			d.proc.spec, d.bad = newBindSpec(d.input, def.Bound, def.Overridable, def.Bind != nil)
 		}
+		if d.bad == nil {
+			d.conc, d.bad = compileConcurrency(def.Concurrency, ConcurrencyCapability, decodeEffective[In])
+		}
 	}
 	return Capability{d}
 }
@@ -176,8 +182,7 @@ type bindSpec struct {
 // binding and the component it is linked to.
 type binding struct {
 	*bindSpec
-	context *Parent    // nil for a procedure-only registration without a declared Context
-	group   queueGroup // the reference's serialization group
+	context *Parent // nil for a procedure-only registration without a declared Context
 }
 
 // instance is the instance id a call's InstanceID selects the reference
