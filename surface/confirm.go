@@ -97,6 +97,7 @@ type Confirmations struct {
 	byDigest map[string]*confirmRecord // pending records
 	order    []*confirmRecord          // every kept record, creation order
 	pending  int
+	byKey    map[string]int // pending records per consumer key
 	resolved int
 	keep     int // resolved records kept; 0 means maxResolvedConfirmations
 	subs     []*func([]PendingConfirmation)
@@ -247,6 +248,11 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 // leavePendingLocked does the bookkeeping of a record leaving pending.
 func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 	c.pending--
+	if k := rec.view.ConsumerKey; c.byKey[k] <= 1 {
+		delete(c.byKey, k)
+	} else {
+		c.byKey[k]--
+	}
 	delete(c.byDigest, rec.digest)
 	if rec.timer != nil && rec.timer.Stop() {
 		c.r.ctxWG.Done() // the expiry callback will not run
@@ -264,7 +270,8 @@ func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 }
 
 // request returns the pending record for digest, creating it if needed.
-// It fails RATE_LIMITED when the store is full.
+// It fails RATE_LIMITED when the store, or the consumer's share of it, is
+// full.
 func (c *Confirmations) request(view PendingConfirmation, digest string) (PendingConfirmation, *Error) {
 	r := c.r
 	c.mu.Lock()
@@ -272,7 +279,7 @@ func (c *Confirmations) request(view PendingConfirmation, digest string) (Pendin
 		c.mu.Unlock()
 		return rec.view, nil // the same request: the same dialog
 	}
-	if c.pending >= r.limits.MaxPendingConfirmations {
+	if c.pending >= r.limits.MaxPendingConfirmations || c.byKey[view.ConsumerKey] >= r.limits.MaxPendingConfirmationsPerConsumer {
 		c.mu.Unlock()
 		return view, NewError(CodeRateLimited, "Too many confirmations are waiting for the user; retry later.",
 			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
@@ -300,10 +307,12 @@ func (c *Confirmations) request(view PendingConfirmation, digest string) (Pendin
 	if c.byID == nil {
 		c.byID = make(map[string]*confirmRecord)
 		c.byDigest = make(map[string]*confirmRecord)
+		c.byKey = make(map[string]int)
 	}
 	c.byID[id], c.byDigest[digest] = rec, rec
 	c.order = append(c.order, rec)
 	c.pending++
+	c.byKey[view.ConsumerKey]++
 	subs, list := c.subs, c.pendingLocked()
 	c.mu.Unlock()
 

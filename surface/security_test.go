@@ -793,3 +793,81 @@ func TestThreatForgedBoundKey_AS_BIND_002_AS_INVOKE_004(t *testing.T) {
 		t.Fatalf("effective input %s", p.Input)
 	}
 }
+
+// Threat (AS-CONFIRM-005): one consumer floods the confirmation store to
+// lock the others out. Pending confirmations are bounded per consumer
+// (Limits.MaxPendingConfirmationsPerConsumer, 8) as well as in total (32):
+// after 40 requests from one consumer, another consumer's first request
+// still opens a dialog; the registry-wide bound still holds.
+func TestThreatConfirmationFlood_AS_CONFIRM_005(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var ran atomic.Int64
+	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
+	ask := func(consumer string, n int) surface.Result {
+		return reg.Invoke(bg, wipe("", fmt.Sprintf(`{"ids":["d%d"]}`, n), ""), as(consumer))
+	}
+	limited := 0
+	for n := range 40 {
+		res := ask("flooder", n)
+		switch {
+		case n < 8:
+			requireConfirmation(t, res)
+		default:
+			if e := surfacetest.RequireCode(t, res, surface.CodeRateLimited); e.Details["reason"] != "queue-full" || e.Details["retryAfterMs"] != 1000 {
+				t.Fatalf("%+v", e)
+			}
+			limited++
+		}
+	}
+	requireConfirmation(t, ask("victim", 0))
+	// The store-wide bound: three more consumers fill it to 32.
+	for _, c := range []string{"c1", "c2", "c3"} {
+		for n := range 8 {
+			res := ask(c, n)
+			if c == "c3" && n == 7 {
+				surfacetest.RequireCode(t, res, surface.CodeRateLimited)
+				continue
+			}
+			requireConfirmation(t, res)
+		}
+	}
+	if got := len(reg.Confirmations().Pending()); got != 32 || limited != 32 || ran.Load() != 0 {
+		t.Fatalf("%d pending, %d limited, %d ran", got, limited, ran.Load())
+	}
+}
+
+// Threat (AS-CONFIRM-004, AS-IDENT-004): two consumers whose kind and id
+// join to the same text — {mcp-bridge, "a:b"} and {"mcp-bridge:a", "b"} —
+// would share idempotency keys and evidence. Consumer kinds are a closed
+// set: the second is not a consumer at all (NOT_AUTHENTICATED, an empty
+// snapshot), so evidence approved for the first never executes for it,
+// and their keys differ.
+func TestThreatConsumerKeyCollision_AS_CONFIRM_004(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var ran atomic.Int64
+	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
+	owner := surface.InvokeOptions{Consumer: surface.Consumer{Kind: surface.ConsumerMCPBridge, ID: "a:b"}}
+	forger := surface.InvokeOptions{Consumer: surface.Consumer{Kind: "mcp-bridge:a", ID: "b"}}
+	if owner.Consumer.Key() == forger.Consumer.Key() {
+		t.Fatalf("both consumers are keyed %q", owner.Consumer.Key())
+	}
+	id := requireConfirmation(t, reg.Invoke(bg, wipe("call-1", `{"ids":["d1"]}`, ""), owner))
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
+	for _, call := range []surface.Invocation{wipe("call-1", `{"ids":["d1"]}`, id), wipe("call-2", `{"ids":["d1"]}`, id), wipe("call-3", `{"ids":["d1"]}`, "")} {
+		res := reg.Invoke(bg, call, forger)
+		if e := surfacetest.RequireCode(t, res, surface.CodeNotAuthenticated); e.Retry != surface.RetryNo {
+			t.Fatalf("%+v", e)
+		}
+	}
+	if n := len(reg.Confirmations().Pending()); ran.Load() != 0 || n != 0 {
+		t.Fatalf("forger ran %d, opened %d dialogs", ran.Load(), n)
+	}
+	if s := reg.Snapshot(surface.SnapshotOptions{Consumer: forger.Consumer}); len(s.Components) != 0 || len(s.Procedures) != 0 {
+		t.Fatalf("forger sees %+v", s.Components)
+	}
+	// The owner's evidence still works for the owner, once.
+	surfacetest.RequireOK(t, reg.Invoke(bg, wipe("call-1", `{"ids":["d1"]}`, id), owner))
+	if ran.Load() != 1 {
+		t.Fatal(ran.Load())
+	}
+}

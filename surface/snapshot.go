@@ -233,9 +233,13 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// Under the lock: the version and the registrations that may show,
 	// with their current state. User code (When, Describe, policies, the
 	// route provider) runs after.
+	consumer := opts.Consumer.normalized()
 	r.mu.Lock()
 	version := r.version.Load()
 	live := r.orderedLocked()
+	if !consumer.Kind.Valid() {
+		live = nil // a consumer of unknown kind sees nothing
+	}
 	regs := make([]listed, 0, len(live))
 	for _, reg := range live {
 		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
@@ -252,7 +256,9 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		static:         true,
 	}
 	snap.Route = r.currentRoute()
-	consumer := opts.Consumer.normalized()
+	if !consumer.Kind.Valid() {
+		r.logUnknownConsumer(consumer)
+	}
 	var pc *PolicyContext // built on the first capability with discovery policies
 	kept := regs[:0]
 	nObs, nActs, nParents := 0, 0, 0
