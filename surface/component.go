@@ -71,8 +71,9 @@ func checkDescription(s string, max int) *DefinitionError {
 	return nil
 }
 
-// buildRegistration validates c and freezes its structure. It runs no
-// user code.
+// buildRegistration validates c and freezes its structure. The only user
+// code it runs is each capability's When, for the availability baseline
+// of Refresh.
 func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionError) {
 	lim := &r.limits
 	if !ValidComponentType(c.Type) {
@@ -142,6 +143,12 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	r.assignIDs(reg)
 	if e := r.lintSuffixes(reg); e != nil {
 		return nil, e
+	}
+	// The baseline Refresh compares against: a When that is false now
+	// flips to true on the Refresh after it turns true. (User code: no
+	// lock is held.)
+	for i := range reg.caps {
+		reg.caps[i].whenOff = r.evalWhen(&reg.caps[i]) != whenTrue
 	}
 	return reg, nil
 }

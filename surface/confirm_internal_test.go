@@ -140,7 +140,7 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 					consumer = "test:b"
 				}
 				existing, full := m.request(d, consumer)
-				view, e := c.request(PendingConfirmation{CapabilityID: "view:t.c.a", ConsumerKey: consumer}, d)
+				view, e := c.request(PendingConfirmation{CapabilityID: "view:t.c.a", ConsumerKey: consumer}, AuditLevelMetadata, d)
 				switch {
 				case existing != "":
 					if e != nil || view.ConfirmationID != existing {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -576,5 +577,35 @@ func TestCapabilityNameCheckedPerRegistration_AS_ID_001(t *testing.T) {
 		if !c.ok {
 			surfacetest.RequireDefinitionError(t, err, surface.DefinitionInvalidID)
 		}
+	}
+}
+
+// AS-AVAIL-001, AS-VER-001: a capability whose When is false at Register
+// becomes available on the first Refresh after its state turns true: the
+// availability baseline is what When said at Register, so consumers
+// following events (MCP tools/list_changed) see it flip.
+func TestRefreshBaselineFromRegister_AS_AVAIL_001(t *testing.T) {
+	var loaded atomic.Bool
+	reg := surfacetest.NewRegistry(t, nil)
+	rec := surfacetest.Record(t, reg)
+	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices", Actions: map[string]surface.Capability{
+		"selectRows": surface.Action(surface.ActionDef[surface.None, surface.None]{
+			Description: "Selects", Effect: surface.EffectLocalState, When: loaded.Load, UnavailableReason: "Still loading",
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
+		}),
+	}})
+	if a := reg.Snapshot(surface.SnapshotOptions{}).Components[0].Actions[0]; a.Available || a.UnavailableReason != "Still loading" {
+		t.Fatalf("%+v", a)
+	}
+	rec.Reset()
+	h.Refresh() // still loading: nothing to push
+	loaded.Store(true)
+	h.Refresh()
+	want := []surface.Event{
+		surface.AvailabilityChanged{RegistrationID: h.ID(), CapabilityID: "view:devices.table.selectRows", Available: true},
+		surface.SurfaceChanged{SurfaceVersion: "2"},
+	}
+	if got := rec.Events(); !equalEvents(got, want) {
+		t.Fatalf("events =\n%v\nwant\n%v", got, want)
 	}
 }

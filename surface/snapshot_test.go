@@ -29,6 +29,7 @@ func TestSnapshotNeverReads_AS_SNAP_001(t *testing.T) {
 		Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
 	})
 	surfacetest.MustRegister(t, reg, c)
+	whens = 0 // Register read When once, for the Refresh baseline
 	for range 3 {
 		reg.Snapshot(surface.SnapshotOptions{})
 	}
