@@ -26,6 +26,11 @@ import (
 // agent's input and validated against the full schema before any policy or
 // confirmation sees them, so an approval binds exactly the values that
 // execute.
+//
+// Which fields are bound is declared in Bound, not learned by calling
+// Bind when the component registers (as the reference implementation
+// does): what the agent may send then never depends on whether the live
+// state was ready at mount time.
 type ProcedureDef[In, Out any] struct {
 	// ID is the capability id, "domain:" + the procedure path
 	// ("domain:devices.disable"), at most 128 long.
