@@ -102,7 +102,8 @@ func TestUnansweredElicitationEndsAtConfirmationExpiry(t *testing.T) {
 // never answer; Close takes no time on the fake clock.
 func TestServerCloseEndsUnansweredElicitations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg, a, _ := newApp(t)
+		// 30 sessions of one consumer wait at once: above the default per-consumer share.
+		reg, a, _ := newAppWith(t, &surface.Options{Limits: surface.Limits{MaxPendingConfirmationsPerConsumer: 30}})
 		srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "agent"}, &mcpsurface.Options{Elicit: true})
 		if err != nil {
 			t.Fatal(err)

@@ -2,9 +2,136 @@ package surface
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sync"
 )
+
+// ConcurrencyMode selects the serialization group the calls of an action
+// or procedure reference queue in (semantics §7.1). Groups belong to one
+// registration: they are never shared between components.
+type ConcurrencyMode string
+
+// Concurrency modes.
+const (
+	// ConcurrencyInstance: one queue per component instance, shared by
+	// every capability of the instance in this mode. The default of
+	// actions.
+	ConcurrencyInstance ConcurrencyMode = "instance"
+	// ConcurrencyCapability: one queue for the capability's own calls.
+	// The default of procedure references.
+	ConcurrencyCapability ConcurrencyMode = "capability"
+	// ConcurrencyKey: one queue per key that Concurrency.Key computes from
+	// the validated input, shared by the registration's capabilities in
+	// this mode (calls about different records run side by side, calls
+	// about one record in order).
+	ConcurrencyKey ConcurrencyMode = "key"
+	// ConcurrencyParallel: up to Concurrency.Max calls of the capability
+	// at once; later ones queue.
+	ConcurrencyParallel ConcurrencyMode = "parallel"
+)
+
+// Concurrency declares how the calls of an action or procedure reference
+// are admitted (semantics §7.1). In a group, calls run up to its maximum
+// at once (1 except in parallel mode) and the rest wait in arrival order,
+// up to the queue depth; a call finding the queue full fails RATE_LIMITED
+// (queue-full) without running. The zero value is the default: instance
+// mode for actions, capability mode for procedure references, the
+// registry's Limits.ActionQueueDepth.
+//
+// Settings are checked at Register: an unknown mode, Max < 1 in parallel
+// mode or Max set in another, key mode without Key or Key in another, and
+// a negative QueueDepth are *DefinitionError INVALID_DEFINITION. A group
+// shared by several capabilities (instance and key modes) takes the
+// settings of the call that finds it idle.
+type Concurrency[In any] struct {
+	// Mode selects the group. Empty means the kind's default.
+	Mode ConcurrencyMode
+	// Max is how many calls run at once in parallel mode.
+	Max int
+	// QueueDepth, when set, is how many calls may wait in the group,
+	// overriding Limits.ActionQueueDepth; new(0) means none may wait.
+	QueueDepth *int
+	// Key computes the queue key of a call from its validated input (the
+	// effective input, bound fields included, for procedures), in key
+	// mode. It must be cheap and must not call back into the registry; a
+	// panic fails the call EXECUTION_FAILED (handler-error).
+	Key func(in In) string
+}
+
+// concurrency is the checked, untyped form of a Concurrency.
+type concurrency struct {
+	mode  ConcurrencyMode // never empty
+	max   int             // 1 except in parallel mode
+	depth int             // -1: Limits.ActionQueueDepth
+	key   func(in any) (string, error)
+}
+
+// compileConcurrency checks c and resolves its defaults. decode turns the
+// pipeline's input of the capability into In for the key function.
+func compileConcurrency[In any](c Concurrency[In], dflt ConcurrencyMode, decode func(in any) (In, error)) (concurrency, *DefinitionError) {
+	out := concurrency{mode: c.Mode, max: 1, depth: -1}
+	bad := func(msg string) (concurrency, *DefinitionError) {
+		return concurrency{}, defErr(DefinitionInvalid, "concurrency", msg)
+	}
+	switch c.Mode {
+	case "":
+		out.mode = dflt
+	case ConcurrencyInstance, ConcurrencyCapability, ConcurrencyKey, ConcurrencyParallel:
+	default:
+		return bad("mode must be instance, capability, key or parallel")
+	}
+	switch {
+	case out.mode == ConcurrencyParallel && c.Max < 1:
+		return bad("parallel mode needs Max of at least 1")
+	case out.mode != ConcurrencyParallel && c.Max != 0:
+		return bad("Max applies to parallel mode only")
+	case out.mode == ConcurrencyKey && c.Key == nil:
+		return bad("key mode needs a Key function")
+	case out.mode != ConcurrencyKey && c.Key != nil:
+		return bad("Key applies to key mode only")
+	case c.QueueDepth != nil && *c.QueueDepth < 0:
+		return bad("QueueDepth must not be negative")
+	}
+	if out.mode == ConcurrencyParallel {
+		out.max = c.Max
+	}
+	if c.QueueDepth != nil {
+		out.depth = *c.QueueDepth
+	}
+	if key := c.Key; key != nil {
+		out.key = func(in any) (string, error) {
+			v, err := decode(in)
+			if err != nil {
+				return "", err
+			}
+			return key(v), nil
+		}
+	}
+	return out, nil
+}
+
+// decodeEffective decodes a procedure's effective input (canonical JSON)
+// into In.
+func decodeEffective[In any](in any) (In, error) {
+	var v In
+	raw, _ := in.([]byte)
+	err := json.Unmarshal(raw, &v)
+	return v, err
+}
+
+// staticGroup returns the group of a capability whose group does not
+// depend on the call: the instance's, or one of its own. Key mode has
+// none (nil): its groups are made per key.
+func (reg *registration) staticGroup(d *capDef) *queueGroup {
+	switch d.conc.mode {
+	case ConcurrencyInstance:
+		return &reg.actions
+	case ConcurrencyKey:
+		return nil
+	}
+	return new(queueGroup)
+}
 
 // waiter is an invocation queued for admission. ch is closed when it is
 // admitted (the slot is handed to it).
@@ -35,7 +162,7 @@ func (r *Registry) admit(ctx context.Context, a *attempt) *Error {
 	if kind == KindObservation {
 		w, e = r.admitObservation(a.consumerKey)
 	} else {
-		w, e = r.admitGroup(a.group())
+		w, e = r.admitCall(a)
 	}
 	if w == nil {
 		a.admitted = e == nil
@@ -54,11 +181,54 @@ func (r *Registry) admit(ctx context.Context, a *attempt) *Error {
 	}
 	// Leave the queue; if admission raced with the cancellation, give the
 	// slot back.
-	if admitted := !r.dropWaiter(a.group(), kind, w); admitted {
+	if admitted := !r.dropWaiter(a, w); admitted {
 		a.admitted = true
 		r.release(a)
 	}
 	return e
+}
+
+// admitCall joins the call's group and takes a slot or a place in its
+// queue. A key group is joined for as long as the call holds a slot or
+// waits.
+func (r *Registry) admitCall(a *attempt) (*waiter, *Error) {
+	d := a.cap.def
+	g := a.cap.group
+	if g == nil { // key mode
+		key, e := r.groupKey(a)
+		if e != nil {
+			return nil, e
+		}
+		g = a.reg.keyed.join(key)
+	}
+	depth := d.conc.depth
+	if depth < 0 {
+		depth = r.limits.ActionQueueDepth
+	}
+	w, e := g.admit(d.conc.max, depth)
+	if e != nil {
+		a.reg.keyed.leave(g)
+		return nil, e
+	}
+	a.group = g
+	return w, nil
+}
+
+// groupKey computes a key-mode call's queue key; the key function is user
+// code, so a panic (or an input that does not decode) fails the call.
+func (r *Registry) groupKey(a *attempt) (key string, e *Error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.logPanic("the concurrency key", a.inv.CapabilityID, rec)
+			key, e = "", handlerError()
+		}
+	}()
+	key, err := a.cap.def.conc.key(a.in)
+	if err != nil {
+		r.log.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)
+		return "", handlerError()
+	}
+	return key, nil
 }
 
 // release frees the admission slot taken by admit, handing it to the
@@ -69,7 +239,8 @@ func (r *Registry) release(a *attempt) {
 	}
 	a.admitted = false
 	if a.cap.def.kind != KindObservation {
-		a.group().release()
+		a.group.release()
+		a.reg.keyed.leave(a.group)
 		return
 	}
 	pool, key := &r.obs, a.consumerKey
@@ -95,24 +266,44 @@ func (r *Registry) release(a *attempt) {
 	}
 }
 
-// group is the serialization group of the call: one per component
-// instance for actions, one per reference for procedures (semantics §7.1).
-func (a *attempt) group() *queueGroup {
-	if b := a.cap.bound; b != nil {
-		return &b.group
-	}
-	return &a.reg.actions
-}
-
-// queueGroup is one serialization group: one call in flight and a FIFO
-// of waiters.
+// queueGroup is one serialization group: up to max calls running and a
+// FIFO of waiters.
 type queueGroup struct {
-	mu      sync.Mutex // guards the rest; taken without Registry.mu
-	running bool
-	waiters []*waiter
+	mu         sync.Mutex // guards running, max, depth and waiters; taken without Registry.mu
+	running    int
+	max, depth int // fixed by the arrival that finds the group idle
+	waiters    []*waiter
+
+	// Key groups only: made by the first call with the key, dropped when
+	// the last leaves. keyed and key never change; refs is guarded by the
+	// registration's keyedGroups.mu.
+	keyed bool
+	key   string
+	refs  int
 }
 
-// release hands the group's slot to its first waiter, or frees it.
+// admit takes a slot, or a place in the queue (a waiter to wait on), or
+// fails queue-full. The first arrival at an idle group fixes its settings.
+func (g *queueGroup) admit(max, depth int) (*waiter, *Error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running == 0 && len(g.waiters) == 0 {
+		g.max, g.depth = max, depth
+	}
+	if g.running < g.max {
+		g.running++
+		return nil, nil
+	}
+	if len(g.waiters) >= g.depth {
+		return nil, queueFull()
+	}
+	w := &waiter{ch: make(chan struct{})}
+	g.waiters = append(g.waiters, w)
+	return w, nil
+}
+
+// release hands a slot to the first waiter (the running count stays), or
+// frees it.
 func (g *queueGroup) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -121,23 +312,56 @@ func (g *queueGroup) release() {
 		g.waiters = slices.Delete(g.waiters, 0, 1)
 		close(w.ch)
 	} else {
-		g.running = false
+		g.running--
 	}
 }
 
-func (r *Registry) admitGroup(g *queueGroup) (*waiter, *Error) {
+// drop removes a waiter that gave up. It reports false if the waiter was
+// already admitted (and so holds a slot).
+func (g *queueGroup) drop(w *waiter) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.running {
-		g.running = true
-		return nil, nil
+	i := slices.Index(g.waiters, w)
+	if i < 0 {
+		return false
 	}
-	if len(g.waiters) >= r.limits.ActionQueueDepth {
-		return nil, queueFull()
+	g.waiters = slices.Delete(g.waiters, i, i+1)
+	return true
+}
+
+// keyedGroups are a registration's key-mode groups, by key.
+type keyedGroups struct {
+	mu sync.Mutex
+	m  map[string]*queueGroup
+}
+
+// join returns the group of key, made if needed, counting the caller in.
+func (k *keyedGroups) join(key string) *queueGroup {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g := k.m[key]
+	if g == nil {
+		if k.m == nil {
+			k.m = make(map[string]*queueGroup)
+		}
+		g = &queueGroup{keyed: true, key: key}
+		k.m[key] = g
 	}
-	w := &waiter{ch: make(chan struct{})}
-	g.waiters = append(g.waiters, w)
-	return w, nil
+	g.refs++
+	return g
+}
+
+// leave counts a caller of g out; a key group nobody is in is dropped.
+// Other groups are left alone.
+func (k *keyedGroups) leave(g *queueGroup) {
+	if !g.keyed {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if g.refs--; g.refs == 0 {
+		delete(k.m, g.key)
+	}
 }
 
 func (r *Registry) admitObservation(key string) (*waiter, *Error) {
@@ -164,28 +388,25 @@ func (r *Registry) admitObservation(key string) (*waiter, *Error) {
 	return w, nil
 }
 
-// dropWaiter removes a waiter that gave up. It reports false if the
+// dropWaiter removes a waiter of a that gave up. It reports false if the
 // waiter was already admitted (and so holds a slot).
-func (r *Registry) dropWaiter(g *queueGroup, kind Kind, w *waiter) bool {
-	if kind == KindObservation {
-		r.obs.mu.Lock()
-		defer r.obs.mu.Unlock()
-		i := slices.Index(r.obs.waiters, w)
-		if i < 0 {
+func (r *Registry) dropWaiter(a *attempt, w *waiter) bool {
+	if a.cap.def.kind != KindObservation {
+		if !a.group.drop(w) {
 			return false
 		}
-		r.obs.waiters = slices.Delete(r.obs.waiters, i, i+1)
-		if r.obs.queued[w.key]--; r.obs.queued[w.key] == 0 {
-			delete(r.obs.queued, w.key)
-		}
+		a.reg.keyed.leave(a.group)
 		return true
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	i := slices.Index(g.waiters, w)
+	r.obs.mu.Lock()
+	defer r.obs.mu.Unlock()
+	i := slices.Index(r.obs.waiters, w)
 	if i < 0 {
 		return false
 	}
-	g.waiters = slices.Delete(g.waiters, i, i+1)
+	r.obs.waiters = slices.Delete(r.obs.waiters, i, i+1)
+	if r.obs.queued[w.key]--; r.obs.queued[w.key] == 0 {
+		delete(r.obs.queued, w.key)
+	}
 	return true
 }

@@ -1,7 +1,9 @@
 package surface
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -144,7 +146,7 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 				k := rapid.IntRange(0, len(queued)-1).Draw(rt, "queued")
 				q := queued[k]
 				queued = slices.Delete(queued, k, k+1)
-				if !r.dropWaiter(nil, KindObservation, q.w) {
+				if !r.dropWaiter(&attempt{cap: &regCap{def: obs}}, q.w) {
 					rt.Fatalf("step %d: a waiter still queued was already admitted", step)
 				}
 				model.cancel(q.id)
@@ -153,73 +155,203 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 	})
 }
 
-// AS-CONC-002: property — an instance's action queue admits one call at a
-// time, queues up to the depth in arrival order, fails RATE_LIMITED
-// beyond it, and hands each released slot to the oldest waiter still
-// queued, whatever the interleaving of arrivals, settlements and waiters
-// giving up (semantics §7.1).
-func TestActionQueueMatchesModel_AS_CONC_002(t *testing.T) {
+// groupModel is the serialization groups of semantics §7.1 written
+// plainly: a group runs up to max calls and queues up to depth more in
+// arrival order, its settings fixed by the call that finds it idle;
+// release hands the slot to the oldest waiter or frees it; a key group
+// exists while a call holds or waits in it.
+type groupModel struct {
+	groups map[string]*modelGroup
+}
+
+type modelGroup struct {
+	running, max, depth int
+	fifo                []int
+}
+
+func (m *groupModel) arrive(group string, id, max, depth int) admission {
+	g := m.groups[group]
+	if g == nil {
+		g = &modelGroup{}
+		m.groups[group] = g
+	}
+	if g.running == 0 && len(g.fifo) == 0 {
+		g.max, g.depth = max, depth
+	}
+	switch {
+	case g.running < g.max:
+		g.running++
+		return admitted
+	case len(g.fifo) < g.depth:
+		g.fifo = append(g.fifo, id)
+		return waiting
+	}
+	m.gc(group)
+	return rejected
+}
+
+// release returns the waiter the slot goes to, or -1.
+func (m *groupModel) release(group string) int {
+	g := m.groups[group]
+	if len(g.fifo) > 0 {
+		id := g.fifo[0]
+		g.fifo = g.fifo[1:]
+		return id
+	}
+	g.running--
+	m.gc(group)
+	return -1
+}
+
+func (m *groupModel) cancel(group string, id int) {
+	g := m.groups[group]
+	g.fifo = slices.DeleteFunc(g.fifo, func(x int) bool { return x == id })
+	m.gc(group)
+}
+
+// gc forgets an idle key group, as the registry drops it.
+func (m *groupModel) gc(group string) {
+	if g := m.groups[group]; strings.HasPrefix(group, "key:") && g.running == 0 && len(g.fifo) == 0 {
+		delete(m.groups, group)
+	}
+}
+
+type keyed struct {
+	K string `json:"k"`
+}
+
+// AS-CONC-001, AS-CONC-002: property — the groups of every concurrency
+// mode (instance, shared by two actions with different depths; capability;
+// parallel; key, shared by two actions) admit, queue and refuse each
+// arrival, and hand each released slot to the same waiter, as the plain
+// model of semantics §7.1, whatever the interleaving of arrivals,
+// settlements and waiters giving up; key groups exist exactly while a
+// call holds or waits in them.
+func TestGroupAdmissionMatchesModel_AS_CONC_001_002(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		r := New(&Options{Limits: Limits{ActionQueueDepth: rapid.IntRange(-1, 4).Draw(rt, "depth")}})
+		r := New(&Options{Limits: Limits{ActionQueueDepth: rapid.IntRange(-1, 3).Draw(rt, "registryDepth")}})
 		defer r.Close()
-		depth := r.limits.ActionQueueDepth
-		var g queueGroup
-		busy := false  // the model: one call running
-		var fifo []int // the model: waiting call ids, oldest first
-		waiters := map[int]*waiter{}
-		next := 0
+		exec := func(context.Context, *Call, keyed) (None, error) { return None{}, nil }
+		act := func(c Concurrency[keyed]) Capability {
+			return Action(ActionDef[keyed, None]{Description: "Acts", Effect: EffectLocalState, Execute: exec, Concurrency: c})
+		}
+		depthOf := func(name string) *int {
+			if d := rapid.IntRange(-1, 3).Draw(rt, name); d >= 0 {
+				return &d
+			}
+			return nil
+		}
+		byKey := func(in keyed) string { return in.K }
+		comp := Component{Type: "t", Description: "T", Actions: map[string]Capability{
+			"inst1": act(Concurrency[keyed]{}),
+			"inst2": act(Concurrency[keyed]{Mode: ConcurrencyInstance, QueueDepth: depthOf("inst2Depth")}),
+			"own":   act(Concurrency[keyed]{Mode: ConcurrencyCapability, QueueDepth: depthOf("ownDepth")}),
+			"par":   act(Concurrency[keyed]{Mode: ConcurrencyParallel, Max: rapid.IntRange(1, 3).Draw(rt, "parMax"), QueueDepth: depthOf("parDepth")}),
+			"key1":  act(Concurrency[keyed]{Mode: ConcurrencyKey, Key: byKey}),
+			"key2":  act(Concurrency[keyed]{Mode: ConcurrencyKey, Key: byKey, QueueDepth: depthOf("key2Depth")}),
+		}}
+		h, err := r.Register(comp)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		reg := h.reg
+		type call struct {
+			id    int
+			group string
+			a     *attempt
+			w     *waiter
+		}
+		groupOf := func(rc *regCap, k string) string {
+			switch rc.def.conc.mode {
+			case ConcurrencyInstance:
+				return "instance"
+			case ConcurrencyKey:
+				return "key:" + k
+			}
+			return "cap:" + rc.name
+		}
+		model := groupModel{groups: map[string]*modelGroup{}}
+		var running, queued []call
 		for step := range rapid.IntRange(1, 200).Draw(rt, "steps") {
 			switch op := rapid.IntRange(0, 5).Draw(rt, "op"); {
 			case op <= 2: // a call arrives
-				id := next
-				next++
-				w, e := r.admitGroup(&g)
+				rc := &reg.caps[rapid.IntRange(0, len(reg.caps)-1).Draw(rt, "capability")]
+				k := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "key")
+				c := call{id: step, group: groupOf(rc, k), a: &attempt{reg: reg, cap: rc, in: &keyed{K: k}}}
+				depth := rc.def.conc.depth
+				if depth < 0 {
+					depth = r.limits.ActionQueueDepth
+				}
+				w, e := r.admitCall(c.a)
+				got := admitted
 				switch {
-				case !busy:
-					if w != nil || e != nil {
-						rt.Fatalf("step %d: an idle instance did not admit the call", step)
+				case e != nil:
+					got = rejected
+					if e.Code != CodeRateLimited || e.Details["reason"] != "queue-full" {
+						rt.Fatalf("step %d: refused with %+v", step, e)
 					}
-					busy = true
-				case len(fifo) < depth:
-					if w == nil || e != nil {
-						rt.Fatalf("step %d: call %d not queued behind %d of %d", step, id, len(fifo), depth)
-					}
-					fifo = append(fifo, id)
-					waiters[id] = w
-				default:
-					if e == nil || e.Code != CodeRateLimited || e.Details["reason"] != "queue-full" {
-						rt.Fatalf("step %d: a full queue answered %v, %v", step, w, e)
-					}
+				case w != nil:
+					got = waiting
 				}
-			case op <= 4 && busy: // the running call settles
-				g.release()
-				if len(fifo) == 0 {
-					busy = false
-				} else {
-					oldest := fifo[0]
-					fifo = fifo[1:]
+				if want := model.arrive(c.group, c.id, rc.def.conc.max, depth); got != want {
+					rt.Fatalf("step %d: %s arriving in %s = %d, model says %d", step, rc.name, c.group, got, want)
+				}
+				c.w = w
+				switch got {
+				case admitted:
+					c.a.admitted = true
+					running = append(running, c)
+				case waiting:
+					queued = append(queued, c)
+				}
+			case op <= 4 && len(running) > 0: // a running call settles
+				k := rapid.IntRange(0, len(running)-1).Draw(rt, "running")
+				done := running[k]
+				running = slices.Delete(running, k, k+1)
+				r.release(done.a)
+				want := model.release(done.group)
+				got := -1
+				for i := 0; i < len(queued); i++ {
 					select {
-					case <-waiters[oldest].ch:
+					case <-queued[i].w.ch:
+						if got >= 0 {
+							rt.Fatalf("step %d: one release admitted two waiters", step)
+						}
+						got = queued[i].id
+						queued[i].a.admitted = true
+						running = append(running, queued[i])
+						queued = slices.Delete(queued, i, i+1)
+						i--
 					default:
-						rt.Fatalf("step %d: the slot did not go to the oldest waiter %d", step, oldest)
-					}
-					delete(waiters, oldest)
-				}
-				for id, w := range waiters {
-					select {
-					case <-w.ch:
-						rt.Fatalf("step %d: waiter %d admitted out of turn", step, id)
-					default:
 					}
 				}
-			case len(fifo) > 0: // a waiter gives up
-				k := rapid.IntRange(0, len(fifo)-1).Draw(rt, "waiter")
-				id := fifo[k]
-				fifo = slices.Delete(fifo, k, k+1)
-				if !r.dropWaiter(&g, KindAction, waiters[id]) {
-					rt.Fatalf("step %d: waiter %d was admitted while queued", step, id)
+				if got != want {
+					rt.Fatalf("step %d: release in %s admitted %d, model says %d", step, done.group, got, want)
 				}
-				delete(waiters, id)
+			case len(queued) > 0: // a waiter gives up
+				k := rapid.IntRange(0, len(queued)-1).Draw(rt, "queued")
+				q := queued[k]
+				queued = slices.Delete(queued, k, k+1)
+				if !r.dropWaiter(q.a, q.w) {
+					rt.Fatalf("step %d: waiter %d was admitted while queued", step, q.id)
+				}
+				model.cancel(q.group, q.id)
+			}
+			var live, want []string
+			reg.keyed.mu.Lock()
+			for k := range reg.keyed.m {
+				live = append(live, "key:"+k)
+			}
+			reg.keyed.mu.Unlock()
+			for g := range model.groups {
+				if strings.HasPrefix(g, "key:") {
+					want = append(want, g)
+				}
+			}
+			slices.Sort(live)
+			slices.Sort(want)
+			if !slices.Equal(live, want) {
+				rt.Fatalf("step %d: key groups %v, model %v", step, live, want)
 			}
 		}
 	})

@@ -52,6 +52,8 @@ type AuditEvent struct {
 	CapabilityID   string    `json:"capabilityId,omitempty"`
 	RegistrationID string    `json:"registrationId,omitempty"`
 	InvocationID   string    `json:"invocationId,omitempty"`
+	// ConfirmationID is the confirmation a confirmation-* record is about.
+	ConfirmationID string `json:"confirmationId,omitempty"`
 	// ConsumerID is the consumer key (kind:id) of the caller.
 	ConsumerID string       `json:"consumerId,omitempty"`
 	Status     ResultStatus `json:"status,omitempty"`
@@ -261,6 +263,7 @@ func (e AuditEvent) attrs() []slog.Attr {
 	add("capabilityId", e.CapabilityID)
 	add("registrationId", e.RegistrationID)
 	add("invocationId", e.InvocationID)
+	add("confirmationId", e.ConfirmationID)
 	add("consumerId", e.ConsumerID)
 	add("status", string(e.Status))
 	add("code", string(e.Code))

@@ -118,6 +118,9 @@ type ActionDef[In, Out any] struct {
 	Policies []Policy
 	// Timeout bounds Execute. Zero means Limits.ActionTimeout.
 	Timeout time.Duration
+	// Concurrency says how calls queue. Default: one at a time per
+	// component instance, shared with the instance's other actions.
+	Concurrency Concurrency[In]
 }
 
 // Capability is one observation or action, built by [Observation] or
@@ -138,7 +141,8 @@ type capDef struct {
 	output       *schema.Schema // nil when the output is None
 	outputTyped  bool           // output inferred from the Go type: whatever it marshals to validates
 	bad          *DefinitionError
-	proc         *procDef // procedure references only
+	proc         *procDef    // procedure references only
+	conc         concurrency // actions and procedure references
 	meta         map[string]any
 	policies     []Policy
 	timeout      time.Duration
@@ -249,6 +253,9 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 		var zero In
 		return zero
 	}
+	if d.bad == nil {
+		d.conc, d.bad = compileConcurrency(def.Concurrency, ConcurrencyInstance, func(in any) (In, error) { return typed(in), nil })
+	}
 	if pre := def.Precondition; pre != nil {
 		d.precondition = func(ctx context.Context, call *Call, in any) error {
 			return pre(ctx, call, typed(in))
@@ -329,10 +336,14 @@ func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	if d.timeout < 0 {
 		return defErr(DefinitionInvalid, "timeout", "timeout must not be negative")
 	}
+	var reduced *schema.Schema // the agent's schema of a procedure with bound fields
+	if d.proc != nil && d.proc.spec.reduced != d.input {
+		reduced = d.proc.spec.reduced
+	}
 	for _, s := range []struct {
 		s     *schema.Schema
 		field string
-	}{{d.input, "input"}, {d.output, "output"}} {
+	}{{d.input, "input"}, {d.output, "output"}, {reduced, "input"}} {
 		if s.s == nil {
 			continue
 		}

@@ -72,7 +72,8 @@ func checkDescription(s string, max int) *DefinitionError {
 }
 
 // buildRegistration validates c and freezes its structure. The only user
-// code it runs is each procedure's Bind, once, to learn the bound keys.
+// code it runs is each capability's When, for the availability baseline
+// of Refresh.
 func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionError) {
 	lim := &r.limits
 	if !ValidComponentType(c.Type) {
@@ -143,6 +144,12 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if e := r.lintSuffixes(reg); e != nil {
 		return nil, e
 	}
+	// The baseline Refresh compares against: a When that is false now
+	// flips to true on the Refresh after it turns true. (User code: no
+	// lock is held.)
+	for i := range reg.caps {
+		reg.caps[i].whenOff = r.evalWhen(&reg.caps[i]) != whenTrue
+	}
 	return reg, nil
 }
 
@@ -187,6 +194,9 @@ func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kin
 	if e := d.check(group, rc.name, kind, lim); e != nil {
 		return e
 	}
+	if kind == KindAction {
+		rc.group = reg.staticGroup(d)
+	}
 	if len(d.meta) > 0 {
 		var e *DefinitionError
 		if rc.meta, e = freezeMeta(d.meta, group+"."+rc.name+".meta", lim.MaxMetaBytes); e != nil {
@@ -225,12 +235,16 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		if e != nil {
 			return e
 		}
-		b, e := bindProcedure(d, Parent{Type: reg.typ, InstanceID: reg.instance}, field, &r.limits, r.log)
-		if e != nil {
-			return e
+		if c := d.proc.context; c != nil && (!ValidComponentType(c.Type) || c.InstanceID != "" && !ValidInstanceID(c.InstanceID)) {
+			return defErr(DefinitionInvalid, field+".context", "context needs a valid component type and instance id")
 		}
+		var owner *Parent
+		if reg.nView > 0 { // a procedure-only registration has no context link
+			owner = &Parent{Type: reg.typ, InstanceID: reg.instance}
+		}
+		b := bindProcedure(d, owner)
 		id := "domain:" + path
-		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b})
+		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b, group: reg.staticGroup(d)})
 	}
 	return nil
 }

@@ -75,6 +75,7 @@ const (
 
 type confirmRecord struct {
 	view       PendingConfirmation
+	level      AuditLevel // the capability's: full records the input
 	digest     string
 	state      confirmState
 	approvedAt time.Time
@@ -97,6 +98,7 @@ type Confirmations struct {
 	byDigest map[string]*confirmRecord // pending records
 	order    []*confirmRecord          // every kept record, creation order
 	pending  int
+	byKey    map[string]int // pending records per consumer key
 	resolved int
 	keep     int // resolved records kept; 0 means maxResolvedConfirmations
 	subs     []*func([]PendingConfirmation)
@@ -239,14 +241,32 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 
 	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
 	typ := map[ConfirmationOutcome]AuditType{OutcomeApproved: AuditConfirmationApproved, OutcomeDenied: AuditConfirmationDenied, OutcomeExpired: AuditConfirmationExpired}[outcome]
-	r.audit(AuditEvent{Type: typ, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey, Actor: res.Actor})
+	ev := c.auditEvent(typ, view, rec.level)
+	ev.Actor = res.Actor
+	r.audit(ev)
 	c.notify(subs, list)
 	return true
+}
+
+// auditEvent is the audit record of a confirmation: which confirmation,
+// of what, for whom, and at audit level full the input it binds.
+func (c *Confirmations) auditEvent(typ AuditType, view PendingConfirmation, level AuditLevel) AuditEvent {
+	ev := AuditEvent{Type: typ, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID,
+		ConsumerID: view.ConsumerKey, ConfirmationID: view.ConfirmationID}
+	if level == AuditLevelFull {
+		ev.Payload = c.r.payload(view.CapabilityID, view.Input, "")
+	}
+	return ev
 }
 
 // leavePendingLocked does the bookkeeping of a record leaving pending.
 func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 	c.pending--
+	if k := rec.view.ConsumerKey; c.byKey[k] <= 1 {
+		delete(c.byKey, k)
+	} else {
+		c.byKey[k]--
+	}
 	delete(c.byDigest, rec.digest)
 	if rec.timer != nil && rec.timer.Stop() {
 		c.r.ctxWG.Done() // the expiry callback will not run
@@ -264,15 +284,16 @@ func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 }
 
 // request returns the pending record for digest, creating it if needed.
-// It fails RATE_LIMITED when the store is full.
-func (c *Confirmations) request(view PendingConfirmation, digest string) (PendingConfirmation, *Error) {
+// It fails RATE_LIMITED when the store, or the consumer's share of it, is
+// full.
+func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, digest string) (PendingConfirmation, *Error) {
 	r := c.r
 	c.mu.Lock()
 	if rec := c.byDigest[digest]; rec != nil {
 		c.mu.Unlock()
 		return rec.view, nil // the same request: the same dialog
 	}
-	if c.pending >= r.limits.MaxPendingConfirmations {
+	if c.pending >= r.limits.MaxPendingConfirmations || c.byKey[view.ConsumerKey] >= r.limits.MaxPendingConfirmationsPerConsumer {
 		c.mu.Unlock()
 		return view, NewError(CodeRateLimited, "Too many confirmations are waiting for the user; retry later.",
 			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
@@ -291,7 +312,7 @@ func (c *Confirmations) request(view PendingConfirmation, digest string) (Pendin
 	view.ConfirmationID = newConfirmationID()
 	view.RequestedAt = now
 	view.ExpiresAt = now.Add(r.limits.ConfirmationTTL)
-	rec := &confirmRecord{view: view, digest: digest, resolved: make(chan struct{})}
+	rec := &confirmRecord{view: view, level: level, digest: digest, resolved: make(chan struct{})}
 	id := view.ConfirmationID
 	rec.timer = time.AfterFunc(r.limits.ConfirmationTTL, func() {
 		defer r.ctxWG.Done()
@@ -300,15 +321,17 @@ func (c *Confirmations) request(view PendingConfirmation, digest string) (Pendin
 	if c.byID == nil {
 		c.byID = make(map[string]*confirmRecord)
 		c.byDigest = make(map[string]*confirmRecord)
+		c.byKey = make(map[string]int)
 	}
 	c.byID[id], c.byDigest[digest] = rec, rec
 	c.order = append(c.order, rec)
 	c.pending++
+	c.byKey[view.ConsumerKey]++
 	subs, list := c.subs, c.pendingLocked()
 	c.mu.Unlock()
 
 	emit(r, ConfirmationRequested{ConfirmationID: id, CapabilityID: view.CapabilityID, ExpiresAt: view.ExpiresAt.UTC().Format(timeLayout)})
-	r.audit(AuditEvent{Type: AuditConfirmationRequested, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey})
+	r.audit(c.auditEvent(AuditConfirmationRequested, view, level))
 	c.notify(subs, list)
 	return view, nil
 }
@@ -371,7 +394,7 @@ func (c *Confirmations) consume(rec *confirmRecord) {
 	rec.state = cConsumed
 	view := rec.view
 	c.mu.Unlock()
-	c.r.audit(AuditEvent{Type: AuditConfirmationConsumed, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey})
+	c.r.audit(c.auditEvent(AuditConfirmationConsumed, view, rec.level))
 }
 
 // closeAll expires every pending request (Close).
@@ -450,7 +473,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 		CapabilityID: a.cap.id, RegistrationID: a.reg.id, ConsumerKey: a.consumerKey,
 		Effect: d.effect, Summary: r.summary(a, composer), Input: JSONText(a.effInput),
 	}
-	view, e := r.confirm.request(view, digest)
+	view, e := r.confirm.request(view, d.audit, digest)
 	if e != nil {
 		return e
 	}

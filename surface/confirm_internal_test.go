@@ -13,17 +13,19 @@ import (
 // confirmModel is the confirmation store of semantics §13.2 (with the
 // reservation of DESIGN decision 10) written plainly.
 type confirmModel struct {
-	maxPending int
-	keep       int // resolved records kept
-	ttl        time.Duration
-	records    []*modelConfirm // creation order; trimmed ones removed
+	maxPending  int
+	perConsumer int // pending records one consumer may hold
+	keep        int // resolved records kept
+	ttl         time.Duration
+	records     []*modelConfirm // creation order; trimmed ones removed
 }
 
 type modelConfirm struct {
-	id      string
-	digest  string
-	state   confirmState
-	expires time.Time
+	id       string
+	digest   string
+	consumer string
+	state    confirmState
+	expires  time.Time
 }
 
 func (m *confirmModel) find(id string) *modelConfirm {
@@ -35,10 +37,13 @@ func (m *confirmModel) find(id string) *modelConfirm {
 	return nil
 }
 
-func (m *confirmModel) pending() int {
+func (m *confirmModel) pending() int { return m.pendingOf("") }
+
+// pendingOf counts the pending records of consumer, or of all when "".
+func (m *confirmModel) pendingOf(consumer string) int {
 	n := 0
 	for _, c := range m.records {
-		if c.state == cPending {
+		if c.state == cPending && (consumer == "" || c.consumer == consumer) {
 			n++
 		}
 	}
@@ -46,14 +51,15 @@ func (m *confirmModel) pending() int {
 }
 
 // request returns the pending record of digest, or "" and whether it
-// overflows (else the caller creates one).
-func (m *confirmModel) request(digest string) (existing string, full bool) {
+// overflows the store or the consumer's share (else the caller creates
+// one).
+func (m *confirmModel) request(digest, consumer string) (existing string, full bool) {
 	for _, c := range m.records {
 		if c.state == cPending && c.digest == digest {
 			return c.id, false
 		}
 	}
-	return "", m.pending() >= m.maxPending
+	return "", m.pending() >= m.maxPending || m.pendingOf(consumer) >= m.perConsumer
 }
 
 // leave moves a pending record to state and drops the oldest resolved
@@ -96,9 +102,9 @@ func (m *confirmModel) reserve(id, digest string, now time.Time) string {
 	return ""
 }
 
-// AS-IDENT-006: property — the confirmation store answers requests
-// (the same pending dialog for the same digest, RATE_LIMITED when the
-// pending store is full), resolutions, expiries and presented evidence
+// AS-IDENT-006, AS-CONFIRM-005: property — the confirmation store answers
+// requests (the same pending dialog for the same digest, RATE_LIMITED when
+// the pending store or the consumer's share of it is full), resolutions, expiries and presented evidence
 // (reserved, still pending, or invalid with its reason) exactly as the
 // plain model of semantics §13.2 does, keeping a bounded number of
 // resolved records (the oldest go first), whatever the interleaving and
@@ -107,13 +113,15 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		now := time.Unix(1_000_000, 0)
 		r := New(&Options{Now: func() time.Time { return now }, Limits: Limits{
-			MaxPendingConfirmations: rapid.IntRange(1, 4).Draw(rt, "maxPending"),
-			ConfirmationTTL:         time.Hour, // the expiry timers never fire here
+			MaxPendingConfirmations:            rapid.IntRange(1, 4).Draw(rt, "maxPending"),
+			MaxPendingConfirmationsPerConsumer: rapid.IntRange(1, 4).Draw(rt, "maxPendingPerConsumer"),
+			ConfirmationTTL:                    time.Hour, // the expiry timers never fire here
 		}})
 		defer r.Close()
 		c := &r.confirm
 		c.keep = rapid.IntRange(1, 6).Draw(rt, "keepResolved") // 200 in production
-		m := confirmModel{maxPending: r.limits.MaxPendingConfirmations, keep: c.keep, ttl: r.limits.ConfirmationTTL}
+		m := confirmModel{maxPending: r.limits.MaxPendingConfirmations, perConsumer: r.limits.MaxPendingConfirmationsPerConsumer,
+			keep: c.keep, ttl: r.limits.ConfirmationTTL}
 		var ids []string // every id issued, trimmed ones included
 		digests := []string{"d0", "d1", "d2", "d3", "d4", "d5"}
 		reserved := map[string]*confirmRecord{}
@@ -127,8 +135,12 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
 			case op <= 2: // an invocation asks for confirmation
 				d := rapid.SampledFrom(digests).Draw(rt, "digest")
-				existing, full := m.request(d)
-				view, e := c.request(PendingConfirmation{CapabilityID: "view:t.c.a"}, d)
+				consumer := "test:a" // a digest names its consumer
+				if d >= "d3" {
+					consumer = "test:b"
+				}
+				existing, full := m.request(d, consumer)
+				view, e := c.request(PendingConfirmation{CapabilityID: "view:t.c.a", ConsumerKey: consumer}, AuditLevelMetadata, d)
 				switch {
 				case existing != "":
 					if e != nil || view.ConfirmationID != existing {
@@ -146,7 +158,7 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 						rt.Fatalf("step %d: expiresAt %v, want %v", step, view.ExpiresAt, now.Add(m.ttl))
 					}
 					ids = append(ids, view.ConfirmationID)
-					m.records = append(m.records, &modelConfirm{id: view.ConfirmationID, digest: d, expires: view.ExpiresAt})
+					m.records = append(m.records, &modelConfirm{id: view.ConfirmationID, digest: d, consumer: consumer, expires: view.ExpiresAt})
 				}
 			case op <= 4: // the user approves, denies, or it expires
 				id := anyID()

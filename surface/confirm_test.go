@@ -358,3 +358,50 @@ func TestConfirmationSubscribeAndClose(t *testing.T) {
 		t.Fatal(o)
 	}
 }
+
+// Every confirmation-* audit record names its confirmation; at audit
+// level full (a destructive procedure) it also carries the input the
+// approval binds, at metadata level (an action) it does not.
+func TestConfirmationAuditRecords(t *testing.T) {
+	sink := surface.NewMemorySink(0)
+	reg, _ := newDomainRegistry(t, &surface.Options{Audit: sink})
+	var ran atomic.Int64
+	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
+	sel := &selection{ids: []string{"d1"}}
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectDestructive)))
+
+	full := requireConfirmationEffect(t, reg.Invoke(bg, inv("p1", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.EffectDestructive)
+	reg.Confirmations().Resolve(full, surface.Resolution{Approved: true, Actor: "alice"})
+	retry := inv("p1", "domain:devices.disable", `{"reason":"r"}`)
+	retry.ConfirmationID = full
+	surfacetest.RequireOK(t, reg.Invoke(bg, retry, as("a")))
+	meta := requireConfirmation(t, reg.Invoke(bg, wipe("w1", `{"ids":["d2"]}`, ""), as("a")))
+	reg.Confirmations().Resolve(meta, surface.Resolution{Approved: false})
+
+	seen := map[string][]string{}
+	for _, e := range sink.Events() {
+		if !strings.HasPrefix(string(e.Type), "confirmation-") {
+			continue
+		}
+		if e.ConfirmationID != full && e.ConfirmationID != meta {
+			t.Fatalf("%s names confirmation %q", e.Type, e.ConfirmationID)
+		}
+		seen[e.ConfirmationID] = append(seen[e.ConfirmationID], string(e.Type))
+		switch {
+		case e.ConfirmationID == full && (e.Payload == nil || e.Payload.Input != `{"ids":["d1"],"reason":"r"}`):
+			t.Fatalf("%s of the destructive procedure without its input: %+v", e.Type, e.Payload)
+		case e.ConfirmationID == meta && e.Payload != nil:
+			t.Fatalf("%s at metadata level carries %+v", e.Type, e.Payload)
+		}
+	}
+	if got := strings.Join(seen[full], ","); got != "confirmation-requested,confirmation-approved,confirmation-consumed" {
+		t.Fatal(got)
+	}
+	if got := strings.Join(seen[meta], ","); got != "confirmation-requested,confirmation-denied" {
+		t.Fatal(got)
+	}
+	b, _ := json.Marshal(sink.Events()[len(sink.Events())-1])
+	if !strings.Contains(string(b), `"confirmationId":"`+meta+`"`) {
+		t.Fatalf("%s", b)
+	}
+}

@@ -74,7 +74,8 @@
 // registration ids, tombstones of unmounted components, ambiguous
 // instances), availability, authorization, the effective input (validated
 // against the schema), invoke policies and confirmation, precondition,
-// admission (actions queue per instance; reads share a bounded pool),
+// admission (actions queue per instance unless their [Concurrency] says
+// otherwise; reads share a bounded pool),
 // execution (on the caller's goroutine, or its own with
 // [Options.IsolateHandlers]; bounded by a timeout, cancelled on unmount or
 // Close) and settlement. The first failing phase decides; the

@@ -51,10 +51,10 @@ func ExampleRegistry_Register() {
 	snap := reg.Snapshot(surface.SnapshotOptions{})
 	fmt.Println("version", snap.SurfaceVersion)
 	for _, c := range snap.Components {
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			fmt.Println(o.CapabilityID, o.OutputSchema)
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			fmt.Println(a.CapabilityID, a.Effect, a.InputSchema)
 		}
 	}
@@ -156,7 +156,8 @@ func ExampleProcedure() {
 		Procedures: []surface.Capability{
 			surface.Procedure(surface.ProcedureDef[DisableIn, DisableOut]{
 				ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectDestructive,
-				Bind: func(context.Context) (map[string]any, error) { return map[string]any{"ids": selection}, nil },
+				Bound: []string{"ids"},
+				Bind:  func(context.Context) (map[string]any, error) { return map[string]any{"ids": selection}, nil },
 			}),
 		},
 	})

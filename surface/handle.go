@@ -160,8 +160,9 @@ func (st *regState) override(c *regCap) (Availability, bool) {
 
 // Refresh re-evaluates the When predicates of the registration's
 // capabilities and pushes what changed since the last Refresh (the first
-// Refresh compares against "available"): one availability-changed event per
-// flipped capability and, if anything flipped, one version bump. Go apps
+// Refresh compares against what When said at Register): one
+// availability-changed event per flipped capability and, if anything
+// flipped, one version bump. Go apps
 // have no render loop, so call Refresh when the state behind a When
 // changes; event-driven adapters (MCP tools/list_changed) then see it.
 func (h *Handle) Refresh() {

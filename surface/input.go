@@ -133,9 +133,10 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 
 // mergeBound reads the live bound values (Bind is user code: a panic, in
 // it or in encoding a value it returned, is an error) and merges them into
-// obj: each bound key takes its value unless it is overridable and the
-// agent sent it; a value that is not there is skipped. The merged object
-// must match the full input schema.
+// obj: each declared bound key takes its value unless it is overridable
+// and the agent sent it; a value that is not there is skipped, and keys
+// Bind returns that are not declared are ignored. The merged object must
+// match the full input schema.
 func (r *Registry) mergeBound(ctx context.Context, a *attempt, obj map[string]any) (err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
@@ -146,6 +147,13 @@ func (r *Registry) mergeBound(ctx context.Context, a *attempt, obj map[string]an
 	vals, err := d.proc.bind(ctx)
 	if err != nil {
 		return err
+	}
+	if r.env.IsDev() {
+		for k := range vals {
+			if !slices.Contains(b.keys, k) {
+				r.log.Warn("surface: Bind returned a field its procedure does not declare in Bound; it is ignored", "procedureId", a.inv.CapabilityID, "field", k)
+			}
+		}
 	}
 	for _, k := range b.keys {
 		v, present := vals[k]

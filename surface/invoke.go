@@ -115,6 +115,9 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	if r.closedFlag.Load() {
 		return a.result(r, cancelledByClose())
 	}
+	if !a.consumer.Kind.Valid() {
+		return a.result(r, r.unknownConsumer(a.consumer))
+	}
 
 	// Phase 1: identity. The request is recorded in flight before any
 	// later work can be observed; a known key joins, replays or conflicts.
@@ -164,6 +167,7 @@ type attempt struct {
 	evidence  *confirmRecord // approved evidence reserved for this call
 	consumed  bool           // … and spent, execution having started
 	admitted  bool           // holds an admission slot
+	group     *queueGroup    // the group of an action or procedure call, once admission joined it
 	queued    bool           // reached admission
 	queueWait time.Duration
 	executed  bool // reached execution

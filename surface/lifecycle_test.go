@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,10 +18,10 @@ import (
 func capIDs(s surface.Snapshot) []string {
 	var ids []string
 	for _, c := range s.Components {
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			ids = append(ids, o.CapabilityID)
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			ids = append(ids, a.CapabilityID)
 		}
 	}
@@ -44,8 +45,8 @@ func TestRegisterLiveAndUnregister_AS_LIFE_001(t *testing.T) {
 	if got := strings.Join(capIDs(snap), ","); got != "view:devices.table.readState,view:devices.table.selectRows" {
 		t.Fatalf("capabilities = %s", got)
 	}
-	if snap.SurfaceVersion != "1" || snap.Components[0].RegistrationID() != h.ID() {
-		t.Fatalf("snapshot version %s reg %s", snap.SurfaceVersion, snap.Components[0].RegistrationID())
+	if snap.SurfaceVersion != "1" || snap.Components[0].RegistrationID != h.ID() {
+		t.Fatalf("snapshot version %s reg %s", snap.SurfaceVersion, snap.Components[0].RegistrationID)
 	}
 	want := []surface.Event{
 		surface.ComponentRegistered{RegistrationID: h.ID(), ComponentType: "devices.table", InstanceID: "main"},
@@ -111,7 +112,7 @@ func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
 
 	h.Update(surface.Update{Disabled: new(true)})
 	snap := reg.Snapshot(surface.SnapshotOptions{})
-	for _, o := range snap.Components[0].Observations() {
+	for _, o := range snap.Components[0].Observations {
 		if o.Available || o.UnavailableReason != "component-disabled" {
 			t.Fatalf("disabled observation: %+v", o)
 		}
@@ -127,8 +128,8 @@ func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
 	}})
 	mustVersion(t, reg, "3") // one bump per call
 	snap = reg.Snapshot(surface.SnapshotOptions{})
-	a := snap.Components[0].Actions()[0]
-	if a.Available || a.UnavailableReason != "Nothing to select" || !snap.Components[0].Observations()[0].Available {
+	a := snap.Components[0].Actions[0]
+	if a.Available || a.UnavailableReason != "Nothing to select" || !snap.Components[0].Observations[0].Available {
 		t.Fatalf("override: %+v", snap.Components[0])
 	}
 	want := []surface.Event{
@@ -152,7 +153,7 @@ func TestUpdateAndDefects_AS_LIFE_002(t *testing.T) {
 	// Overrides may be keyed by full id; available:true stops blocking.
 	h.Update(surface.Update{Availability: map[string]surface.Availability{"view:devices.table.selectRows": {Available: true}}})
 	h.Update(surface.Update{Availability: map[string]surface.Availability{"selectRows": {Available: true}}})
-	if a := reg.Snapshot(surface.SnapshotOptions{}).Components[0].Actions()[0]; !a.Available {
+	if a := reg.Snapshot(surface.SnapshotOptions{}).Components[0].Actions[0]; !a.Available {
 		t.Fatalf("override not lifted: %+v", a)
 	}
 	mustVersion(t, reg, "5")
@@ -359,7 +360,7 @@ func TestDuplicates_AS_LIFE_003(t *testing.T) {
 	if got := rec.Events(); !equalEvents(got, want) {
 		t.Fatalf("events = %v", got)
 	}
-	if got := reg.Snapshot(surface.SnapshotOptions{}).Components; len(got) != 1 || got[0].RegistrationID() != first.ID() {
+	if got := reg.Snapshot(surface.SnapshotOptions{}).Components; len(got) != 1 || got[0].RegistrationID != first.ID() {
 		t.Fatalf("first registration not kept: %+v", got)
 	}
 	// Dead handles do nothing.
@@ -445,7 +446,7 @@ func TestRemount_AS_LIFE_005(t *testing.T) {
 		t.Fatal("tombstone state wrong after remount")
 	}
 	snap := reg.Snapshot(surface.SnapshotOptions{})
-	if snap.Components[0].RegistrationID() != nw.ID() {
+	if snap.Components[0].RegistrationID != nw.ID() {
 		t.Fatal("snapshot does not show the new registration")
 	}
 }
@@ -576,5 +577,35 @@ func TestCapabilityNameCheckedPerRegistration_AS_ID_001(t *testing.T) {
 		if !c.ok {
 			surfacetest.RequireDefinitionError(t, err, surface.DefinitionInvalidID)
 		}
+	}
+}
+
+// AS-AVAIL-001, AS-VER-001: a capability whose When is false at Register
+// becomes available on the first Refresh after its state turns true: the
+// availability baseline is what When said at Register, so consumers
+// following events (MCP tools/list_changed) see it flip.
+func TestRefreshBaselineFromRegister_AS_AVAIL_001(t *testing.T) {
+	var loaded atomic.Bool
+	reg := surfacetest.NewRegistry(t, nil)
+	rec := surfacetest.Record(t, reg)
+	h := surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices", Actions: map[string]surface.Capability{
+		"selectRows": surface.Action(surface.ActionDef[surface.None, surface.None]{
+			Description: "Selects", Effect: surface.EffectLocalState, When: loaded.Load, UnavailableReason: "Still loading",
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
+		}),
+	}})
+	if a := reg.Snapshot(surface.SnapshotOptions{}).Components[0].Actions[0]; a.Available || a.UnavailableReason != "Still loading" {
+		t.Fatalf("%+v", a)
+	}
+	rec.Reset()
+	h.Refresh() // still loading: nothing to push
+	loaded.Store(true)
+	h.Refresh()
+	want := []surface.Event{
+		surface.AvailabilityChanged{RegistrationID: h.ID(), CapabilityID: "view:devices.table.selectRows", Available: true},
+		surface.SurfaceChanged{SurfaceVersion: "2"},
+	}
+	if got := rec.Events(); !equalEvents(got, want) {
+		t.Fatalf("events =\n%v\nwant\n%v", got, want)
 	}
 }

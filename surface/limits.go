@@ -59,6 +59,9 @@ type Limits struct {
 	// MaxPendingConfirmations bounds the pending confirmation store.
 	// Default 32.
 	MaxPendingConfirmations int
+	// MaxPendingConfirmationsPerConsumer bounds one consumer's share of
+	// the store, so one consumer cannot fill it for the others. Default 8.
+	MaxPendingConfirmationsPerConsumer int
 }
 
 // DefaultLimits returns the limits with every default filled in.
@@ -102,5 +105,6 @@ func (l Limits) withDefaults() Limits {
 	defD(&l.TombstoneTTL, 5*time.Minute)
 	defD(&l.ConfirmationTTL, 2*time.Minute)
 	def(&l.MaxPendingConfirmations, 32)
+	def(&l.MaxPendingConfirmationsPerConsumer, 8)
 	return l
 }

@@ -251,17 +251,17 @@ func intersectScope(floor, requested []string) (scope, rejected []string, empty 
 func uniqueMatch(snap Snapshot, capID, instance string) (string, JSONText) {
 	regID, schema, n := "", JSONText(""), 0
 	for _, c := range snap.Components {
-		if instance != "" && c.InstanceID() != instance {
+		if instance != "" && c.InstanceID != instance {
 			continue
 		}
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			if o.CapabilityID == capID {
-				regID, schema, n = c.RegistrationID(), emptyObject, n+1
+				regID, schema, n = c.RegistrationID, emptyObject, n+1
 			}
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			if a.CapabilityID == capID {
-				regID, schema, n = c.RegistrationID(), a.InputSchema, n+1
+				regID, schema, n = c.RegistrationID, a.InputSchema, n+1
 			}
 		}
 	}

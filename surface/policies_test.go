@@ -118,10 +118,10 @@ func TestDiscoveryLayers_AS_POLICY_002(t *testing.T) {
 		out := map[string]string{}
 		s := reg.Snapshot(surface.SnapshotOptions{Consumer: surface.Consumer{ID: id}})
 		for _, comp := range s.Components {
-			for _, o := range comp.Observations() {
+			for _, o := range comp.Observations {
 				out[o.Name] = "available"
 			}
-			for _, a := range comp.Actions() {
+			for _, a := range comp.Actions {
 				out[a.Name] = a.UnavailableReason
 				if a.Available {
 					out[a.Name] = "available"
@@ -214,7 +214,7 @@ func TestBuiltinPolicies_AS_POLICY_004(t *testing.T) {
 	types := func() string {
 		var out []string
 		for _, c := range reg.Snapshot(surface.SnapshotOptions{}).Components {
-			out = append(out, c.Type())
+			out = append(out, c.Type)
 		}
 		return strings.Join(out, ",")
 	}

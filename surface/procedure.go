@@ -26,6 +26,11 @@ import (
 // agent's input and validated against the full schema before any policy or
 // confirmation sees them, so an approval binds exactly the values that
 // execute.
+//
+// Which fields are bound is declared in Bound, not learned by calling
+// Bind when the component registers (as the reference implementation
+// does): what the agent may send then never depends on whether the live
+// state was ready at mount time.
 type ProcedureDef[In, Out any] struct {
 	// ID is the capability id, "domain:" + the procedure path
 	// ("domain:devices.disable"), at most 128 long.
@@ -52,16 +57,25 @@ type ProcedureDef[In, Out any] struct {
 	When                  func() bool
 	UnavailableReason     string
 	UnavailableReasonFunc func() string
-	// Bind returns the input fields filled from live UI state (the current
-	// selection, the open record). It runs once at registration to learn
-	// which keys are bound, and again on every invocation for their
-	// values; keys it did not return at registration are ignored. An error
-	// or panic at invocation fails PRECONDITION_FAILED (binding-failed).
-	Bind func(ctx context.Context) (map[string]any, error)
-	// Overridable lists bound fields the agent may set; they default to the
-	// bound value. Other bound fields are locked: hidden from the agent's
-	// schema and rejected if sent.
+	// Bound declares the input fields filled from live UI state (the
+	// current selection, the open record): top-level properties of the
+	// input schema, which must then be an object. The declaration is
+	// static, so what the agent may set never depends on live state: a
+	// bound field not listed in Overridable is locked, absent from the
+	// agent's schema and refused (INVALID_INPUT with lockedFields) when
+	// an agent sends it, whatever Bind does. Bound needs Bind.
+	Bound []string
+	// Overridable lists the bound fields the agent may set; they default
+	// to the bound value. Each must be listed in Bound.
 	Overridable []string
+	// Bind returns the live values of the Bound fields. It runs on every
+	// invocation, never at Register. A key it returns that Bound does not
+	// declare is ignored; a declared key it leaves out is not filled (the
+	// full input schema then decides). An error or a panic fails the call
+	// PRECONDITION_FAILED (binding-failed) before any policy or
+	// confirmation sees it and nothing executes; the cause is logged.
+	// Bind needs Bound.
+	Bind func(ctx context.Context) (map[string]any, error)
 	// Describe returns a live contextual note ("3 devices selected"),
 	// shown apart from the stable description.
 	Describe func() string
@@ -75,6 +89,9 @@ type ProcedureDef[In, Out any] struct {
 	Meta map[string]any
 	// Timeout bounds the executor call. Zero means Limits.ProcedureTimeout.
 	Timeout time.Duration
+	// Concurrency says how calls queue. Default: one at a time per
+	// reference. A key function sees the effective input.
+	Concurrency Concurrency[In]
 }
 
 // procDef holds what only procedure references have.
@@ -82,9 +99,9 @@ type procDef struct {
 	path             string
 	requiresApproval bool
 	bind             func(ctx context.Context) (map[string]any, error)
-	overridable      []string
 	describe         func() string
 	context          *Parent
+	spec             *bindSpec
 }
 
 // Procedure builds a capability from a procedure reference definition.
@@ -95,7 +112,6 @@ func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
 	d.proc = &procDef{
 		requiresApproval: def.RequiresApproval,
 		bind:             def.Bind,
-		overridable:      slices.Clone(def.Overridable),
 		describe:         def.Describe,
 	}
 	if def.Context != nil {
@@ -120,6 +136,12 @@ func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
 		if d.bad == nil && (outType != noneType || def.OutputSchema != nil) {
 			d.output, d.bad = compileSchema(def.OutputSchema, outType, "output")
 			d.outputTyped = false // executor output is foreign JSON: always checked
+		}
+		if d.bad == nil {
+			d.proc.spec, d.bad = newBindSpec(d.input, def.Bound, def.Overridable, def.Bind != nil)
+		}
+		if d.bad == nil {
+			d.conc, d.bad = compileConcurrency(def.Concurrency, ConcurrencyCapability, decodeEffective[In])
 		}
 	}
 	return Capability{d}
@@ -149,71 +171,96 @@ func procedureLevels(effect Effect, declared Confirmation, requiresApproval bool
 	return level, audit
 }
 
-// binding is the frozen binding of one procedure reference in one
-// registration: which keys are bound, which of them are locked, and the
-// schema the agent sees.
-type binding struct {
-	keys        []string // captured at registration, sorted
-	locked      []string // keys minus overridable, sorted
+// bindSpec is the declared binding of a procedure reference, frozen when
+// the definition is built: which keys are bound, which of them are
+// locked, and the schema the agent sees. It never depends on what Bind
+// returns.
+type bindSpec struct {
+	keys        []string // declared order
+	locked      []string // keys minus overridable, declared order
 	overridable []string
 	reduced     *schema.Schema
 	fields      []BoundField
-	context     Parent
-	group       queueGroup // the reference's serialization group (under Registry.mu)
+}
+
+// binding is a procedure reference in one registration: its declared
+// binding and the component it is linked to.
+type binding struct {
+	*bindSpec
+	context *Parent // nil for a procedure-only registration without a declared Context
+}
+
+// instance is the instance id a call's InstanceID selects the reference
+// by: its context's, "" without one.
+func (b *binding) instance() string {
+	if b.context == nil {
+		return ""
+	}
+	return b.context.InstanceID
+}
+
+// contextRef returns a copy of the reference's context link, or nil.
+func (b *binding) contextRef() *Parent {
+	if b.context == nil {
+		return nil
+	}
+	c := *b.context
+	return &c
 }
 
 // overridableNote is appended to the description of overridable bound
 // fields in the agent's schema.
 const overridableNote = "Defaults to the value selected in the UI when omitted."
 
-// bindProcedure captures the bound keys of a reference (running Bind once)
-// and builds the reduced schema.
-func bindProcedure(d *capDef, owner Parent, field string, lim *Limits, log interface{ Warn(string, ...any) }) (*binding, *DefinitionError) {
-	b := &binding{context: owner, overridable: d.proc.overridable}
-	if d.proc.context != nil {
-		b.context = *d.proc.context
-		if b.context.InstanceID == "" {
-			b.context.InstanceID = DefaultInstanceID
+// newBindSpec checks the declared bound keys against the input schema and
+// builds the agent's (reduced) schema: locked keys deleted, overridable
+// ones annotated, no bound key required (semantics §15).
+func newBindSpec(input *schema.Schema, bound, overridable []string, hasBind bool) (*bindSpec, *DefinitionError) {
+	sp := &bindSpec{keys: slices.Clone(bound), overridable: slices.Clone(overridable), reduced: input, fields: []BoundField{}}
+	switch {
+	case len(bound) > 0 && !hasBind:
+		return nil, defErr(DefinitionInvalid, "bind", "bound fields need a Bind function for their live values")
+	case len(bound) == 0 && hasBind:
+		return nil, defErr(DefinitionInvalid, "bound", "declare the fields Bind fills in Bound")
+	}
+	for i, k := range bound {
+		if k == "" || slices.Contains(bound[:i], k) {
+			return nil, defErr(DefinitionInvalid, "bound", fmt.Sprintf("bound field %q is empty or listed twice", k))
 		}
 	}
-	if d.proc.bind != nil {
-		if vals, err := callBind(context.Background(), d.proc.bind); err != nil {
-			log.Warn("surface: procedure Bind failed at registration; no fields are bound", "procedureId", "domain:"+d.proc.path, "error", err)
-		} else {
-			b.keys = slices.Sorted(maps.Keys(vals))
+	for _, o := range overridable {
+		if !slices.Contains(bound, o) {
+			return nil, defErr(DefinitionInvalid, "overridable", fmt.Sprintf("%q is not a bound field", o))
 		}
 	}
-	for _, o := range d.proc.overridable {
-		if !slices.Contains(b.keys, o) {
-			return nil, defErr(DefinitionInvalid, field+".overridable", fmt.Sprintf("%q is not a bound field", o))
-		}
+	if len(bound) == 0 {
+		return sp, nil
 	}
-	for _, k := range b.keys {
-		locked := !slices.Contains(d.proc.overridable, k)
+	for _, k := range bound {
+		locked := !slices.Contains(overridable, k)
 		if locked {
-			b.locked = append(b.locked, k)
+			sp.locked = append(sp.locked, k)
 		}
-		b.fields = append(b.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
-	}
-	if len(b.keys) == 0 {
-		b.reduced = d.input
-		return b, nil
+		sp.fields = append(sp.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
 	}
 	var doc map[string]any
-	if err := json.Unmarshal([]byte(d.input.JSON()), &doc); err != nil || doc["type"] != "object" {
-		return nil, defErr(DefinitionInvalid, field+".input", "bound fields need an object input schema")
+	if err := json.Unmarshal([]byte(input.JSON()), &doc); err != nil || doc["type"] != "object" {
+		return nil, defErr(DefinitionInvalid, "input", "bound fields need an object input schema")
 	}
 	props, _ := doc["properties"].(map[string]any)
-	for _, k := range b.keys {
+	for _, k := range bound {
 		if _, ok := props[k]; !ok {
-			return nil, defErr(DefinitionInvalid, field+".bind", fmt.Sprintf("bound field %q is not a property of the input schema", k))
+			return nil, defErr(DefinitionInvalid, "bound", fmt.Sprintf("bound field %q is not a property of the input schema", k))
 		}
 	}
-	for _, k := range b.locked {
+	for _, k := range sp.locked {
 		delete(props, k)
 	}
-	for _, k := range b.overridable {
+	for _, k := range overridable {
 		p, _ := props[k].(map[string]any)
+		if p == nil {
+			continue // a boolean schema: nothing to annotate
+		}
 		if desc, _ := p["description"].(string); desc != "" {
 			p["description"] = desc + " " + overridableNote
 		} else {
@@ -223,7 +270,7 @@ func bindProcedure(d *capDef, owner Parent, field string, lim *Limits, log inter
 	if req, ok := doc["required"].([]any); ok {
 		kept := req[:0]
 		for _, r := range req {
-			if s, _ := r.(string); !slices.Contains(b.keys, s) {
+			if s, _ := r.(string); !slices.Contains(bound, s) {
 				kept = append(kept, r)
 			}
 		}
@@ -238,25 +285,27 @@ func bindProcedure(d *capDef, owner Parent, field string, lim *Limits, log inter
 	}
 	raw, err := canonical.Marshal(doc)
 	if err == nil {
-		b.reduced, err = schema.ParseLimits(raw, buildLimits)
+		sp.reduced, err = schema.ParseLimits(raw, buildLimits)
 	}
 	if err != nil {
-		return nil, &DefinitionError{Code: DefinitionUnsupportedSchema, Field: field + ".input", Message: "the reduced input schema is invalid: " + err.Error(), Err: err}
+		return nil, &DefinitionError{Code: DefinitionUnsupportedSchema, Field: "input", Message: "the reduced input schema is invalid: " + err.Error(), Err: err}
 	}
-	if err := b.reduced.CheckLimits(lim.MaxSchemaBytes, lim.MaxSchemaDepth); err != nil {
-		return nil, &DefinitionError{Code: DefinitionUnsupportedSchema, Field: field + ".input", Message: err.Error(), Err: err}
-	}
-	return b, nil
+	return sp, nil
 }
 
-// callBind runs a Bind function, turning a panic into an error.
-func callBind(ctx context.Context, bind func(context.Context) (map[string]any, error)) (vals map[string]any, err error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError{rec}
+// bindProcedure links a reference to its component: the declared
+// Context, else the owner, except in a procedure-only registration
+// (semantics §8.1), which has no context link unless it declares one.
+func bindProcedure(d *capDef, owner *Parent) *binding {
+	b := &binding{bindSpec: d.proc.spec, context: owner}
+	if d.proc.context != nil {
+		c := *d.proc.context
+		if c.InstanceID == "" {
+			c.InstanceID = DefaultInstanceID
 		}
-	}()
-	return bind(ctx)
+		b.context = &c
+	}
+	return b
 }
 
 // SetProcedureExecutor installs the executor of domain procedures (nil

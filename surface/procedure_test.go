@@ -75,7 +75,7 @@ func (s *selection) bind(context.Context) (map[string]any, error) {
 func disableRef(sel *selection, effect surface.Effect, overridable ...string) surface.Capability {
 	return surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{
 		ID: "domain:devices.disable", Description: "Disable devices", Effect: effect,
-		Bind: sel.bind, Overridable: overridable,
+		Bound: []string{"ids"}, Bind: sel.bind, Overridable: overridable,
 		Describe: func() string {
 			sel.mu.Lock()
 			defer sel.mu.Unlock()
@@ -120,7 +120,7 @@ func TestSchemaSurgery_AS_BIND_001(t *testing.T) {
 		def := surface.ProcedureDef[disableIn, disableOut]{ID: "domain:devices.disable", Description: "Disable devices",
 			Effect: surface.EffectServerMutation, Overridable: c.overridable}
 		if c.bind {
-			def.Bind = sel.bind
+			def.Bound, def.Bind = []string{"ids"}, sel.bind
 		}
 		surfacetest.MustRegister(t, reg, tableWithRef(surface.Procedure(def)))
 		p := procs(reg)
@@ -142,7 +142,7 @@ func TestSchemaSurgery_AS_BIND_001(t *testing.T) {
 	})
 	reg.SetProcedureExecutor(x)
 	surfacetest.MustRegister(t, reg, tableWithRef(surface.Procedure(surface.ProcedureDef[onlyIDs, surface.None]{
-		ID: "domain:devices.clear", Description: "Clear", Effect: surface.EffectServerMutation, Bind: (&selection{ids: []string{"a"}}).bind})))
+		ID: "domain:devices.clear", Description: "Clear", Effect: surface.EffectServerMutation, Bound: []string{"ids"}, Bind: (&selection{ids: []string{"a"}}).bind})))
 	if got := procs(reg)[0].InputSchema; got != `{"additionalProperties":false,"properties":{},"type":"object"}` {
 		t.Fatalf("all bound: %s", got)
 	}
@@ -428,7 +428,8 @@ func TestSuffixCollisions(t *testing.T) {
 }
 
 // A procedure-only registration lists its references without a component
-// entry; policies govern references too.
+// entry and without a context link (semantics §8.1, §10.5); policies
+// govern references too.
 func TestProcedureOnlyAndPolicies(t *testing.T) {
 	hideFromB := surface.Policy{Name: "b-out", Discover: func(pc *surface.PolicyContext) surface.Decision {
 		if pc.Consumer.ID == "b" && pc.Plane == surface.PlaneDomain {
@@ -462,7 +463,54 @@ func TestProcedureOnlyAndPolicies(t *testing.T) {
 	}
 	b, _ := json.Marshal(reg.Snapshot(surface.SnapshotOptions{}).Procedures[0])
 	want := `{"procedureId":"domain:devices.list","description":"List devices","inputSchema":{"additionalProperties":false,"properties":{},"type":"object"},"outputSchema":{"items":{"type":"string"},"type":["array","null"]},"effect":"server-query","confirmation":"never","available":true,"boundFields":[],"registrationId":"`
-	if !strings.HasPrefix(string(b), want) || !strings.HasSuffix(string(b), `"context":{"type":"devices.toolbar","instanceId":"default"}}`) {
+	// A procedure-only registration has no context link (semantics §8.1).
+	if !strings.HasPrefix(string(b), want) || strings.Contains(string(b), `"context"`) {
 		t.Fatalf("%s", b)
+	}
+}
+
+// AS-BIND-001: bound fields are declared in the definition, checked at
+// Register against the input schema and Bind: a declaration that cannot
+// be honoured is a definition error, never a silently unlocked field.
+func TestBoundDeclaration_AS_BIND_001(t *testing.T) {
+	bind := (&selection{ids: []string{"d1"}}).bind
+	for _, c := range []struct {
+		name  string
+		def   surface.ProcedureDef[disableIn, disableOut]
+		field string
+	}{
+		{"bound without Bind", surface.ProcedureDef[disableIn, disableOut]{Bound: []string{"ids"}}, "procedures.0.bind"},
+		{"Bind without bound", surface.ProcedureDef[disableIn, disableOut]{Bind: bind}, "procedures.0.bound"},
+		{"not a property", surface.ProcedureDef[disableIn, disableOut]{Bound: []string{"deviceIds"}, Bind: bind}, "procedures.0.bound"},
+		{"listed twice", surface.ProcedureDef[disableIn, disableOut]{Bound: []string{"ids", "ids"}, Bind: bind}, "procedures.0.bound"},
+		{"overridable not bound", surface.ProcedureDef[disableIn, disableOut]{Bound: []string{"ids"}, Overridable: []string{"reason"}, Bind: bind}, "procedures.0.overridable"},
+		{"not an object schema", surface.ProcedureDef[disableIn, disableOut]{Bound: []string{"ids"}, Bind: bind, InputSchema: json.RawMessage(`{"type":"array"}`)}, "procedures.0.input"},
+	} {
+		reg, _ := newDomainRegistry(t, nil)
+		def := c.def
+		def.ID, def.Description, def.Effect = "domain:devices.disable", "Disable", surface.EffectServerMutation
+		_, err := reg.Register(tableWithRef(surface.Procedure(def)))
+		if de := surfacetest.RequireDefinitionError(t, err, surface.DefinitionInvalid); de.Field != c.field {
+			t.Errorf("%s: field %q, want %q (%v)", c.name, de.Field, c.field, de)
+		}
+	}
+	// Bound fields are listed in declaration order.
+	type two struct {
+		B string `json:"b"`
+		A string `json:"a"`
+		C string `json:"c"`
+	}
+	x := surface.NewFuncExecutor()
+	surface.AddFunc(x, "t.two", func(context.Context, *surface.ProcedureCall, two) (surface.None, error) { return surface.None{}, nil })
+	reg := surfacetest.NewRegistry(t, nil)
+	reg.SetProcedureExecutor(x)
+	surfacetest.MustRegister(t, reg, tableWithRef(surface.Procedure(surface.ProcedureDef[two, surface.None]{
+		ID: "domain:t.two", Description: "Two", Effect: surface.EffectServerQuery,
+		Bound: []string{"b", "a"}, Overridable: []string{"a"},
+		Bind: func(context.Context) (map[string]any, error) { return map[string]any{"a": "1", "b": "2"}, nil },
+	})))
+	p := procs(reg)[0]
+	if b, _ := json.Marshal(p.BoundFields); string(b) != `[{"path":"b","locked":true,"source":"ui-state"},{"path":"a","locked":false,"source":"ui-state"}]` {
+		t.Fatal(string(b))
 	}
 }

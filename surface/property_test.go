@@ -62,10 +62,10 @@ func TestLifecycleProperty_AS_LIFE_004(t *testing.T) {
 				}
 			}
 			for _, c := range snap.Components {
-				if ids[c.RegistrationID()] || keys[c.Type()+"\x00"+c.InstanceID()] {
-					rt.Fatalf("duplicate live identity %s %s/%s", c.RegistrationID(), c.Type(), c.InstanceID())
+				if ids[c.RegistrationID] || keys[c.Type+"\x00"+c.InstanceID] {
+					rt.Fatalf("duplicate live identity %s %s/%s", c.RegistrationID, c.Type, c.InstanceID)
 				}
-				ids[c.RegistrationID()], keys[c.Type()+"\x00"+c.InstanceID()] = true, true
+				ids[c.RegistrationID], keys[c.Type+"\x00"+c.InstanceID] = true, true
 			}
 			if active != len(snap.Components) {
 				rt.Fatalf("%d active handles, %d components", active, len(snap.Components))
@@ -106,8 +106,8 @@ func TestConcurrentLifecycle(t *testing.T) {
 				h.Update(surface.Update{Disabled: new(i%2 == 0), Availability: map[string]surface.Availability{"read": {Available: i%3 != 0}}})
 				snap := reg.Snapshot(surface.SnapshotOptions{Scope: []string{typ}})
 				for _, c := range snap.Components {
-					if c.Type() != typ {
-						t.Errorf("scope leaked %s", c.Type())
+					if c.Type != typ {
+						t.Errorf("scope leaked %s", c.Type)
 					}
 				}
 				h.Refresh()

@@ -259,8 +259,9 @@ type registration struct {
 
 	// Guarded by Registry.mu.
 	status  HandleStatus
-	st      *regState  // current state; replaced, never mutated
-	actions queueGroup // the instance's action slot and queue (own lock)
+	st      *regState   // current state; replaced, never mutated
+	actions queueGroup  // the instance's queue: concurrency mode instance (own lock)
+	keyed   keyedGroups // concurrency mode key: the queues by key (own lock)
 	stopCtx func() bool
 }
 
@@ -272,6 +273,7 @@ type regCap struct {
 	meta       JSONText       // agent-visible, frozen
 	metaMap    map[string]any // meta decoded for policies; nil when none
 	bound      *binding       // procedure references only
+	group      *queueGroup    // actions and procedures: the admission group, nil in key mode
 	discovers  bool           // some policy in chain has a Discover hook
 	authorizes bool           // … an Authorize hook
 	invokes    bool           // … an Invoke hook or a confirmation escalation

@@ -51,7 +51,7 @@ type candidate struct {
 // instance for procedures.
 func (c candidate) instance() string {
 	if b := c.cap.bound; b != nil {
-		return b.context.InstanceID
+		return b.instance()
 	}
 	return c.reg.instance
 }
@@ -117,8 +117,7 @@ func (r *Registry) noneOrManyLocked(capID string, cands []candidate) *Error {
 	for i, c := range cands {
 		refs[i] = InstanceRef{InstanceID: c.instance(), RegistrationID: c.reg.id}
 		if b := c.cap.bound; b != nil {
-			ctx := b.context
-			refs[i].Context = &ctx
+			refs[i].Context = b.contextRef()
 		} else {
 			refs[i].Description = c.reg.description
 		}

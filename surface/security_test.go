@@ -7,7 +7,9 @@ package surface_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -195,8 +197,8 @@ func TestRequirement03_04_StableIdentity(t *testing.T) {
 		}
 		var out []string
 		for _, c := range reg.Snapshot(surface.SnapshotOptions{}).Components {
-			for _, a := range c.Actions() {
-				out = append(out, c.InstanceID()+"/"+a.CapabilityID)
+			for _, a := range c.Actions {
+				out = append(out, c.InstanceID+"/"+a.CapabilityID)
 			}
 		}
 		return strings.Join(out, ",")
@@ -528,14 +530,10 @@ func TestThreatPanickingBoundValue(t *testing.T) {
 	reg := surface.New(&surface.Options{Audit: sink})
 	defer reg.Close()
 	reg.SetProcedureExecutor(exec)
-	var binds atomic.Int64
 	comp := surface.Component{Type: "boom", Description: "Explodes", Procedures: []surface.Capability{
 		surface.Procedure(surface.ProcedureDef[disableIn, disableOut]{
 			ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectServerMutation,
-			Bind: func(context.Context) (map[string]any, error) {
-				if binds.Add(1) == 1 { // at registration: the bound keys
-					return map[string]any{"ids": []string{}}, nil
-				}
+			Bound: []string{"ids"}, Bind: func(context.Context) (map[string]any, error) {
 				return map[string]any{"ids": boomOut{}}, nil
 			},
 		}),
@@ -777,5 +775,214 @@ func TestThreatStaleCatalog_AS_META_004_Meta(t *testing.T) {
 	surfacetest.RequireCode(t, metaCall(ts, surface.MetaAct, `{"capabilityId":"domain:devices.disable","input":{"reason":"r"}}`), surface.CodeConfirmationRequired)
 	if len(d.recorded()) != 0 {
 		t.Fatal("executed without approval")
+	}
+}
+
+// consoleRef is the devices console's disable reference: deviceIds bound
+// to the UI selection (locked), the reason from the agent, every call
+// confirmed.
+type consoleIn struct {
+	DeviceIDs []string `json:"deviceIds" jsonschema:"Devices to disable"`
+	Reason    string   `json:"reason" jsonschema:"Why"`
+}
+
+func consoleRef(bind func(context.Context) (map[string]any, error)) surface.Capability {
+	return surface.Procedure(surface.ProcedureDef[consoleIn, surface.None]{
+		ID: "domain:devices.disable", Description: "Disable the selected devices", Effect: surface.EffectDestructive,
+		Bound: []string{"deviceIds"}, Bind: bind,
+	})
+}
+
+// consoleDomain is an executor recording the device ids it disabled.
+func consoleDomain(disabled *[]string) *surface.FuncExecutor {
+	x := surface.NewFuncExecutor()
+	surface.AddFunc(x, "devices.disable", func(_ context.Context, _ *surface.ProcedureCall, in consoleIn) (surface.None, error) {
+		*disabled = append(*disabled, in.DeviceIDs...)
+		return surface.None{}, nil
+	})
+	return x
+}
+
+// Threat (AS-BIND-002, AS-BIND-004, AS-INVOKE-003, AS-INVOKE-004): the
+// state a binding reads is not loaded when the component mounts, so Bind
+// fails then and succeeds later. The bound field stays locked throughout:
+// it is declared, not learned from Bind, so it never appears in the
+// agent's schema and {"deviceIds":["victim"]} is refused before and after
+// the state loads. While Bind fails, a call fails binding-failed with the
+// cause logged, before any confirmation record, and nothing executes.
+func TestThreatBindFailsAtMount_AS_BIND_002_AS_INVOKE_003(t *testing.T) {
+	var logs strings.Builder
+	reg := surfacetest.NewRegistry(t, &surface.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var disabled []string
+	reg.SetProcedureExecutor(consoleDomain(&disabled))
+	var loaded atomic.Bool
+	var binds atomic.Int64
+	bind := func(context.Context) (map[string]any, error) {
+		binds.Add(1)
+		if !loaded.Load() {
+			return nil, errors.New("selection store not loaded yet")
+		}
+		return map[string]any{"deviceIds": []string{"d1"}}, nil
+	}
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", InstanceID: "main", Description: "Devices table",
+		Observations: map[string]surface.Capability{"readState": surfacetest.Value("Reads", 1)},
+		Procedures:   []surface.Capability{consoleRef(bind)}})
+	if n := binds.Load(); n != 0 {
+		t.Fatalf("Register called Bind %d times; the declaration alone decides what is bound", n)
+	}
+	requireLocked := func(when string) {
+		t.Helper()
+		p := reg.Snapshot(surface.SnapshotOptions{}).Procedures[0]
+		if strings.Contains(string(p.InputSchema), "deviceIds") || len(p.BoundFields) != 1 || !p.BoundFields[0].Locked {
+			t.Fatalf("%s: the agent's schema offers the bound field: %s %+v", when, p.InputSchema, p.BoundFields)
+		}
+		e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"deviceIds":["victim"],"reason":"x"}`), as("agent")), surface.CodeInvalidInput)
+		if lf, _ := e.Details["lockedFields"].([]string); len(lf) != 1 || lf[0] != "deviceIds" {
+			t.Fatalf("%s: %+v", when, e)
+		}
+	}
+	requireLocked("while Bind fails")
+	e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"x"}`), as("agent")), surface.CodePreconditionFailed)
+	if e.Details["reason"] != "binding-failed" || e.Retry != surface.RetryAfterRefresh || strings.Contains(e.Message, "not loaded") {
+		t.Fatalf("%+v", e)
+	}
+	if !strings.Contains(logs.String(), "selection store not loaded yet") {
+		t.Fatalf("the binding failure's cause was not logged:\n%s", logs.String())
+	}
+	if n := len(reg.Confirmations().Pending()); n != 0 || len(disabled) != 0 {
+		t.Fatalf("%d confirmation records, executed %v", n, disabled)
+	}
+
+	loaded.Store(true)
+	requireLocked("once Bind succeeds")
+	id := requireConfirmationEffect(t, reg.Invoke(bg, inv("c1", "domain:devices.disable", `{"reason":"x"}`), as("agent")), surface.EffectDestructive)
+	if p := reg.Confirmations().Pending()[0]; p.Input != `{"deviceIds":["d1"],"reason":"x"}` {
+		t.Fatalf("approval shows %s", p.Input)
+	}
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
+	// The approval cannot be redirected to another device by sending the
+	// bound field with the evidence.
+	forged := inv("c2", "domain:devices.disable", `{"deviceIds":["victim"],"reason":"x"}`)
+	forged.ConfirmationID = id
+	surfacetest.RequireCode(t, reg.Invoke(bg, forged, as("agent")), surface.CodeInvalidInput)
+	retry := inv("c1", "domain:devices.disable", `{"reason":"x"}`)
+	retry.ConfirmationID = id
+	surfacetest.RequireOK(t, reg.Invoke(bg, retry, as("agent")))
+	if fmt.Sprint(disabled) != "[d1]" {
+		t.Fatalf("disabled %v, want only the selected d1", disabled)
+	}
+}
+
+// Threat (AS-BIND-002, AS-INVOKE-004): the agent forges a bound key —
+// escaped, duplicated, beside valid fields — or Bind itself returns keys
+// the reference never declared. Every spelling of a locked key is refused
+// before any confirmation record; an undeclared key from Bind is ignored,
+// so Bind cannot widen what the call binds.
+func TestThreatForgedBoundKey_AS_BIND_002_AS_INVOKE_004(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var disabled []string
+	reg.SetProcedureExecutor(consoleDomain(&disabled))
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices table",
+		Observations: map[string]surface.Capability{"readState": surfacetest.Value("Reads", 1)},
+		Procedures: []surface.Capability{consoleRef(func(context.Context) (map[string]any, error) {
+			return map[string]any{"deviceIds": []string{"d1"}, "reason": "bound by accident", "owner": "root"}, nil
+		})}})
+	for _, input := range []string{
+		`{"deviceIds":["victim"]}`,
+		`{"reason":"x","deviceIds":["victim"]}`,
+		`{"device\u0049ds":["victim"],"reason":"x"}`,
+		`{"deviceIds":["d1"],"reason":"x","deviceIds":["victim"]}`,
+		`{"reason":"x","deviceIds":null}`,
+	} {
+		e := surfacetest.RequireCode(t, reg.Invoke(bg, inv("", "domain:devices.disable", input), as("agent")), surface.CodeInvalidInput)
+		if lf, _ := e.Details["lockedFields"].([]string); len(lf) != 1 || lf[0] != "deviceIds" || len(e.Details) != 1 {
+			t.Fatalf("%s: %+v", input, e.Details)
+		}
+	}
+	if n := len(reg.Confirmations().Pending()); n != 0 || len(disabled) != 0 {
+		t.Fatalf("%d confirmation records, executed %v", n, disabled)
+	}
+	// Bind's undeclared keys are dropped: the reason stays the agent's.
+	requireConfirmationEffect(t, reg.Invoke(bg, inv("", "domain:devices.disable", `{"reason":"agent's"}`), as("agent")), surface.EffectDestructive)
+	if p := reg.Confirmations().Pending()[0]; p.Input != `{"deviceIds":["d1"],"reason":"agent's"}` {
+		t.Fatalf("effective input %s", p.Input)
+	}
+}
+
+// Threat (AS-CONFIRM-005): one consumer floods the confirmation store to
+// lock the others out. Pending confirmations are bounded per consumer
+// (Limits.MaxPendingConfirmationsPerConsumer, 8) as well as in total (32):
+// after 40 requests from one consumer, another consumer's first request
+// still opens a dialog; the registry-wide bound still holds.
+func TestThreatConfirmationFlood_AS_CONFIRM_005(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var ran atomic.Int64
+	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
+	ask := func(consumer string, n int) surface.Result {
+		return reg.Invoke(bg, wipe("", fmt.Sprintf(`{"ids":["d%d"]}`, n), ""), as(consumer))
+	}
+	limited := 0
+	for n := range 40 {
+		res := ask("flooder", n)
+		switch {
+		case n < 8:
+			requireConfirmation(t, res)
+		default:
+			if e := surfacetest.RequireCode(t, res, surface.CodeRateLimited); e.Details["reason"] != "queue-full" || e.Details["retryAfterMs"] != 1000 {
+				t.Fatalf("%+v", e)
+			}
+			limited++
+		}
+	}
+	requireConfirmation(t, ask("victim", 0))
+	// The store-wide bound: three more consumers fill it to 32.
+	for _, c := range []string{"c1", "c2", "c3"} {
+		for n := range 8 {
+			res := ask(c, n)
+			if c == "c3" && n == 7 {
+				surfacetest.RequireCode(t, res, surface.CodeRateLimited)
+				continue
+			}
+			requireConfirmation(t, res)
+		}
+	}
+	if got := len(reg.Confirmations().Pending()); got != 32 || limited != 32 || ran.Load() != 0 {
+		t.Fatalf("%d pending, %d limited, %d ran", got, limited, ran.Load())
+	}
+}
+
+// Threat (AS-CONFIRM-004, AS-IDENT-004): two consumers whose kind and id
+// join to the same text — {mcp-bridge, "a:b"} and {"mcp-bridge:a", "b"} —
+// would share idempotency keys and evidence. Consumer kinds are a closed
+// set: the second is not a consumer at all (NOT_AUTHENTICATED, an empty
+// snapshot), so evidence approved for the first never executes for it,
+// and their keys differ.
+func TestThreatConsumerKeyCollision_AS_CONFIRM_004(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var ran atomic.Int64
+	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
+	owner := surface.InvokeOptions{Consumer: surface.Consumer{Kind: surface.ConsumerMCPBridge, ID: "a:b"}}
+	forger := surface.InvokeOptions{Consumer: surface.Consumer{Kind: "mcp-bridge:a", ID: "b"}}
+	if owner.Consumer.Key() == forger.Consumer.Key() {
+		t.Fatalf("both consumers are keyed %q", owner.Consumer.Key())
+	}
+	id := requireConfirmation(t, reg.Invoke(bg, wipe("call-1", `{"ids":["d1"]}`, ""), owner))
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
+	for _, call := range []surface.Invocation{wipe("call-1", `{"ids":["d1"]}`, id), wipe("call-2", `{"ids":["d1"]}`, id), wipe("call-3", `{"ids":["d1"]}`, "")} {
+		res := reg.Invoke(bg, call, forger)
+		if e := surfacetest.RequireCode(t, res, surface.CodeNotAuthenticated); e.Retry != surface.RetryNo {
+			t.Fatalf("%+v", e)
+		}
+	}
+	if n := len(reg.Confirmations().Pending()); ran.Load() != 0 || n != 0 {
+		t.Fatalf("forger ran %d, opened %d dialogs", ran.Load(), n)
+	}
+	if s := reg.Snapshot(surface.SnapshotOptions{Consumer: forger.Consumer}); len(s.Components) != 0 || len(s.Procedures) != 0 {
+		t.Fatalf("forger sees %+v", s.Components)
+	}
+	// The owner's evidence still works for the owner, once.
+	surfacetest.RequireOK(t, reg.Invoke(bg, wipe("call-1", `{"ids":["d1"]}`, id), owner))
+	if ran.Load() != 1 {
+		t.Fatal(ran.Load())
 	}
 }

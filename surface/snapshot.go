@@ -49,6 +49,11 @@ type Snapshot struct {
 	Procedures []ProcedureDescriptor
 	// Truncated is set iff a budget dropped components.
 	Truncated *Truncated
+
+	// static is set when no listed capability has live state (a When
+	// predicate, a discovery policy, a Describe note): its states change
+	// only with the surface version.
+	static bool
 }
 
 // Truncated reports what a budget dropped.
@@ -56,17 +61,23 @@ type Truncated struct {
 	DroppedComponents int `json:"droppedComponents"`
 }
 
-// ComponentDescriptor describes one live component in a snapshot. It is
-// immutable and cheap to copy: it shares the registration's frozen
-// structure, and its accessors return copies, so nothing a caller does with
-// it can change the registry. Its JSON encoding is the spec's component
-// descriptor.
+// ComponentDescriptor describes one live component in a snapshot: the
+// spec's component descriptor, field for field. A snapshot's descriptors
+// and their slices are the caller's own copies: changing them changes
+// nothing in the registry.
 type ComponentDescriptor struct {
-	reg *registration
-	st  *regState
-	// caps holds the per-snapshot state of reg.caps; nil means every
-	// capability is listed and available (the common case, no allocation).
-	caps []capView
+	Type       string `json:"type"`
+	InstanceID string `json:"instanceId"`
+	// RegistrationID is the staleness token to send with invocations.
+	RegistrationID string `json:"registrationId"`
+	Description    string `json:"description"`
+	// Parent is the containment link, if the component declared one.
+	Parent *Parent `json:"parent,omitempty"`
+	// Meta is the agent-visible metadata record, or "" if none.
+	Meta JSONText `json:"meta,omitempty"`
+	// Observations and Actions are the listed capabilities, each by name.
+	Observations []ObservationDescriptor `json:"observations"`
+	Actions      []ActionDescriptor      `json:"actions"`
 }
 
 // capView is the per-snapshot state of one capability.
@@ -76,62 +87,52 @@ type capView struct {
 	reason    string
 }
 
-// Type returns the component type.
-func (c ComponentDescriptor) Type() string { return c.reg.typ }
-
-// InstanceID returns the instance id.
-func (c ComponentDescriptor) InstanceID() string { return c.reg.instance }
-
-// RegistrationID returns the registration id, the staleness token to send
-// with invocations.
-func (c ComponentDescriptor) RegistrationID() string { return c.reg.id }
-
-// Description returns the component description.
-func (c ComponentDescriptor) Description() string { return c.reg.description }
-
-// Parent returns the containment link, if the component declared one.
-func (c ComponentDescriptor) Parent() (Parent, bool) {
-	return c.reg.parent, c.reg.parent != Parent{}
+// listed is a registration as one snapshot sees it.
+type listed struct {
+	reg  *registration
+	st   *regState
+	caps []capView // nil means every capability is listed and available (the common case, no allocation)
 }
-
-// Meta returns the agent-visible metadata record, or "" if none.
-func (c ComponentDescriptor) Meta() JSONText { return c.reg.meta }
 
 // state returns the snapshot state of capability i.
-func (c ComponentDescriptor) state(i int) capView {
-	if c.caps == nil {
+func (l *listed) state(i int) capView {
+	if l.caps == nil {
 		return capView{available: true}
 	}
-	return c.caps[i]
+	return l.caps[i]
 }
 
-// Observations returns the listed observations, by name, as a fresh slice.
-func (c ComponentDescriptor) Observations() []ObservationDescriptor {
-	out := make([]ObservationDescriptor, 0, c.reg.nObs)
-	for i := range c.reg.nObs {
-		st := c.state(i)
+// describe appends the descriptor of the listed registration to comps,
+// taking its capability descriptors from the ends of obs and acts (sized
+// by the caller, so one snapshot allocates each array once).
+func (l *listed) describe(comps []ComponentDescriptor, obs []ObservationDescriptor, acts []ActionDescriptor, parents []Parent) ([]ComponentDescriptor, []ObservationDescriptor, []ActionDescriptor, []Parent) {
+	reg := l.reg
+	c := ComponentDescriptor{Type: reg.typ, InstanceID: reg.instance, RegistrationID: reg.id, Description: reg.description, Meta: reg.meta}
+	if reg.parent != (Parent{}) {
+		parents = append(parents, reg.parent)
+		c.Parent = &parents[len(parents)-1]
+	}
+	o0 := len(obs)
+	for i := range reg.nObs {
+		st := l.state(i)
 		if st.omitted {
 			continue
 		}
-		rc := &c.reg.caps[i]
-		out = append(out, ObservationDescriptor{
+		rc := &reg.caps[i]
+		obs = append(obs, ObservationDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
 			OutputSchema: JSONText(rc.def.output.JSON()),
 			Available:    st.available, UnavailableReason: st.reason, Meta: rc.meta,
 		})
 	}
-	return out
-}
-
-// Actions returns the listed actions, by name, as a fresh slice.
-func (c ComponentDescriptor) Actions() []ActionDescriptor {
-	out := make([]ActionDescriptor, 0, c.reg.nView-c.reg.nObs)
-	for i := c.reg.nObs; i < c.reg.nView; i++ {
-		st := c.state(i)
+	c.Observations = obs[o0:len(obs):len(obs)]
+	a0 := len(acts)
+	for i := reg.nObs; i < reg.nView; i++ {
+		st := l.state(i)
 		if st.omitted {
 			continue
 		}
-		rc := &c.reg.caps[i]
+		rc := &reg.caps[i]
 		d := rc.def
 		ad := ActionDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: d.description,
@@ -142,27 +143,10 @@ func (c ComponentDescriptor) Actions() []ActionDescriptor {
 		if d.output != nil {
 			ad.OutputSchema = JSONText(d.output.JSON())
 		}
-		out = append(out, ad)
+		acts = append(acts, ad)
 	}
-	return out
-}
-
-// MarshalJSON encodes the spec's component descriptor.
-func (c ComponentDescriptor) MarshalJSON() ([]byte, error) {
-	var parent *Parent
-	if p, ok := c.Parent(); ok {
-		parent = &p
-	}
-	return json.Marshal(struct {
-		Type           string                  `json:"type"`
-		InstanceID     string                  `json:"instanceId"`
-		RegistrationID string                  `json:"registrationId"`
-		Description    string                  `json:"description"`
-		Parent         *Parent                 `json:"parent,omitempty"`
-		Meta           JSONText                `json:"meta,omitempty"`
-		Observations   []ObservationDescriptor `json:"observations"`
-		Actions        []ActionDescriptor      `json:"actions"`
-	}{c.reg.typ, c.reg.instance, c.reg.id, c.reg.description, parent, c.reg.meta, c.Observations(), c.Actions()})
+	c.Actions = acts[a0:len(acts):len(acts)]
+	return append(comps, c), obs, acts, parents
 }
 
 // ObservationDescriptor describes one observation.
@@ -249,13 +233,17 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// Under the lock: the version and the registrations that may show,
 	// with their current state. User code (When, Describe, policies, the
 	// route provider) runs after.
+	consumer := opts.Consumer.normalized()
 	r.mu.Lock()
 	version := r.version.Load()
 	live := r.orderedLocked()
-	comps := make([]ComponentDescriptor, 0, len(live))
+	if !consumer.Kind.Valid() {
+		live = nil // a consumer of unknown kind sees nothing
+	}
+	regs := make([]listed, 0, len(live))
 	for _, reg := range live {
 		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
-			comps = append(comps, ComponentDescriptor{reg: reg, st: reg.st})
+			regs = append(regs, listed{reg: reg, st: reg.st})
 		}
 	}
 	r.mu.Unlock()
@@ -265,17 +253,24 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		SurfaceVersion: strconv.FormatUint(version, 10),
 		CapturedAt:     r.now(),
 		Procedures:     []ProcedureDescriptor{},
+		static:         true,
 	}
 	snap.Route = r.currentRoute()
-	consumer := opts.Consumer.normalized()
+	if !consumer.Kind.Valid() {
+		r.logUnknownConsumer(consumer)
+	}
 	var pc *PolicyContext // built on the first capability with discovery policies
-	kept := comps[:0]
-	for k := range comps {
-		reg, st := comps[k].reg, comps[k].st
-		var caps []capView // allocated on the first capability that is not plainly available
+	kept := regs[:0]
+	nObs, nActs, nParents := 0, 0, 0
+	for k := range regs {
+		l := &regs[k]
+		reg, st := l.reg, l.st
 		hidden := 0
 		for i := range reg.caps {
 			rc := &reg.caps[i]
+			if rc.def.when != nil || rc.discovers || rc.def.proc != nil && rc.def.proc.describe != nil {
+				snap.static = false
+			}
 			decision := Decision{}
 			if rc.discovers {
 				if pc == nil {
@@ -295,32 +290,45 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			default:
 				avail, reason = r.availability(st, rc)
 			}
-			if avail && caps == nil {
+			if avail && l.caps == nil {
 				continue
 			}
-			if caps == nil {
-				caps = make([]capView, len(reg.caps))
+			if l.caps == nil { // allocated on the first capability that is not plainly available
+				l.caps = make([]capView, len(reg.caps))
 				for k := range i {
-					caps[k].available = true
+					l.caps[k].available = true
 				}
 			}
-			caps[i] = capView{available: avail, reason: reason,
+			l.caps[i] = capView{available: avail, reason: reason,
 				omitted: decision.verdict == hide || !avail && opts.OmitUnavailable}
 		}
-		comps[k].caps = caps
-		comps[k].st = nil
-		snap.Procedures = r.procedureDescriptors(snap.Procedures, comps[k], opts.Scope)
+		l.st = nil
+		snap.Procedures = r.procedureDescriptors(snap.Procedures, l, opts.Scope)
 		switch {
-		case reg.nView == 0:
-			continue // procedure-only: no component entry
+		case reg.nView == 0 && len(reg.caps) > 0:
+			continue // procedure-only: no component entry (a component with no capabilities at all is listed)
 		case len(opts.Scope) > 0 && !inScope(reg.typ, opts.Scope):
 			continue // listed only for its procedures
 		case hidden > 0 && hidden == reg.nView:
 			continue // every capability is hidden: the component does not exist for this consumer
 		}
-		kept = append(kept, comps[k])
+		kept = append(kept, *l)
+		nObs += reg.nObs
+		nActs += reg.nView - reg.nObs
+		if reg.parent != (Parent{}) {
+			nParents++
+		}
 	}
-	comps = kept
+	comps := make([]ComponentDescriptor, 0, len(kept))
+	obs := make([]ObservationDescriptor, 0, nObs)
+	acts := make([]ActionDescriptor, 0, nActs)
+	var parents []Parent
+	if nParents > 0 {
+		parents = make([]Parent, 0, nParents)
+	}
+	for k := range kept {
+		comps, obs, acts, parents = kept[k].describe(comps, obs, acts, parents)
+	}
 	snap.Components = comps
 	if b := opts.Budget; b != nil {
 		snap.Components, snap.Truncated = applyBudget(comps, b)
@@ -330,18 +338,18 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 
 // procedureDescriptors appends the listed procedure references of one
 // registration.
-func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDescriptor, scope []string) []ProcedureDescriptor {
-	reg := c.reg
+func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, l *listed, scope []string) []ProcedureDescriptor {
+	reg := l.reg
 	for i := reg.nView; i < len(reg.caps); i++ {
-		st := c.state(i)
+		st := l.state(i)
 		rc := &reg.caps[i]
 		b := rc.bound
 		if st.omitted {
 			continue
 		}
-		scopeKey := b.context.Type
-		if scopeKey == "" {
-			scopeKey = rc.name
+		scopeKey := rc.name
+		if b.context != nil {
+			scopeKey = b.context.Type
 		}
 		if len(scope) > 0 && !inScope(scopeKey, scope) {
 			continue
@@ -362,10 +370,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, c ComponentDe
 		if d.output != nil {
 			pd.OutputSchema = JSONText(d.output.JSON())
 		}
-		if b.context.Type != "" {
-			ctx := b.context
-			pd.Context = &ctx
-		}
+		pd.Context = b.contextRef()
 		out = append(out, pd)
 	}
 	return out

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
@@ -29,6 +26,7 @@ func TestSnapshotNeverReads_AS_SNAP_001(t *testing.T) {
 		Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
 	})
 	surfacetest.MustRegister(t, reg, c)
+	whens = 0 // Register read When once, for the Refresh baseline
 	for range 3 {
 		reg.Snapshot(surface.SnapshotOptions{})
 	}
@@ -89,7 +87,7 @@ func TestSnapshotOrderAndBudget_AS_SNAP_003(t *testing.T) {
 		}
 		var keys []string
 		for _, c := range reg.Snapshot(surface.SnapshotOptions{}).Components {
-			keys = append(keys, c.Type()+"/"+c.InstanceID())
+			keys = append(keys, c.Type+"/"+c.InstanceID)
 		}
 		orders = append(orders, strings.Join(keys, " "))
 	}
@@ -108,7 +106,7 @@ func TestSnapshotOrderAndBudget_AS_SNAP_003(t *testing.T) {
 	if len(snap.Components) != 3 || snap.Truncated == nil || snap.Truncated.DroppedComponents != 2 {
 		t.Fatalf("maxComponents: %d comps, truncated %+v", len(snap.Components), snap.Truncated)
 	}
-	if snap.Components[2].Type() != "a.list" || snap.Components[2].InstanceID() != "y" {
+	if snap.Components[2].Type != "a.list" || snap.Components[2].InstanceID != "y" {
 		t.Fatalf("dropped the wrong components: %+v", snap.Components[2])
 	}
 	// Byte budget: fits exactly two components.
@@ -143,7 +141,7 @@ func TestSnapshotScopeAndUnavailable(t *testing.T) {
 	}
 	var got []string
 	for _, c := range reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices"}}).Components {
-		got = append(got, c.Type())
+		got = append(got, c.Type)
 	}
 	if strings.Join(got, ",") != "devices,devices.table" {
 		t.Fatalf("scope devices: %v", got)
@@ -155,11 +153,11 @@ func TestSnapshotScopeAndUnavailable(t *testing.T) {
 		t.Fatalf("components: %d", len(snap.Components))
 	}
 	for _, c := range snap.Components {
-		if c.InstanceID() == "main" && (len(c.Actions()) != 0 || len(c.Observations()) != 1) {
+		if c.InstanceID == "main" && (len(c.Actions) != 0 || len(c.Observations) != 1) {
 			t.Fatalf("OmitUnavailable kept %+v", c)
 		}
 	}
-	a := reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices.table"}}).Components[1].Actions()[0]
+	a := reg.Snapshot(surface.SnapshotOptions{Scope: []string{"devices.table"}}).Components[1].Actions[0]
 	if a.Available || a.UnavailableReason != "unavailable" {
 		t.Fatalf("default override reason: %+v", a)
 	}
@@ -168,24 +166,28 @@ func TestSnapshotScopeAndUnavailable(t *testing.T) {
 // A snapshot is a copy: changing it changes nothing in the registry.
 func TestSnapshotIsACopy(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
-	surfacetest.MustRegister(t, reg, table("a", nil))
+	a := table("a", nil)
+	a.Parent = &surface.Parent{Type: "devices.page", InstanceID: "p"}
+	surfacetest.MustRegister(t, reg, a)
 	surfacetest.MustRegister(t, reg, table("b", nil))
 	before, _ := json.Marshal(reg.Snapshot(surface.SnapshotOptions{}))
 	s := reg.Snapshot(surface.SnapshotOptions{})
-	obs := s.Components[0].Observations()
+	obs := s.Components[0].Observations
 	obs[0].Available = false
 	obs[0].Description = "hacked"
 	obs[0].OutputSchema = `{}`
-	acts := append(s.Components[0].Actions(), surface.ActionDescriptor{Name: "injected"})
+	s.Components[0].Parent.Type = "hacked"
+	// The slices of one descriptor cannot grow into the next one's.
+	acts := append(s.Components[0].Actions, surface.ActionDescriptor{Name: "injected"})
 	acts[0].Effect = surface.EffectDestructive
+	if got := s.Components[1].Actions[0].Name; got != "selectRows" {
+		t.Fatalf("appending to one descriptor's actions overwrote the next: %s", got)
+	}
 	s.Components[1] = s.Components[0]
 	s.Components = append(s.Components, s.Components[0])
 	after, _ := json.Marshal(reg.Snapshot(surface.SnapshotOptions{}))
 	if mask(string(before)) != mask(string(after)) {
 		t.Fatalf("registry changed through a snapshot:\n%s\n%s", before, after)
-	}
-	if got := s.Components[0].Observations()[0]; got.Description != "Visible rows and selection" || !got.Available {
-		t.Fatalf("accessor returned shared state: %+v", got)
 	}
 }
 
@@ -193,11 +195,13 @@ var volatile = regexp.MustCompile(`"(surfaceId|capturedAt)":"[^"]*"`)
 
 func mask(s string) string { return volatile.ReplaceAllString(s, `"$1":"*"`) }
 
-// The snapshot JSON uses the spec's field names and order exactly.
+// AS-SNAP-003: the snapshot JSON uses the spec's field names and order
+// exactly (golden testdata/snapshot.json): a component with parent, meta
+// and an unavailable action, a component with no capabilities, a
+// procedure reference with a locked bound field and a live note.
 func TestSnapshotGolden(t *testing.T) {
-	at := time.Date(2026, 11, 30, 9, 0, 0, 123_000_000, time.UTC)
-	reg := surfacetest.NewRegistry(t, &surface.Options{
-		Now: func() time.Time { return at },
+	reg, _ := newDomainRegistry(t, &surface.Options{
+		Now: goldenClock,
 		Route: func() *surface.Route {
 			return &surface.Route{Path: "/devices", Params: map[string]string{"tab": "all"}}
 		},
@@ -223,28 +227,12 @@ func TestSnapshotGolden(t *testing.T) {
 			}{true}, nil
 		},
 	})
+	c.Procedures = []surface.Capability{disableRef(&selection{ids: []string{"d1", "d2"}}, surface.EffectDestructive)}
 	h := surfacetest.MustRegister(t, reg, c)
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.page", Description: "The devices page"})
 	snap := reg.Snapshot(surface.SnapshotOptions{})
-	if snap.SurfaceID != reg.SurfaceID() || snap.Components[0].RegistrationID() != h.ID() {
+	if snap.SurfaceID != reg.SurfaceID() || snap.Components[1].RegistrationID != h.ID() {
 		t.Fatal("ids")
 	}
-	got, err := json.MarshalIndent(snap, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = []byte(strings.ReplaceAll(string(got), reg.SurfaceID(), "srf_*"))
-	got = []byte(strings.ReplaceAll(string(got), h.ID(), "reg_*") + "\n")
-	path := filepath.Join("testdata", "snapshot.golden.json")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Fatalf("snapshot JSON differs from %s (run with -update to accept):\n%s", path, got)
-	}
+	requireGolden(t, "snapshot.json", snap)
 }

@@ -403,17 +403,7 @@ func (c *Catalog) WireNames() map[string]string {
 // policy and no procedure Describe, the parts evaluated afresh by every
 // snapshot. Overrides, disabling and the set of registrations all bump
 // the version.
-func isStatic(snap Snapshot) bool {
-	for _, c := range snap.Components {
-		for i := range c.reg.caps {
-			rc := &c.reg.caps[i]
-			if rc.def.when != nil || rc.discovers || (rc.def.proc != nil && rc.def.proc.describe != nil) {
-				return false
-			}
-		}
-	}
-	return true
-}
+func isStatic(snap Snapshot) bool { return snap.static }
 
 // withStates sets, in a copy of a catalog built from an earlier snapshot
 // of the same version, the states of snap. It reports false when the
@@ -421,18 +411,24 @@ func isStatic(snap Snapshot) bool {
 // catalog must then be rebuilt.
 func withStates(tools []Tool, snap Snapshot) bool {
 	k := 0
+	set := func(capID, regID string, available bool, reason string) bool {
+		if k == len(tools) || tools[k].CapabilityID != capID || tools[k].RegistrationID != regID {
+			return false
+		}
+		tools[k].State = ToolState{Available: available, UnavailableReason: reason}
+		k++
+		return true
+	}
 	for _, c := range snap.Components {
-		reg := c.reg
-		for i := range reg.nView {
-			st := c.state(i)
-			if st.omitted {
-				continue
-			}
-			if k == len(tools) || tools[k].CapabilityID != reg.caps[i].id || tools[k].RegistrationID != reg.id {
+		for _, o := range c.Observations {
+			if !set(o.CapabilityID, c.RegistrationID, o.Available, o.UnavailableReason) {
 				return false
 			}
-			tools[k].State = ToolState{Available: st.available, UnavailableReason: st.reason}
-			k++
+		}
+		for _, a := range c.Actions {
+			if !set(a.CapabilityID, c.RegistrationID, a.Available, a.UnavailableReason) {
+				return false
+			}
 		}
 	}
 	for _, p := range snap.Procedures {
@@ -471,7 +467,7 @@ func toolDescription(plane string, effect Effect, required bool, text string) st
 func catalog(snap Snapshot) []Tool {
 	perType := map[string]int{}
 	for _, c := range snap.Components {
-		perType[c.Type()]++
+		perType[c.Type]++
 	}
 	procCount := map[string]int{}
 	for _, p := range snap.Procedures {
@@ -480,22 +476,22 @@ func catalog(snap Snapshot) []Tool {
 	var tools []Tool
 	for _, c := range snap.Components {
 		suffix := ""
-		if perType[c.Type()] > 1 {
-			suffix = c.InstanceID()
+		if perType[c.Type] > 1 {
+			suffix = c.InstanceID
 		}
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			tools = append(tools, Tool{
 				Description: toolDescription("view", EffectRead, false, o.Description), InputSchema: emptyObject,
 				State:        ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason},
-				CapabilityID: o.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID(),
+				CapabilityID: o.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
 				Kind: KindObservation, Effect: EffectRead, Idempotent: true,
 			})
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			tools = append(tools, Tool{
 				Description: toolDescription("view", a.Effect, a.Confirmation == ConfirmRequired, a.Description), InputSchema: a.InputSchema,
 				State:        ToolState{Available: a.Available, UnavailableReason: a.UnavailableReason},
-				CapabilityID: a.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID(),
+				CapabilityID: a.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
 				Kind: KindAction, Effect: a.Effect, Idempotent: a.Idempotent,
 			})
 		}

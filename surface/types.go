@@ -3,6 +3,7 @@ package surface
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 )
 
 // Effect classifies what a capability does to the world. Observations are
@@ -98,7 +99,15 @@ const (
 // IsDev reports whether e is [EnvDevelopment] or [EnvTest].
 func (e Environment) IsDev() bool { return e == EnvDevelopment || e == EnvTest }
 
-// ConsumerKind says how a consumer reaches the surface.
+// ConsumerKind says how a consumer reaches the surface. Kinds are a
+// closed set, the constants below (the empty kind means
+// [ConsumerEmbedded]): a consumer of any other kind is refused by
+// [Registry.Invoke] (NOT_AUTHENTICATED) and sees an empty snapshot. A
+// closed set keeps consumer keys unambiguous: no kind contains ":", so
+// kind:id names exactly one consumer, and idempotency keys, confirmation
+// evidence and per-consumer limits can never be shared between two
+// consumers. Use [ConsumerOther] with a distinguishing ID for consumers
+// that fit no other kind.
 type ConsumerKind string
 
 // Consumer kinds.
@@ -136,12 +145,39 @@ func (c Consumer) normalized() Consumer {
 	return c
 }
 
+// Valid reports whether k is one of the known kinds, or empty.
+func (k ConsumerKind) Valid() bool {
+	switch k {
+	case "", ConsumerEmbedded, ConsumerWebMCP, ConsumerMCPBridge, ConsumerTest, ConsumerOther:
+		return true
+	}
+	return false
+}
+
 // Key is the normalized consumer identity, kind + ":" + id
-// ("embedded:anonymous" for the zero value). Idempotency keys and
-// confirmation evidence are scoped by it.
+// ("embedded:anonymous" for the zero value). Idempotency keys,
+// confirmation evidence and per-consumer limits are scoped by it. Two
+// consumers share a key only if they are equal in kind and id: the known
+// kinds contain no ":", and a kind outside them (which the registry
+// refuses) is keyed as "?" + its Go-quoted text + ":" + id, a form no
+// known kind starts with.
 func (c Consumer) Key() string {
 	c = c.normalized()
+	if !c.Kind.Valid() {
+		return "?" + strconv.Quote(string(c.Kind)) + ":" + c.ID
+	}
 	return string(c.Kind) + ":" + c.ID
+}
+
+// unknownConsumer is the refusal of a call whose consumer kind is not
+// one of the known kinds.
+func (r *Registry) unknownConsumer(c Consumer) *Error {
+	r.logUnknownConsumer(c)
+	return NewError(CodeNotAuthenticated, "The caller's identity is not recognised.", nil)
+}
+
+func (r *Registry) logUnknownConsumer(c Consumer) {
+	r.log.Error("surface: refused a consumer of unknown kind; use one of the ConsumerKind constants", "kind", string(c.Kind), "consumerId", c.ID)
 }
 
 // Route describes where the host application currently is; it appears in

@@ -52,7 +52,7 @@ func TestThroughRegistry(t *testing.T) {
 	}
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices", Procedures: []surface.Capability{
 		surface.Procedure(surface.ProcedureDef[in, out]{ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectServerMutation,
-			Bind: func(context.Context) (map[string]any, error) { return map[string]any{"ids": []string{"d1"}}, nil }}),
+			Bound: []string{"ids"}, Bind: func(context.Context) (map[string]any, error) { return map[string]any{"ids": []string{"d1"}}, nil }}),
 	}})
 	call := func(input string) surface.Result {
 		return reg.Invoke(context.Background(), surface.Invocation{CapabilityID: "domain:devices.disable", Input: json.RawMessage(input)}, surface.InvokeOptions{})

@@ -152,17 +152,17 @@ func UniqueRegistration(reg *surface.Registry, capabilityID string) string {
 	found := ""
 	for _, c := range reg.Snapshot(surface.SnapshotOptions{Consumer: Consumer()}).Components {
 		has := false
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			has = has || o.CapabilityID == capabilityID
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			has = has || a.CapabilityID == capabilityID
 		}
 		if has {
 			if found != "" {
 				return ""
 			}
-			found = c.RegistrationID()
+			found = c.RegistrationID
 		}
 	}
 	return found

@@ -384,10 +384,10 @@ func (s *Session) pageData(ctx context.Context, base string) pageData {
 	}
 	snap := s.reg.Snapshot(surface.SnapshotOptions{Consumer: ConsoleConsumer})
 	for _, c := range snap.Components {
-		for _, o := range c.Observations() {
+		for _, o := range c.Observations {
 			d.Surface = append(d.Surface, surfaceRow{ID: o.CapabilityID + at(c), Available: o.Available, Reason: o.UnavailableReason})
 		}
-		for _, a := range c.Actions() {
+		for _, a := range c.Actions {
 			d.Surface = append(d.Surface, surfaceRow{ID: a.CapabilityID + at(c), Available: a.Available, Reason: a.UnavailableReason})
 		}
 	}
@@ -399,10 +399,10 @@ func (s *Session) pageData(ctx context.Context, base string) pageData {
 }
 
 func at(c surface.ComponentDescriptor) string {
-	if c.InstanceID() == "main" {
+	if c.InstanceID == "main" {
 		return ""
 	}
-	return " @" + c.InstanceID()
+	return " @" + c.InstanceID
 }
 
 // card is the approval card of a pending confirmation: the exact input,

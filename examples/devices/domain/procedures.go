@@ -223,8 +223,9 @@ func listSchema() json.RawMessage {
 //
 // bind returns the live UI state the call is bound to, as
 // map[string]any{"ids": the selected device ids ([]string)}; the ids are
-// locked: hidden from the agent's schema, rejected if the agent sends
-// them, read again at every call and part of what the user approves. The
+// declared bound and locked: hidden from the agent's schema, rejected if
+// the agent sends them (even while bind fails), read again at every call
+// and part of what the user approves. The
 // agent supplies only the reason. While bind selects no id the reference
 // is unavailable ([NothingSelected]). describe, if set, returns a live
 // note such as "3 devices selected".
@@ -240,6 +241,7 @@ func DisableRef(bind func(ctx context.Context) (map[string]any, error), describe
 		Describe:    describe,
 	}
 	if bind != nil {
+		def.Bound = []string{"ids"}
 		def.When = func() bool { return selected(bind) != 0 }
 		def.UnavailableReason = NothingSelected
 	}
@@ -280,6 +282,7 @@ func EnableRef(bind func(ctx context.Context) (map[string]any, error), describe 
 		Describe:    describe,
 	}
 	if bind != nil {
+		def.Bound = []string{"ids"}
 		def.When = func() bool { return selected(bind) != 0 }
 		def.UnavailableReason = NothingSelected
 	}

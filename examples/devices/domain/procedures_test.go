@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
@@ -208,16 +207,8 @@ func TestDisableRefAvailability(t *testing.T) {
 		store, _ := openSeeded(t)
 		reg := surfacetest.NewRegistry(t, &surface.Options{Context: func() map[string]any { return map[string]any{"user": operator} }})
 		reg.SetProcedureExecutor(domain.Procedures(store))
-		// Bind runs once at registration to learn the bound keys.
-		var registered atomic.Bool
-		bind := func(ctx context.Context) (map[string]any, error) {
-			if registered.CompareAndSwap(false, true) {
-				return map[string]any{"ids": []string{}}, nil
-			}
-			return c.bind(ctx)
-		}
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Table",
-			Procedures: []surface.Capability{domain.DisableRef(bind, nil)}})
+			Procedures: []surface.Capability{domain.DisableRef(c.bind, nil)}})
 		p := reg.Snapshot(surface.SnapshotOptions{}).Procedures[0]
 		if p.Available != c.available {
 			t.Errorf("%s: available %v", c.name, p.Available)
