@@ -244,6 +244,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 	c.mu.Unlock()
 
 	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
+	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
 	typ := map[ConfirmationOutcome]AuditType{Approved: AuditConfirmationApproved, Denied: AuditConfirmationDenied, Expired: AuditConfirmationExpired}[outcome]
 	r.audit(AuditEvent{Type: typ, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey, Actor: res.Actor})
 	c.notify(subs, list)
@@ -314,6 +315,7 @@ func (c *Confirmations) request(view PendingConfirmation, digest string) (Pendin
 	c.mu.Unlock()
 
 	emit(r, ConfirmationRequested{ConfirmationID: id, CapabilityID: view.CapabilityID, ExpiresAt: view.ExpiresAt.UTC().Format(timeLayout)})
+	r.observeConfirmation(&view, "", now) // observe: a new request is pending
 	r.audit(AuditEvent{Type: AuditConfirmationRequested, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey})
 	c.notify(subs, list)
 	return view, nil

@@ -101,6 +101,7 @@ func (p *pipeline) admit(d *capDef) *Error {
 		p.admitted = e == nil
 		return e
 	}
+	p.observeQueued() // observe: the call waits for a slot
 	closing := r.closing()
 	p.waited = true
 	start := r.now() // only a waiter has queue time to measure
@@ -108,6 +109,7 @@ func (p *pipeline) admit(d *capDef) *Error {
 	case <-w.ch:
 		p.queueWait = r.now().Sub(start)
 		p.admitted = true
+		p.observeAdmitted() // observe: admitted after p.queueWait
 		return nil
 	case <-p.ctx.Done():
 		e = NewError(Cancelled, "", nil)
@@ -320,6 +322,7 @@ func (p *pipeline) execute(d *capDef, call *Call, in any) (any, *Error) {
 		r.confirm.consume(p.reserved)
 		p.consumed = true
 	}
+	p.observeExecuting() // observe: the handler or executor is called next
 
 	// With the real clock, an invocation that neither queued nor ran user
 	// code so far (policies, a precondition, the host context, a binding)

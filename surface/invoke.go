@@ -150,6 +150,7 @@ func (p *pipeline) invoke() Result {
 		return p.known(entry, hit, joined)
 	}
 	emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: inv.CapabilityID, ConsumerID: p.consumer.ID})
+	p.observeStart() // observe: the invocation starts; p.ctx may become the observer's
 
 	res := p.run()
 	cache := errorMatrix[codeOf(res)].cached || res.Error == nil
@@ -230,6 +231,7 @@ func (p *pipeline) known(entry *dedupeEntry, hit dedupeHit, joined <-chan struct
 		return p.replay.clone()
 	}
 	emit(r, InvocationStarted{InvocationID: p.id, CapabilityID: p.inv.CapabilityID, ConsumerID: p.consumer.ID})
+	p.observeStart() // observe: the invocation starts (and settles below, in settled)
 	res := p.result(NewError(InvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
 	p.settled(res, true)
 	return res
@@ -292,6 +294,7 @@ type pipeline struct {
 	replay       Result        // a cached result being replayed
 	keep         pipeKeep      // kept across reuse
 	devDefect    bool
+	rec          InvocationRecorder // observe: the Observer's recorder of this invocation, or nil
 }
 
 func (p *pipeline) cap() *regCap { return &p.reg.caps[p.capIdx] }
@@ -329,6 +332,7 @@ func (p *pipeline) settledAt(res Result, end time.Time, audit bool) {
 	d := end.Sub(p.start)
 	code := codeOf(res)
 	emit(r, InvocationSettled{InvocationID: p.id, CapabilityID: p.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
+	p.observeSettled(&res, d) // observe: the settlement, with the durations the audit records
 	if !audit {
 		return
 	}
@@ -391,6 +395,7 @@ func (p *pipeline) run() Result {
 		p.phase2Failed = true
 		return p.result(e)
 	}
+	p.observeResolved() // observe: kind, effect, registration and instance are known
 	c := p.cap()
 	d := c.def
 	p.level = d.audit
@@ -573,6 +578,7 @@ func (p *pipeline) confirmationGate(call *Call, ic *InvokeContext) *Error {
 	}
 	if id := p.inv.ConfirmationID; id != "" {
 		rec, pending, e := r.confirm.reserve(id, digest)
+		p.observePresented(id, rec, pending) // observe: the evidence was checked (accepted iff rec != nil)
 		switch {
 		case e != nil:
 			return e
@@ -591,6 +597,7 @@ func (p *pipeline) confirmationGate(call *Call, ic *InvokeContext) *Error {
 	if e != nil {
 		return e
 	}
+	p.observeRequested(view) // observe: the user's approval is requested
 	return required(view)
 }
 

@@ -94,6 +94,10 @@ type Options struct {
 	Redact func(capabilityID string, p AuditPayload) AuditPayload
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
+	// Observer, if set, receives the registry's telemetry (invocation
+	// phases and settlements, confirmations, registrations) for tracing
+	// and metrics; see package otelsurface. New copies it.
+	Observer *Observer
 	// IsolateHandlers runs every handler (and procedure call) on a
 	// goroutine of its own, so that Invoke settles at the deadline, on
 	// unmount or on cancellation even when the handler ignores its
@@ -183,6 +187,7 @@ type Registry struct {
 	sink       AuditSink
 	console    AuditSink // development only: audit on stderr
 	redact     func(string, AuditPayload) AuditPayload
+	observer   *Observer // Options.Observer; nil when it sets no hook
 
 	// executor performs procedure calls; replaced, never mutated.
 	executor atomic.Pointer[executorBox]
@@ -343,6 +348,7 @@ func New(opts *Options) *Registry {
 		fpSeed:     maphash.MakeSeed(),
 		idKey:      rand.Uint64(),
 		sink:       o.Audit,
+		observer:   observerOf(o.Observer),
 	}
 	if r.sink == nil {
 		r.mem.capacity = defaultMemoryCapacity
@@ -482,6 +488,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
+	r.observeRegistered(reg, old) // observe: reg is live, old (if any) replaced
 	if old != nil {
 		r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: old.id})
 	}
@@ -668,6 +675,7 @@ func (h *Handle) Unregister() {
 	now := r.now()
 	r.unregisterLocked(h.reg, now)
 	r.unlockAndDrain()
+	r.observeUnregistered(h.reg) // observe: the registration is gone
 	r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: h.reg.id, At: now})
 }
 
@@ -842,6 +850,7 @@ func (r *Registry) Close() error {
 		r.closingCh = make(chan struct{})
 	}
 	close(r.closingCh)
+	gone := r.liveByType(r.entries.live()) // observe: what Close removes, reported below
 	for _, reg := range r.entries.live() {
 		reg.status = Unregistered
 		r.stopCtxLocked(reg)
@@ -859,7 +868,8 @@ func (r *Registry) Close() error {
 		r.scPending = false
 	}
 	r.unlockAndDrain()
-	r.confirm.closeAll() // pending confirmations expire; their events still go out
+	r.observeClosed(gone) // observe: the registrations removed
+	r.confirm.closeAll()  // pending confirmations expire; their events still go out
 	r.listeners.Store(nil)
 	r.ctxWG.Wait()
 	for _, ch := range unmounting { // inline handlers, on their callers' goroutines

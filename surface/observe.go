@@ -1,0 +1,393 @@
+package surface
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Observer receives a registry's telemetry: the phases and settlement of
+// every invocation, the life of confirmation requests, and the coming and
+// going of registrations. It is the hook tracing and metrics libraries
+// build on (package otelsurface turns it into OpenTelemetry spans and
+// metrics), in the manner of net/http/httptrace: a struct of optional
+// funcs, set as [Options.Observer]. Any field may be nil.
+//
+// The registry calls the funcs synchronously on the goroutine doing the
+// work, never while it holds a lock, and recovers and logs a panic in
+// any of them (the call goes on as if the hook were not set). They may be
+// called concurrently for different invocations, confirmations and
+// registrations; they should be quick and must not block. They must not
+// change what they are given. A registry without an Observer pays
+// nothing for the hook.
+type Observer struct {
+	// Invocation is called once for every invocation that passes the
+	// identity phase (replays and joins of a call with the same
+	// invocation id are not new invocations), before resolution. ctx is
+	// the caller's context. The context it returns is the one the rest of
+	// the invocation runs with: policies, the handler and the procedure
+	// executor get contexts derived from it, so a span started here is
+	// the parent of theirs. A nil context keeps ctx.
+	//
+	// The recorder it returns receives the invocation's phases and its
+	// settlement; nil records nothing.
+	Invocation func(ctx context.Context, info InvocationInfo) (context.Context, InvocationRecorder)
+	// Confirmation is called when a confirmation request is created and
+	// when it leaves pending (approved, denied or expired, also by
+	// Close): exactly once each.
+	Confirmation func(ConfirmationChange)
+	// Registrations is called when registrations go live or away:
+	// Register, Unregister (also by a RegisterContext context ending),
+	// a Replace of a duplicate, and Close, which removes every live
+	// registration at once.
+	Registrations func(RegistrationChange)
+}
+
+// InvocationInfo describes an invocation as it starts. It is what the
+// caller asked for: the capability is not resolved yet (see
+// [PhaseResolved]).
+type InvocationInfo struct {
+	// CapabilityID is the id as requested; it may name nothing.
+	CapabilityID string
+	// Plane is the plane of CapabilityID, or "" when it is malformed.
+	Plane Plane
+	// InvocationID is the invocation's idempotency key (the caller's, or
+	// a fresh "inv_" id).
+	InvocationID string
+	// RegistrationID is the staleness token the caller sent, or "".
+	RegistrationID string
+	// ConsumerKind and ConsumerID identify the caller (normalized: the
+	// zero consumer is embedded/anonymous).
+	ConsumerKind ConsumerKind
+	ConsumerID   string
+	// ConfirmationID is the confirmation evidence the caller presented,
+	// or "".
+	ConfirmationID string
+	// Start is when the invocation started, on the registry's clock.
+	Start time.Time
+}
+
+// InvocationRecorder receives the phases and the settlement of one
+// invocation. Its methods are called one at a time, in phase order, on
+// the invoking goroutine; Settle is called exactly once, last.
+type InvocationRecorder interface {
+	// Phase reports a phase the invocation reached.
+	Phase(PhaseEvent)
+	// Settle reports how the invocation settled.
+	Settle(Settlement)
+}
+
+// Phase names a point an invocation reached. Phases not listed here may
+// be added; recorders should ignore the ones they do not know.
+type Phase uint8
+
+// Phases, in the order an invocation may reach them. Only PhaseResolved
+// and PhaseExecuting are reached by every call that gets that far; the
+// others depend on the call.
+const (
+	// PhaseResolved: the target registration is known. The event's Kind,
+	// Effect, RegistrationID and InstanceID are set.
+	PhaseResolved Phase = iota + 1
+	// PhaseConfirmationPresented: the call presented confirmation
+	// evidence and the registry checked it. ConfirmationID is set;
+	// RequestedAt when the request is known; ApprovedAt only when the
+	// evidence was accepted (approved, matching, unexpired). The call
+	// then continues; otherwise it settles CONFIRMATION_INVALID, or
+	// CONFIRMATION_REQUIRED when the request is still pending
+	// (PhaseConfirmationRequested follows).
+	PhaseConfirmationPresented
+	// PhaseConfirmationRequested: the call needs the user's approval and
+	// settles CONFIRMATION_REQUIRED. ConfirmationID, RequestedAt and
+	// ExpiresAt are set (an identical pending request is shared, so the id
+	// may have been requested by an earlier call).
+	PhaseConfirmationRequested
+	// PhaseQueued: the call waits for an admission slot.
+	PhaseQueued
+	// PhaseAdmitted: the call holds an admission slot after waiting;
+	// QueueWait is how long. (A call admitted at once reports nothing.)
+	PhaseAdmitted
+	// PhaseExecuting: the handler, or the procedure executor, is called.
+	PhaseExecuting
+)
+
+// String returns the phase's name, e.g. "resolved".
+func (ph Phase) String() string {
+	switch ph {
+	case PhaseResolved:
+		return "resolved"
+	case PhaseConfirmationPresented:
+		return "confirmation-presented"
+	case PhaseConfirmationRequested:
+		return "confirmation-requested"
+	case PhaseQueued:
+		return "queued"
+	case PhaseAdmitted:
+		return "admitted"
+	case PhaseExecuting:
+		return "executing"
+	}
+	return fmt.Sprintf("Phase(%d)", uint8(ph))
+}
+
+// PhaseEvent is a phase an invocation reached and what is known at that
+// point; which fields are set depends on the phase (see each Phase).
+type PhaseEvent struct {
+	Phase Phase
+
+	// PhaseResolved.
+	Kind           Kind
+	Effect         Effect
+	RegistrationID string
+	InstanceID     string
+
+	// PhaseAdmitted.
+	QueueWait time.Duration
+
+	// PhaseConfirmationRequested and PhaseConfirmationPresented, on the
+	// registry's clock.
+	ConfirmationID string
+	RequestedAt    time.Time
+	ApprovedAt     time.Time
+	ExpiresAt      time.Time
+}
+
+// Settlement is how an invocation settled.
+type Settlement struct {
+	// Status is the result's status.
+	Status ResultStatus
+	// Error is the result's error when Status is "error", else nil. It is
+	// the caller's: read it, never change it.
+	Error *Error
+	// Duration is from the start to the settlement, on the registry's
+	// clock.
+	Duration time.Duration
+	// Admission is set when the call reached admission (phase 8);
+	// QueueWait is then how long it waited there (zero when a slot was
+	// free, the time until it gave up when it was refused or cancelled).
+	Admission bool
+	QueueWait time.Duration
+	// Executed is set when the handler or executor was called; Execution
+	// is then how long it ran until the settlement.
+	Executed  bool
+	Execution time.Duration
+}
+
+// ConfirmationChange is a confirmation request created or resolved.
+type ConfirmationChange struct {
+	ConfirmationID string
+	CapabilityID   string
+	// Outcome is empty for a new request, else how it left pending.
+	Outcome ConfirmationOutcome
+	// RequestedAt is when the request was created; At when this change
+	// happened (equal for a new request). Both on the registry's clock.
+	RequestedAt time.Time
+	At          time.Time
+}
+
+// RegistrationChange is a change in the number of live registrations of
+// one component type.
+type RegistrationChange struct {
+	ComponentType string
+	// Delta is positive when registrations went live, negative when they
+	// went away.
+	Delta int
+}
+
+// observerOf returns the registry's copy of o, or nil when o sets no hook.
+func observerOf(o *Observer) *Observer {
+	if o == nil || (o.Invocation == nil && o.Confirmation == nil && o.Registrations == nil) {
+		return nil
+	}
+	c := *o
+	return &c
+}
+
+// The hook's call sites in the pipeline and the registry are one line
+// each, marked "observe:". Each calls a small method here that checks
+// whether a hook is set (cheap enough to be inlined) and leaves the work,
+// and the recovery of a panicking hook, to a method of its own.
+
+// observeStart starts observing the invocation: it sets p.ctx and p.rec.
+func (p *pipeline) observeStart() {
+	if p.r.observer != nil && p.r.observer.Invocation != nil {
+		p.startObserving()
+	}
+}
+
+func (p *pipeline) startObserving() {
+	r, ctx := p.r, p.ctx
+	info := InvocationInfo{
+		CapabilityID: p.inv.CapabilityID, InvocationID: p.id, RegistrationID: p.inv.RegistrationID,
+		ConsumerKind: p.consumer.Kind, ConsumerID: p.consumer.ID, ConfirmationID: p.inv.ConfirmationID, Start: p.start,
+	}
+	if id, ok := ParseCapabilityID(info.CapabilityID); ok {
+		info.Plane = id.Plane
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.log.Error("surface: observer panicked", "hook", "Invocation", "panic", fmt.Sprint(rec))
+			p.ctx, p.rec = ctx, nil
+		}
+	}()
+	c, rec := r.observer.Invocation(ctx, info)
+	if c != nil {
+		p.ctx = c
+	}
+	p.rec = rec
+}
+
+// observeResolved reports PhaseResolved for the pipeline's target.
+func (p *pipeline) observeResolved() {
+	if p.rec != nil {
+		p.resolved()
+	}
+}
+
+func (p *pipeline) resolved() {
+	c := p.cap()
+	p.phase(PhaseEvent{Phase: PhaseResolved, Kind: c.def.kindName(), Effect: c.def.effect,
+		RegistrationID: p.reg.id, InstanceID: p.reg.instanceOf(p.capIdx)})
+}
+
+// observePresented reports the check of presented evidence: rec is the
+// reserved record when it was accepted, pending the request's view when
+// it is still pending (PhaseConfirmationRequested follows then), both nil
+// when the evidence is invalid.
+func (p *pipeline) observePresented(id string, rec *confirmRecord, pending *PendingConfirmation) {
+	if p.rec != nil {
+		p.presented(id, rec, pending)
+	}
+}
+
+func (p *pipeline) presented(id string, rec *confirmRecord, pending *PendingConfirmation) {
+	e := PhaseEvent{Phase: PhaseConfirmationPresented, ConfirmationID: id}
+	switch {
+	case rec != nil: // reserved by this call: its view and approval time are fixed
+		e.RequestedAt, e.ApprovedAt, e.ExpiresAt = rec.view.RequestedAt, rec.approvedAt, rec.view.ExpiresAt
+	case pending != nil:
+		e.RequestedAt, e.ExpiresAt = pending.RequestedAt, pending.ExpiresAt
+	}
+	p.phase(e)
+	if pending != nil {
+		p.observeRequested(*pending)
+	}
+}
+
+// observeRequested reports PhaseConfirmationRequested.
+func (p *pipeline) observeRequested(v PendingConfirmation) {
+	if p.rec != nil {
+		p.phase(PhaseEvent{Phase: PhaseConfirmationRequested, ConfirmationID: v.ConfirmationID, RequestedAt: v.RequestedAt, ExpiresAt: v.ExpiresAt})
+	}
+}
+
+// observeQueued reports PhaseQueued.
+func (p *pipeline) observeQueued() {
+	if p.rec != nil {
+		p.phase(PhaseEvent{Phase: PhaseQueued})
+	}
+}
+
+// observeAdmitted reports PhaseAdmitted after a wait of p.queueWait.
+func (p *pipeline) observeAdmitted() {
+	if p.rec != nil {
+		p.phase(PhaseEvent{Phase: PhaseAdmitted, QueueWait: p.queueWait})
+	}
+}
+
+// observeExecuting reports PhaseExecuting.
+func (p *pipeline) observeExecuting() {
+	if p.rec != nil {
+		p.phase(PhaseEvent{Phase: PhaseExecuting})
+	}
+}
+
+// phase calls the recorder's Phase.
+func (p *pipeline) phase(e PhaseEvent) {
+	defer p.r.observePanic("Phase")
+	p.rec.Phase(e)
+}
+
+// observeSettled reports the settlement, d after the start.
+func (p *pipeline) observeSettled(res *Result, d time.Duration) {
+	if p.rec != nil {
+		p.settle(res.Status, res.Error, d)
+	}
+}
+
+func (p *pipeline) settle(status ResultStatus, e *Error, d time.Duration) {
+	s := Settlement{Status: status, Error: e, Duration: d, Admission: p.queued, QueueWait: p.queueWait, Executed: p.executed, Execution: p.execution}
+	rec := p.rec
+	p.rec = nil // exactly once
+	defer p.r.observePanic("Settle")
+	rec.Settle(s)
+}
+
+// observePanic recovers and logs a panic raised by an observer hook.
+// Call it deferred.
+func (r *Registry) observePanic(hook string) {
+	if rec := recover(); rec != nil {
+		r.log.Error("surface: observer panicked", "hook", hook, "panic", fmt.Sprint(rec))
+	}
+}
+
+// observeConfirmation reports a confirmation request created (outcome
+// "") or resolved.
+func (r *Registry) observeConfirmation(v *PendingConfirmation, outcome ConfirmationOutcome, at time.Time) {
+	if r.observer != nil && r.observer.Confirmation != nil {
+		r.confirmationChanged(v, outcome, at)
+	}
+}
+
+func (r *Registry) confirmationChanged(v *PendingConfirmation, outcome ConfirmationOutcome, at time.Time) {
+	defer r.observePanic("Confirmation")
+	r.observer.Confirmation(ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
+		Outcome: outcome, RequestedAt: v.RequestedAt, At: at})
+}
+
+// observeRegistered reports reg going live and old, if not nil, replaced.
+func (r *Registry) observeRegistered(reg, old *registration) {
+	if r.observer != nil && r.observer.Registrations != nil {
+		r.registered(reg, old)
+	}
+}
+
+func (r *Registry) registered(reg, old *registration) {
+	if old != nil {
+		r.registrationsChanged(old.typ, -1)
+	}
+	r.registrationsChanged(reg.typ, 1)
+}
+
+// observeUnregistered reports reg gone.
+func (r *Registry) observeUnregistered(reg *registration) {
+	if r.observer != nil && r.observer.Registrations != nil {
+		r.registrationsChanged(reg.typ, -1)
+	}
+}
+
+// liveByType counts live registrations per component type, for Close to
+// report with observeClosed once it released the lock; nil without a
+// Registrations hook. Call it with r.mu held.
+func (r *Registry) liveByType(live []*registration) map[string]int {
+	if r.observer == nil || r.observer.Registrations == nil || len(live) == 0 {
+		return nil
+	}
+	n := make(map[string]int)
+	for _, reg := range live {
+		n[reg.typ]++
+	}
+	return n
+}
+
+// observeClosed reports the registrations Close removed, counted by
+// liveByType.
+func (r *Registry) observeClosed(gone map[string]int) {
+	for typ, n := range gone {
+		r.registrationsChanged(typ, -n)
+	}
+}
+
+func (r *Registry) registrationsChanged(typ string, delta int) {
+	defer r.observePanic("Registrations")
+	r.observer.Registrations(RegistrationChange{ComponentType: typ, Delta: delta})
+}
