@@ -1,0 +1,106 @@
+package otelsurface_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agentsurface/agentsurface/otelsurface"
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// BenchmarkInvokeAction is surface's BenchmarkInvokeAction (a no-op
+// action, a fresh invocation id per call, the registration id sent)
+// without an Observer, and instrumented with no-op providers, the global
+// providers with no SDK installed, and the SDK recording every span to an
+// in-memory exporter (which keeps every span: most of its cost is
+// copying them) or to one that drops them, with a manual metric reader.
+// Target: noop within 1.2× of none.
+func BenchmarkInvokeAction(b *testing.B) {
+	run := func(b *testing.B, obs *surface.Observer, each func()) {
+		reg := surface.New(&surface.Options{Observer: obs})
+		b.Cleanup(func() { _ = reg.Close() })
+		type in struct {
+			IDs []string `json:"ids"`
+		}
+		h, err := reg.Register(surface.Component{Type: "bench.widget", InstanceID: "w0", Description: "Bench widget",
+			Actions: map[string]surface.Capability{"selectRows": surface.Action(surface.ActionDef[in, surface.None]{
+				Description: "Select", Effect: surface.LocalState,
+				Execute: func(context.Context, *surface.Call, in) (surface.None, error) { return surface.None{}, nil },
+			})}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		inv := surface.Invocation{CapabilityID: "view:bench.widget.selectRows", RegistrationID: h.ID(), Input: json.RawMessage(`{"ids":["a"]}`)}
+		opts := surface.InvokeOptions{Consumer: surface.Consumer{ID: "bench", Kind: surface.TestKind}}
+		ctx := context.Background()
+		if res := reg.Invoke(ctx, inv, opts); res.Error != nil {
+			b.Fatal(res.Error)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if res := reg.Invoke(ctx, inv, opts); res.Error != nil {
+				b.Fatal(res.Error)
+			}
+			if each != nil {
+				each()
+			}
+		}
+	}
+	b.Run("obs=none", func(b *testing.B) { run(b, nil, nil) })
+	b.Run("obs=noop", func(b *testing.B) {
+		tel, err := otelsurface.New(&otelsurface.Options{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, tel.Observer(), nil)
+	})
+	b.Run("obs=global-unset", func(b *testing.B) {
+		tel, err := otelsurface.New(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, tel.Observer(), nil)
+	})
+	b.Run("obs=sdk-discard", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(discard{}))
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+		tel, err := otelsurface.New(&otelsurface.Options{TracerProvider: tp, MeterProvider: mp})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, tel.Observer(), nil)
+	})
+	b.Run("obs=sdk", func(b *testing.B) {
+		spans := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+		tel, err := otelsurface.New(&otelsurface.Options{TracerProvider: tp, MeterProvider: mp})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		run(b, tel.Observer(), func() {
+			if n++; n == 1<<14 { // keep the exporter's memory bounded
+				b.StopTimer()
+				spans.Reset()
+				n = 0
+				b.StartTimer()
+			}
+		})
+	})
+}
+
+// discard is a span exporter that drops what it is given.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
