@@ -18,8 +18,8 @@ import (
 // any of them (the call goes on as if the hook were not set). They may be
 // called concurrently for different invocations, confirmations and
 // registrations; they should be quick and must not block. They must not
-// change what they are given. A registry without an Observer pays
-// nothing for the hook.
+// change what they are given. A registry without an Observer pays a nil
+// check per phase.
 type Observer struct {
 	// Invocation is called once for every invocation that passes the
 	// identity phase (replays and joins of a call with the same
@@ -69,7 +69,8 @@ type InvocationInfo struct {
 
 // InvocationRecorder receives the phases and the settlement of one
 // invocation. Its methods are called one at a time, in phase order, on
-// the invoking goroutine; Settle is called exactly once, last.
+// the invoking goroutine; Settle is called exactly once, last. A recorder
+// returned for several invocations gets their calls concurrently.
 type InvocationRecorder interface {
 	// Phase reports a phase the invocation reached.
 	Phase(PhaseEvent)

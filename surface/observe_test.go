@@ -545,3 +545,27 @@ func TestObserverCopied(t *testing.T) {
 	h = surfacetest.MustRegister(t, empty, obsWidget("w1", nil))
 	surfacetest.RequireOK(t, empty.Invoke(context.Background(), obsCall("view:obs.widget.set", h.ID(), ""), obsCaller))
 }
+
+// With IsolateHandlers the handler runs on a goroutine of its own, still
+// with the context the observer returned, and the phases and settlement
+// are reported as inline.
+func TestObserverIsolatedHandlers(t *testing.T) {
+	o := newObserved()
+	reg := surfacetest.NewRegistry(t, &surface.Options{Observer: o.observer(), IsolateHandlers: true})
+	seen := make(chan any, 1)
+	h := surfacetest.MustRegister(t, reg, obsWidget("w1", func(ctx context.Context) error {
+		seen <- ctx.Value(obsKey{})
+		return nil
+	}))
+	res := reg.Invoke(context.Background(), obsCall("view:obs.widget.set", h.ID(), ""), obsCaller)
+	surfacetest.RequireOK(t, res)
+	if v := <-seen; v != res.InvocationID {
+		t.Fatalf("the isolated handler's context carries %v, want %q", v, res.InvocationID)
+	}
+	if got := o.phaseNames(res.InvocationID); !slices.Equal(got, []string{"resolved", "executing"}) {
+		t.Fatalf("phases = %v", got)
+	}
+	if s := o.settlement(t, res.InvocationID); !s.Executed || s.Status != surface.StatusOK {
+		t.Fatalf("settlement = %+v", s)
+	}
+}
