@@ -58,11 +58,10 @@ func ExampleNew() {
 
 	span := spans.GetSpans()[0]
 	fmt.Println(span.Name)
-	for _, kv := range span.Attributes {
-		switch kv.Key {
-		case "agentsurface.capability.kind", "agentsurface.capability.effect", "agentsurface.result.status":
-			fmt.Printf("  %s=%s\n", kv.Key, kv.Value.Emit())
-		}
+	set := attribute.NewSet(span.Attributes...)
+	for _, k := range []attribute.Key{"agentsurface.capability.kind", "agentsurface.capability.effect", "agentsurface.result.status"} {
+		v, _ := set.Value(k)
+		fmt.Printf("  %s=%s\n", k, v.Emit())
 	}
 
 	var rm metricdata.ResourceMetrics

@@ -14,25 +14,26 @@ import (
 
 // Attribute keys (see the package documentation).
 const (
-	keyCapabilityID        attribute.Key = "agentsurface.capability.id"
-	keyCapabilityKind      attribute.Key = "agentsurface.capability.kind"
-	keyCapabilityEffect    attribute.Key = "agentsurface.capability.effect"
-	keyCapabilityPlane     attribute.Key = "agentsurface.capability.plane"
-	keyConsumerKind        attribute.Key = "agentsurface.consumer.kind"
-	keyConsumerID          attribute.Key = "agentsurface.consumer.id"
-	keyRegistrationID      attribute.Key = "agentsurface.registration.id"
-	keyInstanceID          attribute.Key = "agentsurface.instance.id"
-	keyInvocationID        attribute.Key = "agentsurface.invocation.id"
-	keyResultStatus        attribute.Key = "agentsurface.result.status"
-	keyErrorCode           attribute.Key = "agentsurface.error.code"
-	keyErrorRetry          attribute.Key = "agentsurface.error.retry"
-	keyErrorType           attribute.Key = "error.type"
-	keyConfirmationID      attribute.Key = "agentsurface.confirmation.id"
-	keyConfirmationWait    attribute.Key = "agentsurface.confirmation.wait"
-	keyConfirmationOutcome attribute.Key = "agentsurface.confirmation.outcome"
-	keyConfirmationOK      attribute.Key = "agentsurface.confirmation.accepted"
-	keyQueueWait           attribute.Key = "agentsurface.queue.wait"
-	keyComponentType       attribute.Key = "agentsurface.component.type"
+	keyCapabilityID          attribute.Key = "agentsurface.capability.id"
+	keyCapabilityKind        attribute.Key = "agentsurface.capability.kind"
+	keyCapabilityEffect      attribute.Key = "agentsurface.capability.effect"
+	keyCapabilityPlane       attribute.Key = "agentsurface.capability.plane"
+	keyConsumerKind          attribute.Key = "agentsurface.consumer.kind"
+	keyConsumerID            attribute.Key = "agentsurface.consumer.id"
+	keyRegistrationID        attribute.Key = "agentsurface.registration.id"
+	keyInstanceID            attribute.Key = "agentsurface.instance.id"
+	keyInvocationID          attribute.Key = "agentsurface.invocation.id"
+	keyResultStatus          attribute.Key = "agentsurface.result.status"
+	keyErrorCode             attribute.Key = "agentsurface.error.code"
+	keyErrorRetry            attribute.Key = "agentsurface.error.retry"
+	keyErrorType             attribute.Key = "error.type"
+	keyConfirmationID        attribute.Key = "agentsurface.confirmation.id"
+	keyConfirmationWait      attribute.Key = "agentsurface.confirmation.wait"
+	keyConfirmationOutcome   attribute.Key = "agentsurface.confirmation.outcome"
+	keyConfirmationOK        attribute.Key = "agentsurface.confirmation.accepted"
+	keyConfirmationExpiresAt attribute.Key = "agentsurface.confirmation.expires_at"
+	keyQueueWait             attribute.Key = "agentsurface.queue.wait"
+	keyComponentType         attribute.Key = "agentsurface.component.type"
 )
 
 // Span event names.
@@ -50,26 +51,29 @@ const (
 const otherCapability = "_OTHER"
 
 // invocation is the recorder of one invocation: its span and what its
-// metrics need. Its methods are called one at a time.
+// attributes and metrics need. The span's attributes are set once, at
+// settlement, which costs the SDK one allocation instead of one per call.
+// Its methods are called one at a time.
 type invocation struct {
-	i              *Instrumentation
-	span           trace.Span
-	capability     string // as requested
-	registrationID string // as requested; the resolved one replaces it
-	kind           string // once resolved
-	consumerKind   string
-	resolved       bool
+	i        *Instrumentation
+	span     trace.Span
+	info     surface.InvocationInfo
+	resolved surface.PhaseEvent // its Phase is set once resolved
+	asked    string             // the confirmation this call requested
+	wait     time.Duration      // the human's, when evidence was accepted
+	accepted bool
 }
 
 // startInvocation is the Observer's Invocation hook: it starts the span,
 // a child of ctx's, linked to the span that requested the confirmation
 // the call presents, if any. Samplers see the span's name, which carries
-// the capability id, and the link; the attributes are set once the span
-// records, so that a tracer that records nothing costs next to nothing.
+// the capability id, and the link; the attributes are set at settlement,
+// and only when the span records, so that a tracer that records nothing
+// costs next to nothing.
 func (i *Instrumentation) startInvocation(ctx context.Context, info surface.InvocationInfo) (context.Context, surface.InvocationRecorder) {
 	name := "invoke"
-	if info.Plane != "" { // a well-formed id: a capability's name, not any string
-		name = "invoke " + info.CapabilityID
+	if info.Plane != "" { // a well-prefixed id of bounded length; renamed at settlement if it names nothing
+		name = i.names.get(info.CapabilityID)
 	}
 	var span trace.Span
 	if info.ConfirmationID == "" {
@@ -81,28 +85,38 @@ func (i *Instrumentation) startInvocation(ctx context.Context, info surface.Invo
 		}
 		ctx, span = i.tracer.Start(ctx, name, opts...)
 	}
-	if !span.IsRecording() {
-		if !span.SpanContext().IsValid() && !i.metricsEnabled(ctx) {
-			return ctx, nil // nothing to record: no phases, no settlement
-		}
-	} else {
-		attrs := make([]attribute.KeyValue, 0, 8)
-		attrs = append(attrs,
-			keyCapabilityID.String(info.CapabilityID),
-			keyInvocationID.String(info.InvocationID),
-			keyConsumerKind.String(string(info.ConsumerKind)))
-		if info.Plane != "" {
-			attrs = append(attrs, keyCapabilityPlane.String(string(info.Plane)))
-		}
-		if i.consumerID {
-			attrs = append(attrs, keyConsumerID.String(info.ConsumerID))
-		}
-		if info.ConfirmationID != "" {
-			attrs = append(attrs, keyConfirmationID.String(info.ConfirmationID))
-		}
-		span.SetAttributes(attrs...)
+	if !span.IsRecording() && !span.SpanContext().IsValid() && !i.metricsEnabled(ctx) {
+		return ctx, nil // nothing to record: no phases, no settlement
 	}
-	return ctx, &invocation{i: i, span: span, capability: info.CapabilityID, registrationID: info.RegistrationID, consumerKind: string(info.ConsumerKind)}
+	return ctx, &invocation{i: i, span: span, info: info}
+}
+
+// maxCachedNames bounds the span names kept: enough for the capabilities
+// of an application, few enough that ids agents make up cost little.
+const maxCachedNames = 1024
+
+// nameCache keeps "invoke " + id per capability id, sparing a string per
+// invocation. Lookups are reads of a sync.Map, whose keys are stable
+// here; inserts take mu.
+type nameCache struct {
+	m  sync.Map // capability id → span name
+	mu sync.Mutex
+	n  int // entries in m; mu
+}
+
+func (c *nameCache) get(id string) string {
+	if v, ok := c.m.Load(id); ok {
+		return v.(string)
+	}
+	name := "invoke " + id
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n < maxCachedNames {
+		if _, loaded := c.m.LoadOrStore(id, name); !loaded {
+			c.n++
+		}
+	}
+	return name
 }
 
 // metricsEnabled reports whether any invocation metric records.
@@ -110,49 +124,44 @@ func (i *Instrumentation) metricsEnabled(ctx context.Context) bool {
 	return i.invocations.Enabled(ctx) || i.duration.Enabled(ctx) || i.queueWait.Enabled(ctx)
 }
 
-// Phase records a phase as span attributes or events.
+// Phase records a phase: span events, and what the attributes will say.
 func (v *invocation) Phase(e surface.PhaseEvent) {
-	if e.Phase == surface.PhaseResolved {
-		v.resolved, v.kind = true, string(e.Kind)
-	}
-	if !v.span.IsRecording() {
-		if e.Phase == surface.PhaseConfirmationRequested && v.span.SpanContext().IsValid() {
-			v.i.links.put(e.ConfirmationID, v.span.SpanContext(), e.ExpiresAt, e.RequestedAt)
-		}
-		return
-	}
+	recording := v.span.IsRecording()
 	switch e.Phase {
 	case surface.PhaseResolved:
-		attrs := []attribute.KeyValue{
-			keyCapabilityKind.String(string(e.Kind)),
-			keyCapabilityEffect.String(string(e.Effect)),
-			keyRegistrationID.String(e.RegistrationID),
-		}
-		if e.InstanceID != "" {
-			attrs = append(attrs, keyInstanceID.String(e.InstanceID))
-		}
-		v.span.SetAttributes(attrs...)
+		v.resolved = e
 	case surface.PhaseConfirmationPresented:
 		accepted := !e.ApprovedAt.IsZero()
-		v.span.AddEvent(eventConfirmationPresented, trace.WithAttributes(
-			keyConfirmationID.String(e.ConfirmationID), keyConfirmationOK.Bool(accepted)))
 		if accepted {
-			// The human's wait: from the request to the approval.
-			v.span.SetAttributes(keyConfirmationWait.Float64(seconds(e.ApprovedAt.Sub(e.RequestedAt))))
-			v.i.links.drop(e.ConfirmationID) // spent by this call
+			v.wait, v.accepted = e.ApprovedAt.Sub(e.RequestedAt), true // the human's: from the request to the approval
+			v.i.links.drop(e.ConfirmationID)                           // spent by this call
+		}
+		if recording {
+			v.span.AddEvent(eventConfirmationPresented, trace.WithAttributes(
+				keyConfirmationID.String(e.ConfirmationID), keyConfirmationOK.Bool(accepted)))
 		}
 	case surface.PhaseConfirmationRequested:
-		v.span.AddEvent(eventConfirmationRequested, trace.WithAttributes(
-			keyConfirmationID.String(e.ConfirmationID),
-			attribute.String("agentsurface.confirmation.expires_at", e.ExpiresAt.UTC().Format(time.RFC3339Nano))))
-		v.span.SetAttributes(keyConfirmationID.String(e.ConfirmationID))
-		v.i.links.put(e.ConfirmationID, v.span.SpanContext(), e.ExpiresAt, e.RequestedAt)
+		v.asked = e.ConfirmationID
+		if sc := v.span.SpanContext(); sc.IsValid() {
+			v.i.links.put(e.ConfirmationID, sc, e.ExpiresAt, e.RequestedAt)
+		}
+		if recording {
+			v.span.AddEvent(eventConfirmationRequested, trace.WithAttributes(
+				keyConfirmationID.String(e.ConfirmationID),
+				keyConfirmationExpiresAt.String(e.ExpiresAt.UTC().Format(time.RFC3339Nano))))
+		}
 	case surface.PhaseQueued:
-		v.span.AddEvent(eventQueued)
+		if recording {
+			v.span.AddEvent(eventQueued)
+		}
 	case surface.PhaseAdmitted:
-		v.span.AddEvent(eventAdmitted, trace.WithAttributes(keyQueueWait.Float64(seconds(e.QueueWait))))
+		if recording {
+			v.span.AddEvent(eventAdmitted, trace.WithAttributes(keyQueueWait.Float64(seconds(e.QueueWait))))
+		}
 	case surface.PhaseExecuting:
-		v.span.AddEvent(eventExecutionStarted)
+		if recording {
+			v.span.AddEvent(eventExecutionStarted)
+		}
 	}
 }
 
@@ -162,48 +171,84 @@ func operatorError(c surface.Code) bool {
 	return c == surface.ExecutionFailed || c == surface.Timeout
 }
 
-// Settle ends the span and records the metrics.
+// Settle sets the span's attributes and status, ends it, and records the
+// metrics.
 func (v *invocation) Settle(s surface.Settlement) {
 	var code surface.Code
 	if s.Error != nil {
 		code = s.Error.Code
 	}
+	resolved := v.resolved.Phase == surface.PhaseResolved
 	ctx := context.Background()
 	if v.span.IsRecording() {
-		attrs := []attribute.KeyValue{keyResultStatus.String(string(s.Status))}
-		if s.Error != nil {
-			attrs = append(attrs, keyErrorCode.String(string(code)), keyErrorRetry.String(string(s.Error.Retry)))
-		}
+		v.span.SetAttributes(v.attributes(s, code, resolved)...)
 		if operatorError(code) {
-			attrs = append(attrs, keyErrorType.String(string(code)))
 			v.span.SetStatus(codes.Error, string(code))
 		}
-		if !v.resolved {
-			if code == surface.CapabilityNotFound {
-				v.span.SetName("invoke") // the id names nothing: keep span names bounded
-			}
-			if v.registrationID != "" { // the stale or unknown one the caller sent
-				attrs = append(attrs, keyRegistrationID.String(v.registrationID))
-			}
+		if !resolved && code == surface.CapabilityNotFound {
+			v.span.SetName("invoke") // the id names nothing: keep span names bounded
 		}
-		v.span.SetAttributes(attrs...)
 		ctx = trace.ContextWithSpan(ctx, v.span) // for exemplars
 	}
 	v.span.End()
 
-	capability := v.capability
-	if !v.resolved && code == surface.CapabilityNotFound {
+	capability := v.info.CapabilityID
+	if !resolved && code == surface.CapabilityNotFound {
 		capability = otherCapability
 	}
-	i := v.i
+	i, kind := v.i, string(v.resolved.Kind)
 	if i.invocations.Enabled(ctx) || i.duration.Enabled(ctx) {
-		m := i.sets.get(setKey{capability: capability, kind: v.kind, consumerKind: v.consumerKind, status: string(s.Status), code: string(code)})
+		m := i.sets.get(setKey{capability: capability, kind: kind, consumerKind: string(v.info.ConsumerKind), status: string(s.Status), code: string(code)})
 		i.invocations.Add(ctx, 1, m.add...)
 		i.duration.Record(ctx, seconds(s.Duration), m.rec...)
 	}
 	if s.Admission && i.queueWait.Enabled(ctx) {
-		i.queueWait.Record(ctx, seconds(s.QueueWait), i.sets.get(setKey{capability: capability, kind: v.kind}).rec...)
+		i.queueWait.Record(ctx, seconds(s.QueueWait), i.sets.get(setKey{capability: capability, kind: kind}).rec...)
 	}
+}
+
+// attributes are the span's attributes at settlement.
+func (v *invocation) attributes(s surface.Settlement, code surface.Code, resolved bool) []attribute.KeyValue {
+	info, r := &v.info, &v.resolved
+	attrs := make([]attribute.KeyValue, 0, 16)
+	attrs = append(attrs,
+		keyCapabilityID.String(info.CapabilityID),
+		keyInvocationID.String(info.InvocationID),
+		keyConsumerKind.String(string(info.ConsumerKind)),
+		keyResultStatus.String(string(s.Status)))
+	if info.Plane != "" {
+		attrs = append(attrs, keyCapabilityPlane.String(string(info.Plane)))
+	}
+	if v.i.consumerID {
+		attrs = append(attrs, keyConsumerID.String(info.ConsumerID))
+	}
+	if resolved {
+		attrs = append(attrs,
+			keyCapabilityKind.String(string(r.Kind)),
+			keyCapabilityEffect.String(string(r.Effect)),
+			keyRegistrationID.String(r.RegistrationID))
+		if r.InstanceID != "" {
+			attrs = append(attrs, keyInstanceID.String(r.InstanceID))
+		}
+	} else if info.RegistrationID != "" { // the stale or unknown one the caller sent
+		attrs = append(attrs, keyRegistrationID.String(info.RegistrationID))
+	}
+	switch {
+	case info.ConfirmationID != "":
+		attrs = append(attrs, keyConfirmationID.String(info.ConfirmationID))
+	case v.asked != "":
+		attrs = append(attrs, keyConfirmationID.String(v.asked))
+	}
+	if v.accepted {
+		attrs = append(attrs, keyConfirmationWait.Float64(seconds(v.wait)))
+	}
+	if s.Error != nil {
+		attrs = append(attrs, keyErrorCode.String(string(code)), keyErrorRetry.String(string(s.Error.Retry)))
+	}
+	if operatorError(code) {
+		attrs = append(attrs, keyErrorType.String(string(code)))
+	}
+	return attrs
 }
 
 // maxLinks bounds the span contexts kept for confirmation links: one per

@@ -59,6 +59,7 @@ type Instrumentation struct {
 
 	links linkStore
 	sets  setCache
+	names nameCache
 }
 
 // Instrument names.

@@ -3,6 +3,7 @@ package surface
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -49,7 +50,10 @@ type Observer struct {
 type InvocationInfo struct {
 	// CapabilityID is the id as requested; it may name nothing.
 	CapabilityID string
-	// Plane is the plane of CapabilityID, or "" when it is malformed.
+	// Plane is the plane CapabilityID names by its prefix ("view:" or
+	// "domain:"), or "" for neither or an id longer than [MaxIDLength]. The
+	// id is not parsed further: a well-prefixed id may still be malformed
+	// (it then settles CAPABILITY_NOT_FOUND).
 	Plane Plane
 	// InvocationID is the invocation's idempotency key (the caller's, or
 	// a fresh "inv_" id).
@@ -221,9 +225,7 @@ func (p *pipeline) startObserving() {
 		CapabilityID: p.inv.CapabilityID, InvocationID: p.id, RegistrationID: p.inv.RegistrationID,
 		ConsumerKind: p.consumer.Kind, ConsumerID: p.consumer.ID, ConfirmationID: p.inv.ConfirmationID, Start: p.start,
 	}
-	if id, ok := ParseCapabilityID(info.CapabilityID); ok {
-		info.Plane = id.Plane
-	}
+	info.Plane = planeOf(info.CapabilityID)
 	defer func() {
 		if rec := recover(); rec != nil {
 			r.log.Error("surface: observer panicked", "hook", "Invocation", "panic", fmt.Sprint(rec))
@@ -235,6 +237,19 @@ func (p *pipeline) startObserving() {
 		p.ctx = c
 	}
 	p.rec = rec
+}
+
+// planeOf returns the plane an id's prefix names, without parsing the
+// rest (which costs as much again as the rest of the hook).
+func planeOf(id string) Plane {
+	switch {
+	case len(id) > MaxIDLength:
+	case strings.HasPrefix(id, "view:"):
+		return ViewPlane
+	case strings.HasPrefix(id, "domain:"):
+		return DomainPlane
+	}
+	return ""
 }
 
 // observeResolved reports PhaseResolved for the pipeline's target.

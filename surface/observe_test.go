@@ -209,7 +209,8 @@ func TestObserverRefusalAndNotFound(t *testing.T) {
 	for _, c := range []struct {
 		id    string
 		plane surface.Plane
-	}{{"view:obs.nothing.here", surface.ViewPlane}, {"domain:nothing.here", surface.DomainPlane}, {"not an id", ""}} {
+	}{{"view:obs.nothing.here", surface.ViewPlane}, {"domain:nothing.here", surface.DomainPlane}, {"not an id", ""},
+		{"view:Not Valid", surface.ViewPlane}, {"view:" + strings.Repeat("a", surface.MaxIDLength), ""}} {
 		res := reg.Invoke(context.Background(), surface.Invocation{CapabilityID: c.id}, obsCaller)
 		surfacetest.RequireCode(t, res, surface.CapabilityNotFound)
 		if got := o.phaseNames(res.InvocationID); len(got) != 0 {
