@@ -20,13 +20,15 @@
 // ("invoke view:devices.table.selectRows"; just "invoke" for an id that
 // names nothing), a child of the span in the caller's context. Policies,
 // the handler and the procedure executor get contexts carrying it, so
-// their spans are its children. Attributes:
+// their spans are its children. The attributes are set when the call
+// settles (samplers see the name and, for a retry with evidence, the
+// link):
 //
 //	agentsurface.capability.id      the id as requested
 //	agentsurface.capability.plane   view | domain
 //	agentsurface.capability.kind    observation | action | procedure   (once resolved)
 //	agentsurface.capability.effect  read, local-state, …, destructive  (once resolved)
-//	agentsurface.registration.id    the registration called
+//	agentsurface.registration.id    the registration called (unresolved: the one sent)
 //	agentsurface.instance.id        the component instance called
 //	agentsurface.invocation.id      the idempotency key
 //	agentsurface.consumer.kind      embedded | mcp-bridge | webmcp | test | other
@@ -144,7 +146,10 @@
 // # Cost
 //
 // A registry without an Observer pays a nil check per phase. With the
-// instrumentation and no-op providers an invocation costs a few hundred
-// nanoseconds more; with the SDK recording every span, a few
-// microseconds (see BenchmarkInvokeAction in this package).
+// instrumentation and no-op providers (or any tracer whose spans do not
+// record, with metrics disabled) an invocation costs one span start and
+// one context more: about 1.1 times a bare call of a no-op action (a few
+// hundred nanoseconds, one allocation). With the SDK recording every span
+// and metric, the SDK's work dominates: about 10 µs and 4 KB per call
+// (BenchmarkOverhead and BenchmarkInvokeAction in this package).
 package otelsurface
