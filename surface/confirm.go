@@ -238,6 +238,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 	c.mu.Unlock()
 
 	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
+	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
 	typ := map[ConfirmationOutcome]AuditType{OutcomeApproved: AuditConfirmationApproved, OutcomeDenied: AuditConfirmationDenied, OutcomeExpired: AuditConfirmationExpired}[outcome]
 	r.audit(AuditEvent{Type: typ, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey, Actor: res.Actor})
 	c.notify(subs, list)
@@ -308,6 +309,7 @@ func (c *Confirmations) request(view PendingConfirmation, digest string) (Pendin
 	c.mu.Unlock()
 
 	emit(r, ConfirmationRequested{ConfirmationID: id, CapabilityID: view.CapabilityID, ExpiresAt: view.ExpiresAt.UTC().Format(timeLayout)})
+	r.observeConfirmation(&view, "", now) // observe: a new request is pending
 	r.audit(AuditEvent{Type: AuditConfirmationRequested, CapabilityID: view.CapabilityID, RegistrationID: view.RegistrationID, ConsumerID: view.ConsumerKey})
 	c.notify(subs, list)
 	return view, nil
@@ -436,6 +438,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.effInput)
 	if id := a.inv.ConfirmationID; id != "" {
 		rec, pending, e := r.confirm.reserve(id, digest)
+		r.observePresented(a, id, rec, pending) // observe: the evidence was checked (accepted iff rec != nil)
 		switch {
 		case e != nil:
 			return e
@@ -454,6 +457,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 	if e != nil {
 		return e
 	}
+	r.observeRequested(a, view) // observe: the user's approval is requested
 	return confirmationRequired(view)
 }
 

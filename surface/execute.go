@@ -74,6 +74,7 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 		a.consumed = true
 	}
 	a.executed = true
+	r.observeExecuting(a) // observe: the handler or executor is called next
 	start := r.now()
 	hctx, stop := context.WithTimeoutCause(base, timeout, errTimedOut)
 	defer stop()

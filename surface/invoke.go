@@ -123,6 +123,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 		return r.known(ctx, a, entry, hit, settled)
 	}
 	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: inv.CapabilityID, ConsumerID: a.consumer.ID})
+	ctx = r.observeStart(ctx, a) // observe: the invocation starts; ctx may become the hook's
 
 	// Phases 2 to 9, and the output check of phase 10.
 	res := r.run(ctx, a)
@@ -170,6 +171,8 @@ type attempt struct {
 	exec      execution
 	execution time.Duration
 	devDefect bool // the handler's output is not JSON (development): not cached
+
+	rec InvocationRecorder // observe: the Telemetry's recorder of this invocation, or nil
 }
 
 func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
@@ -280,6 +283,7 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 		a.unresolved = true
 		return a.result(r, e)
 	}
+	r.observeResolved(a) // observe: kind, effect, registration and instance are known
 	if a.level() != AuditLevelNone {
 		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.inv.CapabilityID,
 			RegistrationID: a.reg.id, InvocationID: a.id, ConsumerID: a.consumerKey})

@@ -88,6 +88,10 @@ type Options struct {
 	Redact func(capabilityID string, p AuditPayload) AuditPayload
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
+	// Telemetry, if set, receives the registry's telemetry (invocation
+	// phases and settlements, confirmations, registrations) for tracing
+	// and metrics; see package otelsurface. New copies it.
+	Telemetry *Telemetry
 	// IsolateHandlers runs every handler (and procedure call) on a
 	// goroutine of its own, so that Invoke settles at the deadline, on
 	// unmount or on cancellation even when the handler ignores its
@@ -170,6 +174,7 @@ type Registry struct {
 	sink       AuditSink
 	console    AuditSink // development only: audit on stderr
 	redact     func(string, AuditPayload) AuditPayload
+	telemetry  *Telemetry    // Options.Telemetry; nil when it sets no hook
 	fpSeed     maphash.Seed  // request fingerprints
 	idKey      uint64        // mixes the random part of registration ids
 	closingCh  chan struct{} // closed by Close: queued invocations give up
@@ -285,6 +290,7 @@ func New(opts *Options) *Registry {
 		idKey:      rand.Uint64(),
 		sink:       o.Audit,
 		closingCh:  make(chan struct{}),
+		telemetry:  telemetryOf(o.Telemetry),
 	}
 	if r.clock == nil {
 		r.clock = time.Now
@@ -371,6 +377,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
+	r.observeRegistered(reg, old) // observe: reg is live, old (if any) replaced
 	if old != nil {
 		r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: old.id})
 	}
@@ -496,6 +503,7 @@ func (r *Registry) Close() error {
 	r.closed = true
 	r.closedFlag.Store(true)
 	close(r.closingCh)
+	gone := r.liveByType(r.orderedLocked()) // observe: what Close removes, reported below
 	for _, reg := range r.orderedLocked() {
 		reg.status = HandleUnregistered
 		r.stopCtxLocked(reg)
@@ -514,7 +522,8 @@ func (r *Registry) Close() error {
 	}
 	r.evMu.Unlock()
 	r.unlockAndDrain()
-	r.confirm.closeAll() // pending confirmations expire; their events still go out
+	r.observeClosed(gone) // observe: the registrations removed
+	r.confirm.closeAll()  // pending confirmations expire; their events still go out
 	r.evMu.Lock()
 	r.setListenersLocked(nil)
 	r.evMu.Unlock()

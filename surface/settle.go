@@ -110,6 +110,7 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 		code = res.Error.Code
 	}
 	emit(r, InvocationSettled{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
+	r.observeSettled(a, &res, d) // observe: the settlement, with the durations the audit records
 	if !audit {
 		return
 	}
@@ -151,6 +152,7 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 		return entry.result.clone()
 	}
 	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, ConsumerID: a.consumer.ID})
+	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
 	res := a.result(r, NewError(CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
 	r.settled(a, res, r.now(), true)
 	return res
