@@ -8,20 +8,17 @@ import (
 	"time"
 )
 
-// Causes of handler-context cancellation.
-var (
-	errUnmounted = errors.New("surface: the component was unregistered")
-	errClosed    = errors.New("surface: the registry was closed")
-	errTimedOut  = errors.New("surface: the invocation timed out")
-	errSettled   = errors.New("surface: the invocation settled")
-)
+// errTimedOut is the cause of a handler context that reached its
+// deadline. An unmount, Close or the settlement cancel it plainly
+// (context.Canceled); the settlement says why.
+var errTimedOut = errors.New("surface: the invocation timed out")
 
 // execution is one running handler. The first of the handler, the timer,
 // the caller's context, an unmount or Close to settle it wins; the others
 // find it settled.
 type execution struct {
-	cancel context.CancelCauseFunc // ends the handler's context
-	nav    bool                    // a navigation: an unmount does not settle it
+	cancel context.CancelFunc // ends the handler's context
+	nav    bool               // a navigation: an unmount does not settle it
 
 	mu      sync.Mutex
 	settled bool
@@ -56,10 +53,14 @@ func (x *execution) outcome() (any, *Error, bool) {
 // with a context that ends at the deadline, on the caller's cancellation,
 // on unmount or Close, until the first settlement. The handler runs on
 // this goroutine or, with Options.IsolateHandlers, on its own.
+//
+// The handler's context is one standard layer over ctx: its deadline
+// (cause errTimedOut) is what handlers and the clients they call see as
+// ctx.Deadline(); an unmount or Close cancels it with its CancelFunc.
 func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	timeout := a.budget(r)
-	base, cancel := context.WithCancelCause(ctx)
-	defer cancel(errSettled)
+	hctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimedOut)
+	defer cancel()
 	x := &a.exec
 	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation
 	if r.isolate {
@@ -76,8 +77,6 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	a.executed = true
 	r.observeExecuting(a) // observe: the handler or executor is called next
 	start := r.now()
-	hctx, stop := context.WithTimeoutCause(base, timeout, errTimedOut)
-	defer stop()
 	if r.isolate {
 		r.runIsolated(ctx, hctx, a, x, timeout)
 	} else {
@@ -291,14 +290,14 @@ func (r *Registry) abortInflightLocked(reg *registration, closing bool) (drained
 		switch {
 		case closing:
 			x.settle(nil, cancelledByClose())
-			x.cancel(errClosed)
+			x.cancel()
 		case x.nav:
 			// Navigation routinely unmounts its own owner: only the
 			// handler, the timer or the caller settle it.
-			x.cancel(errUnmounted)
+			x.cancel()
 		default:
 			x.settle(nil, NewError(CodeComponentUnmounted, "", map[string]any{"phase": "mid-flight"}))
-			x.cancel(errUnmounted)
+			x.cancel()
 		}
 	}
 	return drained
