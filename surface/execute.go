@@ -59,7 +59,13 @@ func (x *execution) outcome() (any, *Error, bool) {
 // ctx.Deadline(); an unmount or Close cancels it with its CancelFunc.
 func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	timeout := a.budget(r)
-	hctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimedOut)
+	start := r.now()
+	a.execAt = start.Sub(a.start)
+	deadline := start.Add(timeout)
+	if r.clock != nil { // a clock of the application's: deadlines run on the runtime's
+		deadline = time.Now().Add(timeout)
+	}
+	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
 	defer cancel()
 	x := &a.exec
 	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation
@@ -76,13 +82,11 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	}
 	a.executed = true
 	r.observeExecuting(a) // observe: the handler or executor is called next
-	start := r.now()
 	if r.isolate {
 		r.runIsolated(ctx, hctx, a, x, timeout)
 	} else {
 		r.runInline(ctx, hctx, a, x, timeout)
 	}
-	a.execution = r.now().Sub(start)
 	out, e, _ := x.outcome()
 	return out, e
 }
@@ -201,9 +205,9 @@ func (r *Registry) callHandler(hctx context.Context, a *attempt) (out any, e *Er
 	var err error
 	switch d.kind {
 	case KindObservation:
-		out, err = d.read(hctx, a.call)
+		out, err = d.read(hctx, &a.call)
 	case KindAction:
-		out, err = d.execute(hctx, a.call, a.in)
+		out, err = d.execute(hctx, &a.call, a.in)
 	default:
 		out, err = r.callExecutor(hctx, a)
 	}
@@ -247,8 +251,8 @@ func (r *Registry) callExecutor(ctx context.Context, a *attempt) (out any, err e
 		}
 	}()
 	raw, err := box.e.Execute(ctx, &ProcedureCall{
-		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.effInput, InvocationID: a.id,
-		Consumer: a.consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,
+		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.effInput, InvocationID: a.id(),
+		Consumer: a.call.Consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,
 	})
 	if err != nil || raw == nil {
 		return nil, err
@@ -270,8 +274,8 @@ func (a *attempt) timeoutError(timeout time.Duration) *Error {
 // lateSettlement records a handler that returned after the invocation
 // settled.
 func (r *Registry) lateSettlement(a *attempt) {
-	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id)
-	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: a.inv.CapabilityID, RegistrationID: a.reg.id, InvocationID: a.id})
+	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id())
+	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: a.inv.CapabilityID, RegistrationID: a.reg.id, InvocationID: a.id()})
 }
 
 // abortInflightLocked settles or aborts the running handlers of a

@@ -35,7 +35,7 @@ func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
 // schema.
 func (r *Registry) actionInput(a *attempt) *Error {
 	d := a.cap.def
-	if a.inputErr != nil {
+	if a.inputBad {
 		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
 	}
 	raw := a.input
@@ -85,7 +85,7 @@ func (r *Registry) decode(a *attempt, raw []byte) (in any, e *Error) {
 // confirmation sees it.
 func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	b := a.cap.bound
-	if a.inputErr != nil {
+	if a.inputBad {
 		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
 	}
 	raw := a.input
@@ -223,7 +223,7 @@ func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
 			e = handlerError()
 		}
 	}()
-	if err := d.precondition(ctx, a.call, a.in); err != nil {
+	if err := d.precondition(ctx, &a.call, a.in); err != nil {
 		return r.userError(a, err, "precondition")
 	}
 	return nil

@@ -223,8 +223,8 @@ func (r *Registry) observeStart(ctx context.Context, a *attempt) context.Context
 
 func (r *Registry) startObserving(ctx context.Context, a *attempt) (out context.Context) {
 	info := InvocationInfo{
-		CapabilityID: a.inv.CapabilityID, Plane: planeOf(a.inv.CapabilityID), InvocationID: a.id,
-		RegistrationID: a.inv.RegistrationID, ConsumerKind: a.consumer.Kind, ConsumerID: a.consumer.ID,
+		CapabilityID: a.inv.CapabilityID, Plane: planeOf(a.inv.CapabilityID), InvocationID: a.id(),
+		RegistrationID: a.inv.RegistrationID, ConsumerKind: a.call.Consumer.Kind, ConsumerID: a.call.Consumer.ID,
 		ConfirmationID: a.inv.ConfirmationID, Start: a.start,
 	}
 	defer func() {

@@ -168,7 +168,7 @@ type Registry struct {
 	route      func() *Route
 	limits     Limits
 	log        *slog.Logger
-	clock      func() time.Time // Options.Now, else time.Now
+	clock      func() time.Time // Options.Now; nil for time.Now
 	isolate    bool             // Options.IsolateHandlers
 	surfaceID  string
 	sink       AuditSink
@@ -292,9 +292,6 @@ func New(opts *Options) *Registry {
 		closingCh:  make(chan struct{}),
 		telemetry:  telemetryOf(o.Telemetry),
 	}
-	if r.clock == nil {
-		r.clock = time.Now
-	}
 	if r.log == nil {
 		r.log = discardLogger
 	}
@@ -310,7 +307,12 @@ func New(opts *Options) *Registry {
 }
 
 // now reads the registry's clock.
-func (r *Registry) now() time.Time { return r.clock() }
+func (r *Registry) now() time.Time {
+	if r.clock == nil {
+		return time.Now()
+	}
+	return r.clock()
+}
 
 // SurfaceID identifies this registry ("srf_" + 22 base62 characters); a
 // new registry (a page reload) has a new one.

@@ -32,7 +32,7 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 		}
 	}()
 	invalid := func(err error) (JSONText, *Error) {
-		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
+		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 		if r.env.IsDev() {
 			a.devDefect = true // not cached: the fixed handler can be retried with the same id
 		}
@@ -105,18 +105,21 @@ func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
 // the effective input and the output.
 func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 	d := end.Sub(a.start)
+	if a.executed {
+		a.execution = d - a.execAt
+	}
 	var code Code
 	if res.Error != nil {
 		code = res.Error.Code
 	}
-	emit(r, InvocationSettled{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
+	emit(r, InvocationSettled{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
 	r.observeSettled(a, &res, d) // observe: the settlement, with the durations the audit records
 	if !audit {
 		return
 	}
 	ms := &[3]int64{d.Milliseconds(), a.queueWait.Milliseconds(), a.execution.Milliseconds()}
 	ev := AuditEvent{
-		Type: AuditInvocationSettled, At: end, CapabilityID: a.inv.CapabilityID, InvocationID: a.id,
+		Type: AuditInvocationSettled, At: end, CapabilityID: a.capabilityID(), InvocationID: a.id(),
 		ConsumerID: a.consumerKey, Status: res.Status, Code: code, DurationMs: &ms[0],
 	}
 	if a.reg != nil {
@@ -151,7 +154,8 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 	case dedupeReplay:
 		return entry.result.clone()
 	}
-	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, ConsumerID: a.consumer.ID})
+	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
+	a.consumerKey = a.call.Consumer.Key()
 	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
 	res := a.result(r, NewError(CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
 	r.settled(a, res, r.now(), true)
