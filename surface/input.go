@@ -11,12 +11,6 @@ import (
 	"github.com/agentsurface/agentsurface/internal/schema"
 )
 
-// Fixed agent-facing texts of input issues.
-const (
-	msgInvalidJSON = "input is not valid JSON"
-	msgShape       = "input does not match the expected shape"
-)
-
 // effectiveInput runs phase 5: the action's validated, decoded input, or
 // the procedure's input merged with its live bound values. Observations
 // take none.
@@ -36,7 +30,7 @@ func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
 func (r *Registry) actionInput(a *attempt) *Error {
 	d := a.cap.def
 	if a.inputBad {
-		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+		return invalidInput(a.inputIssue())
 	}
 	raw := a.input
 	if raw == nil {
@@ -86,7 +80,7 @@ func (r *Registry) decode(a *attempt, raw []byte) (in any, e *Error) {
 func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	b := a.cap.bound
 	if a.inputBad {
-		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+		return invalidInput(a.inputIssue())
 	}
 	raw := a.input
 	if raw == nil {

@@ -8,8 +8,6 @@ import (
 	"hash/maphash"
 	"strconv"
 	"time"
-
-	"github.com/agentsurface/agentsurface/internal/canonical"
 )
 
 // Invocation is a request to call a capability. Its JSON form uses the
@@ -109,14 +107,28 @@ func (res Result) clone() Result {
 // A call with an invocation id this consumer already used joins the
 // in-flight call or replays its cached result if the request is the same,
 // and fails INVOCATION_CONFLICT if it differs.
+//
+// What an agent chooses is bounded before the registry keeps any of it:
+// every id of the request is at most [MaxIDLength] bytes and the input at
+// most [Limits].MaxInputBytes, checked before it is parsed. A capability
+// or instance id that is longer names nothing (CAPABILITY_NOT_FOUND); any
+// other id that is longer, or a larger input, fails INVALID_INPUT with an
+// issue at the request field (details.field names it). Such a refusal is
+// not remembered, audited or emitted as an event.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
 	a := r.newAttempt(inv, opts)
 	if r.closedFlag.Load() {
 		return a.result(r, cancelledByClose())
 	}
 
-	// Phase 1: identity. The request is recorded in flight before any
-	// later work can be observed; a known key joins, replays or conflicts.
+	// Phase 1: identity. The ids and the size of the input are checked
+	// before anything is kept; then the request is recorded in flight
+	// before any later work can be observed, and a known key joins,
+	// replays or conflicts.
+	if e := r.checkRequest(&a.inv); e != nil {
+		return a.result(r, e)
+	}
+	a.canonicalInput()
 	entry, hit, settled := r.dedupe.begin(a.key(), a.fingerprint(r.fpSeed), a.start)
 	if hit != dedupeMiss {
 		return r.known(ctx, a, entry, hit, settled)
@@ -169,6 +181,7 @@ type attempt struct {
 	rec InvocationRecorder // observe: the Telemetry's recorder of this invocation, or nil
 
 	inputBad   bool // the input is not JSON
+	inputDeep  bool // … because it nests too deeply
 	unresolved bool // resolution failed: the settlement is audited anyway
 	consumed   bool // the evidence is spent, execution having started
 	queued     bool // reached admission
@@ -187,11 +200,6 @@ func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
 	a.call.InvocationID, a.call.Consumer = inv.InvocationID, opts.Consumer.normalized()
 	if a.call.InvocationID == "" {
 		a.call.InvocationID = NewInvocationID()
-	}
-	if len(inv.Input) > 0 {
-		var err error
-		a.input, err = canonical.Canonicalize(inv.Input)
-		a.inputBad = err != nil
 	}
 	return a
 }

@@ -24,7 +24,8 @@ import (
 type Telemetry struct {
 	// Invocation is called once for every invocation that passes the
 	// identity phase (replays and joins of a call with the same
-	// invocation id are not new invocations), before resolution. ctx is
+	// invocation id are not new invocations, and a request refused for
+	// an over-long id or input is none), before resolution. ctx is
 	// the caller's context. The context it returns is the one the rest of
 	// the invocation runs with: policies, the handler and the procedure
 	// executor get contexts derived from it, so a span started here is
@@ -51,9 +52,9 @@ type InvocationInfo struct {
 	// CapabilityID is the id as requested; it may name nothing.
 	CapabilityID string
 	// Plane is the plane CapabilityID names by its prefix ("view:" or
-	// "domain:"), or "" for neither or an id longer than [MaxIDLength]. The
-	// id is not parsed further: a well-prefixed id may still be malformed
-	// (it then settles CAPABILITY_NOT_FOUND).
+	// "domain:"), or "" for neither. The id is not parsed further: a
+	// well-prefixed id may still be malformed (it then settles
+	// CAPABILITY_NOT_FOUND).
 	Plane Plane
 	// InvocationID is the invocation's idempotency key (the caller's, or
 	// a fresh "inv_" id).
@@ -245,7 +246,6 @@ func (r *Registry) startObserving(ctx context.Context, a *attempt) (out context.
 // rest.
 func planeOf(id string) Plane {
 	switch {
-	case len(id) > MaxIDLength:
 	case strings.HasPrefix(id, "view:"):
 		return PlaneView
 	case strings.HasPrefix(id, "domain:"):

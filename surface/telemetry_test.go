@@ -210,7 +210,7 @@ func TestTelemetryRefusalAndNotFound(t *testing.T) {
 		id    string
 		plane surface.Plane
 	}{{"view:obs.nothing.here", surface.PlaneView}, {"domain:nothing.here", surface.PlaneDomain}, {"not an id", ""},
-		{"view:Not Valid", surface.PlaneView}, {"view:" + strings.Repeat("a", surface.MaxIDLength), ""}} {
+		{"view:Not Valid", surface.PlaneView}, {"view:" + strings.Repeat("a", surface.MaxIDLength-len("view:")), surface.PlaneView}} {
 		res := reg.Invoke(context.Background(), surface.Invocation{CapabilityID: c.id}, obsCaller)
 		surfacetest.RequireCode(t, res, surface.CodeCapabilityNotFound)
 		if got := o.phaseNames(res.InvocationID); len(got) != 0 {
@@ -222,6 +222,15 @@ func TestTelemetryRefusalAndNotFound(t *testing.T) {
 		if info := o.starts[len(o.starts)-1]; info.Plane != c.plane || info.CapabilityID != c.id {
 			t.Fatalf("%s: info = %+v", c.id, info)
 		}
+	}
+
+	// An id longer than MaxIDLength is refused before the identity phase
+	// ends: the hook never sees the invocation.
+	before := len(o.starts)
+	long := reg.Invoke(context.Background(), surface.Invocation{CapabilityID: "view:" + strings.Repeat("a", surface.MaxIDLength)}, obsCaller)
+	surfacetest.RequireCode(t, long, surface.CodeCapabilityNotFound)
+	if len(o.starts) != before {
+		t.Fatalf("an over-long id started an observation: %+v", o.starts[before:])
 	}
 }
 

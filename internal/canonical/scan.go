@@ -181,7 +181,7 @@ func (s *scanner) literal(word string) error {
 // array scans an array; depth already counts it.
 func (s *scanner) array(depth int) error {
 	if depth > MaxDepth {
-		return s.fail(reasonTooDeep)
+		return &Error{Reason: reasonTooDeep, Offset: s.pos, Err: ErrTooDeep}
 	}
 	s.pos++
 	s.out = append(s.out, '[')
@@ -221,7 +221,7 @@ func (s *scanner) array(depth int) error {
 // it when a second one comes.
 func (s *scanner) object(depth int) error {
 	if depth > MaxDepth {
-		return s.fail(reasonTooDeep)
+		return &Error{Reason: reasonTooDeep, Offset: s.pos, Err: ErrTooDeep}
 	}
 	s.pos++
 	s.out = append(s.out, '{')
