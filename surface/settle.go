@@ -3,6 +3,7 @@ package surface
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -39,11 +40,11 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 		return "", NewError(CodeExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
 	}
 	b, err := json.Marshal(out)
-	if err != nil {
-		return invalid(err)
+	if err == nil && jsonDepth(b) > maxJSONDepth {
+		err = errTooDeep
 	}
-	if jsonDepth(b) > maxJSONDepth {
-		return invalid(fmt.Errorf("output nests deeper than %d levels", maxJSONDepth))
+	if err != nil {
+		return r.notJSON(a, err)
 	}
 	if len(b) > r.limits.MaxOutputBytes {
 		r.log.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.limits.MaxOutputBytes)
@@ -62,6 +63,48 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 		return invalid(fmt.Errorf("output does not match the schema at %q: %s", issues[0].Path, issues[0].Message))
 	}
 	return JSONText(b), nil
+}
+
+// errTooDeep is why an output nesting deeper than maxJSONDepth is not
+// JSON the spec accepts.
+var errTooDeep = fmt.Errorf("it nests deeper than %d levels of arrays and objects", maxJSONDepth)
+
+// notJSON settles a handler's output that is not JSON (semantics §4.3,
+// AS-SER-001): a non-finite number, a Go value JSON cannot represent, a
+// failing MarshalJSON, or nesting deeper than 64 levels. It is a defect of
+// the handler: always logged at Error with the capability and what is
+// wrong; in development and test the result says so too (and is not
+// cached, so the fixed handler can be retried with the same invocation
+// id), while production gives the fixed output-invalid message.
+func (r *Registry) notJSON(a *attempt, err error) (JSONText, *Error) {
+	what := notJSONReason(err)
+	r.log.Error("surface: the handler's output is not JSON: "+what+"; fix the handler",
+		"capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+	msg := msgOutputInvalid
+	if r.env.IsDev() {
+		a.devDefect = true
+		msg = "Development: the output of " + a.capabilityID() + " is not JSON: " + what + ". Fix the handler."
+	}
+	return "", NewError(CodeExecutionFailed, msg, map[string]any{"reason": "output-invalid"})
+}
+
+// notJSONReason says why an output could not be encoded as JSON, without
+// repeating any of its values.
+func notJSONReason(err error) string {
+	var unsupportedValue *json.UnsupportedValueError
+	var unsupportedType *json.UnsupportedTypeError
+	var marshaler *json.MarshalerError
+	switch {
+	case errors.Is(err, errTooDeep):
+		return errTooDeep.Error()
+	case errors.As(err, &unsupportedValue):
+		return "it contains a value JSON cannot represent (a NaN or infinite number, or a cycle)"
+	case errors.As(err, &unsupportedType):
+		return "it contains a Go " + unsupportedType.Type.String() + ", which JSON cannot represent"
+	case errors.As(err, &marshaler):
+		return "the MarshalJSON or MarshalText method of its " + marshaler.Type.String() + " failed"
+	}
+	return "encoding/json could not encode it"
 }
 
 // jsonDepth returns the maximum nesting depth of valid JSON text.
