@@ -257,9 +257,13 @@ func planeOf(id string) Plane {
 // observeResolved reports PhaseResolved for the attempt's target.
 func (r *Registry) observeResolved(a *attempt) {
 	if a.rec != nil {
-		r.phase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
-			RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap}.instance()})
+		r.resolved(a)
 	}
+}
+
+func (r *Registry) resolved(a *attempt) {
+	r.phase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
+		RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap}.instance()})
 }
 
 // observePresented reports the check of presented evidence: rec is the
@@ -303,8 +307,12 @@ func (r *Registry) observeQueued(a *attempt) {
 // observeAdmitted reports PhaseAdmitted after a wait that began at start.
 func (r *Registry) observeAdmitted(a *attempt, start time.Time) {
 	if a.rec != nil {
-		r.phase(a, PhaseEvent{Phase: PhaseAdmitted, QueueWait: r.now().Sub(start)})
+		r.admitted(a, start)
 	}
+}
+
+func (r *Registry) admitted(a *attempt, start time.Time) {
+	r.phase(a, PhaseEvent{Phase: PhaseAdmitted, QueueWait: r.now().Sub(start)})
 }
 
 // observeExecuting reports PhaseExecuting.
@@ -361,11 +369,15 @@ func (r *Registry) confirmationChanged(v *PendingConfirmation, outcome Confirmat
 // observeRegistered reports reg going live and old, if not nil, replaced.
 func (r *Registry) observeRegistered(reg, old *registration) {
 	if r.telemetry != nil && r.telemetry.Registrations != nil {
-		if old != nil {
-			r.registrationsChanged(old.typ, -1)
-		}
-		r.registrationsChanged(reg.typ, 1)
+		r.registered(reg, old)
 	}
+}
+
+func (r *Registry) registered(reg, old *registration) {
+	if old != nil {
+		r.registrationsChanged(old.typ, -1)
+	}
+	r.registrationsChanged(reg.typ, 1)
 }
 
 // observeUnregistered reports reg gone.

@@ -703,15 +703,6 @@ func requireCodeOnly(t *testing.T, res surface.Result, code surface.Code) *surfa
 	return res.Error
 }
 
-// liveHeap returns the live heap after two collections.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // Threat: an agent sends ids of any length, and the registry keeps them
 // (its idempotency cache, the audit trail, events). Every id is capped at
 // MaxIDLength bytes before anything is kept: 300 calls with 1 MiB
@@ -729,7 +720,7 @@ func TestThreatHugeIDs(t *testing.T) {
 	}
 	surfacetest.RequireOK(t, reg.Invoke(bg, valid(), as("agent"))) // warm up: the sink's ring, the cache
 	audits, events := len(sink.Events()), len(rec.Events())
-	before := liveHeap()
+	before := heapInUse()
 
 	const mib = 1 << 20
 	fields := []struct {
@@ -760,7 +751,7 @@ func TestThreatHugeIDs(t *testing.T) {
 			}
 		}
 	}
-	if grown := int64(liveHeap()) - int64(before); grown > 4*mib {
+	if grown := int64(heapInUse()) - int64(before); grown > 4*mib {
 		t.Fatalf("the heap grew by %d bytes after calls with 1 MiB ids", grown)
 	}
 	if n := len(sink.Events()); n != audits {
