@@ -7,8 +7,8 @@ import (
 
 // checkAvailable runs phase 3: the capability's availability, evaluated
 // live (semantics §8.4).
-func (r *Registry) checkAvailable(a *attempt) *Error {
-	if ok, reason := r.availability(a.st, a.cap); !ok {
+func (r *Registry) checkAvailable(a *attempt, st *regState) *Error {
+	if ok, reason := r.availability(st, a.cap); !ok {
 		return NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason})
 	}
 	return nil
@@ -20,11 +20,11 @@ func (r *Registry) checkAvailable(a *attempt) *Error {
 // consumer is indistinguishable from one that does not exist.
 func (r *Registry) authorizeDiscovery(a *attempt) *Error {
 	host := r.hostContext()
-	a.call = &Call{CapabilityID: a.cap.id, RegistrationID: a.reg.id, InvocationID: a.id, Consumer: a.consumer, Host: host}
+	a.call.CapabilityID, a.call.RegistrationID, a.call.Host = a.cap.id, a.reg.id, host
 	if len(a.cap.chain) == 0 {
 		return nil
 	}
-	a.pc = &PolicyContext{Consumer: a.consumer, Host: host, Environment: r.env, r: r}
+	a.pc = &PolicyContext{Consumer: a.call.Consumer, Host: host, Environment: r.env, r: r}
 	a.pc.fill(a.reg, a.cap)
 	if !a.cap.discovers {
 		return nil
@@ -62,7 +62,7 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt, next phases) 
 	if a.cap.def.kind == KindObservation {
 		value = map[string]any{}
 	}
-	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id, Input: value}
+	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: value}
 	hook := func(p *Policy) func(context.Context, *InvokeContext, Next) Result { return p.Invoke }
 	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, ic, func(ctx context.Context) Result { return next(r, ctx, a) })
 }

@@ -240,6 +240,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 	c.mu.Unlock()
 
 	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
+	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
 	typ := map[ConfirmationOutcome]AuditType{OutcomeApproved: AuditConfirmationApproved, OutcomeDenied: AuditConfirmationDenied, OutcomeExpired: AuditConfirmationExpired}[outcome]
 	ev := c.auditEvent(typ, view, rec.level)
 	ev.Actor = res.Actor
@@ -331,6 +332,7 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 	c.mu.Unlock()
 
 	emit(r, ConfirmationRequested{ConfirmationID: id, CapabilityID: view.CapabilityID, ExpiresAt: view.ExpiresAt.UTC().Format(timeLayout)})
+	r.observeConfirmation(&view, "", now) // observe: a new request is pending
 	r.audit(c.auditEvent(AuditConfirmationRequested, view, level))
 	c.notify(subs, list)
 	return view, nil
@@ -459,6 +461,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.effInput)
 	if id := a.inv.ConfirmationID; id != "" {
 		rec, pending, e := r.confirm.reserve(id, digest)
+		r.observePresented(a, id, rec, pending) // observe: the evidence was checked (accepted iff rec != nil)
 		switch {
 		case e != nil:
 			return e
@@ -477,6 +480,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 	if e != nil {
 		return e
 	}
+	r.observeRequested(a, view) // observe: the user's approval is requested
 	return confirmationRequired(view)
 }
 
@@ -495,7 +499,7 @@ func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
 		return true
 	}
 	return guarded(r, "a confirmation condition", a.inv.CapabilityID, true, func() bool {
-		return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id, Input: a.value})
+		return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: a.value})
 	})
 }
 

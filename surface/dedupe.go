@@ -28,8 +28,9 @@ type dedupeKey struct {
 // lock; result is written once, before done is closed, and never again.
 type dedupeEntry struct {
 	key         dedupeKey
+	consumerKey string // kind:id, shared with the previous entry of the same consumer
 	fingerprint uint64
-	done        chan struct{} // closed when the entry settles, then dropped; joiners got it from begin
+	done        chan struct{} // made for the first joiner, closed when the entry settles; joiners got it from begin
 	result      Result
 	terminal    bool
 	expires     time.Time
@@ -100,10 +101,14 @@ func newDedupeCache(size int) *dedupeCache {
 // (stopping at one in flight), looks the key up and, on a miss, records
 // the request as in flight before any pipeline work is observable. As in
 // semantics §6, eviction comes before the new key is added, so the cache
-// may hold size + 1 entries until the next begin. On a join or a replay it
+// may hold size + 1 entries until the next begin. On a miss the entry
+// returned carries the consumer's key string. On a join or a replay it
 // returns the entry found; a joiner also gets the channel closed when the
 // entry settles, after which it may read the entry's result.
 func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}) {
+	// Made before the lock is taken, so that the other callers never wait
+	// for an allocation (and the garbage-collection work it may do).
+	fresh := &dedupeEntry{key: key, fingerprint: fp}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for e := c.expiry.head; e != nil && !e.expires.After(now); e = c.expiry.head {
@@ -119,12 +124,27 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEnt
 		case e.terminal:
 			return e, dedupeReplay, nil
 		}
+		if e.done == nil {
+			e.done = make(chan struct{})
+		}
 		return e, dedupeJoin, e.done
 	}
-	e := &dedupeEntry{key: key, fingerprint: fp, done: make(chan struct{})}
+	e := fresh
+	e.consumerKey = c.consumerKeyLocked(key)
 	c.order.pushBack(e)
 	c.entries[key] = e
 	return e, dedupeMiss, nil
+}
+
+// consumerKeyLocked returns the consumer key (kind:id) of key: the string
+// of the newest entry when it has the same consumer, so that the calls of
+// one consumer in a row (one agent's session) share one string, in the
+// cache and in the audit records that hold it.
+func (c *dedupeCache) consumerKeyLocked(key dedupeKey) string {
+	if t := c.order.tail; t != nil && t.key.kind == key.kind && t.key.consumer == key.consumer {
+		return t.consumerKey
+	}
+	return Consumer{Kind: key.kind, ID: key.consumer}.Key()
 }
 
 // finish stores the result of an entry in flight and wakes its joiners. A
@@ -134,8 +154,10 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.result = res
-	close(e.done)
-	e.done = nil
+	if e.done != nil {
+		close(e.done)
+		e.done = nil
+	}
 	if !cache {
 		c.remove(e)
 		return

@@ -333,7 +333,7 @@ func (r *Registry) userError(a *attempt, err error, what string) *Error {
 	if e := asError(err); e != nil {
 		return e
 	}
-	r.log.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
+	r.log.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	return handlerError()
 }
 
@@ -378,7 +378,7 @@ func wellFormed(e *Error) *Error {
 // EXECUTION_FAILED transport, retried after a delay when transient. The
 // cause goes to the log only.
 func (r *Registry) transportError(a *attempt, err error) *Error {
-	r.log.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
+	r.log.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	if IsTransient(err) {
 		e := NewError(CodeExecutionFailed, "The domain service could not be reached; retry after details.retryAfterMs milliseconds.",
 			map[string]any{"reason": "transport", "transient": true, "retryAfterMs": 1000})

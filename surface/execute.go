@@ -8,20 +8,17 @@ import (
 	"time"
 )
 
-// Causes of handler-context cancellation.
-var (
-	errUnmounted = errors.New("surface: the component was unregistered")
-	errClosed    = errors.New("surface: the registry was closed")
-	errTimedOut  = errors.New("surface: the invocation timed out")
-	errSettled   = errors.New("surface: the invocation settled")
-)
+// errTimedOut is the cause of a handler context that reached its
+// deadline. An unmount, Close or the settlement cancel it plainly
+// (context.Canceled); the settlement says why.
+var errTimedOut = errors.New("surface: the invocation timed out")
 
 // execution is one running handler. The first of the handler, the timer,
 // the caller's context, an unmount or Close to settle it wins; the others
 // find it settled.
 type execution struct {
-	cancel context.CancelCauseFunc // ends the handler's context
-	nav    bool                    // a navigation: an unmount does not settle it
+	cancel context.CancelFunc // ends the handler's context
+	nav    bool               // a navigation: an unmount does not settle it
 
 	mu      sync.Mutex
 	settled bool
@@ -56,10 +53,20 @@ func (x *execution) outcome() (any, *Error, bool) {
 // with a context that ends at the deadline, on the caller's cancellation,
 // on unmount or Close, until the first settlement. The handler runs on
 // this goroutine or, with Options.IsolateHandlers, on its own.
+//
+// The handler's context is one standard layer over ctx: its deadline
+// (cause errTimedOut) is what handlers and the clients they call see as
+// ctx.Deadline(); an unmount or Close cancels it with its CancelFunc.
 func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	timeout := a.budget(r)
-	base, cancel := context.WithCancelCause(ctx)
-	defer cancel(errSettled)
+	start := r.now()
+	a.execAt = start.Sub(a.start)
+	deadline := start.Add(timeout)
+	if r.clock != nil { // a clock of the application's: deadlines run on the runtime's
+		deadline = time.Now().Add(timeout)
+	}
+	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
+	defer cancel()
 	x := &a.exec
 	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation
 	if r.isolate {
@@ -74,15 +81,12 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 		a.consumed = true
 	}
 	a.executed = true
-	start := r.now()
-	hctx, stop := context.WithTimeoutCause(base, timeout, errTimedOut)
-	defer stop()
+	r.observeExecuting(a) // observe: the handler or executor is called next
 	if r.isolate {
 		r.runIsolated(ctx, hctx, a, x, timeout)
 	} else {
 		r.runInline(ctx, hctx, a, x, timeout)
 	}
-	a.execution = r.now().Sub(start)
 	out, e, _ := x.outcome()
 	return out, e
 }
@@ -201,9 +205,9 @@ func (r *Registry) callHandler(hctx context.Context, a *attempt) (out any, e *Er
 	var err error
 	switch d.kind {
 	case KindObservation:
-		out, err = d.read(hctx, a.call)
+		out, err = d.read(hctx, &a.call)
 	case KindAction:
-		out, err = d.execute(hctx, a.call, a.in)
+		out, err = d.execute(hctx, &a.call, a.in)
 	default:
 		out, err = r.callExecutor(hctx, a)
 	}
@@ -247,8 +251,8 @@ func (r *Registry) callExecutor(ctx context.Context, a *attempt) (out any, err e
 		}
 	}()
 	raw, err := box.e.Execute(ctx, &ProcedureCall{
-		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.effInput, InvocationID: a.id,
-		Consumer: a.consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,
+		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.effInput, InvocationID: a.id(),
+		Consumer: a.call.Consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,
 	})
 	if err != nil || raw == nil {
 		return nil, err
@@ -270,8 +274,8 @@ func (a *attempt) timeoutError(timeout time.Duration) *Error {
 // lateSettlement records a handler that returned after the invocation
 // settled.
 func (r *Registry) lateSettlement(a *attempt) {
-	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id)
-	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: a.inv.CapabilityID, RegistrationID: a.reg.id, InvocationID: a.id})
+	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id())
+	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: a.inv.CapabilityID, RegistrationID: a.reg.id, InvocationID: a.id()})
 }
 
 // abortInflightLocked settles or aborts the running handlers of a
@@ -290,14 +294,14 @@ func (r *Registry) abortInflightLocked(reg *registration, closing bool) (drained
 		switch {
 		case closing:
 			x.settle(nil, cancelledByClose())
-			x.cancel(errClosed)
+			x.cancel()
 		case x.nav:
 			// Navigation routinely unmounts its own owner: only the
 			// handler, the timer or the caller settle it.
-			x.cancel(errUnmounted)
+			x.cancel()
 		default:
 			x.settle(nil, NewError(CodeComponentUnmounted, "", map[string]any{"phase": "mid-flight"}))
-			x.cancel(errUnmounted)
+			x.cancel()
 		}
 	}
 	return drained

@@ -1,7 +1,9 @@
 package surface_test
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/agentsurface/agentsurface/surface"
@@ -65,4 +67,22 @@ func mustVersion(t *testing.T, reg *surface.Registry, want string) {
 func nanValue() float64 {
 	zero := 0.0
 	return zero / zero
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

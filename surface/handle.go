@@ -62,6 +62,7 @@ func (h *Handle) Unregister() {
 	now := r.now()
 	r.unregisterLocked(h.reg, now)
 	r.unlockAndDrain()
+	r.observeUnregistered(h.reg) // observe: the registration is gone
 	r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: h.reg.id, At: now})
 }
 

@@ -11,12 +11,6 @@ import (
 	"github.com/agentsurface/agentsurface/internal/schema"
 )
 
-// Fixed agent-facing texts of input issues.
-const (
-	msgInvalidJSON = "input is not valid JSON"
-	msgShape       = "input does not match the expected shape"
-)
-
 // effectiveInput runs phase 5: the action's validated, decoded input, or
 // the procedure's input merged with its live bound values. Observations
 // take none.
@@ -35,8 +29,8 @@ func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
 // schema.
 func (r *Registry) actionInput(a *attempt) *Error {
 	d := a.cap.def
-	if a.inputErr != nil {
-		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+	if a.inputBad {
+		return invalidInput(a.inputIssue())
 	}
 	raw := a.input
 	if raw == nil {
@@ -85,8 +79,8 @@ func (r *Registry) decode(a *attempt, raw []byte) (in any, e *Error) {
 // confirmation sees it.
 func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	b := a.cap.bound
-	if a.inputErr != nil {
-		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+	if a.inputBad {
+		return invalidInput(a.inputIssue())
 	}
 	raw := a.input
 	if raw == nil {
@@ -231,7 +225,7 @@ func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
 			e = handlerError()
 		}
 	}()
-	if err := d.precondition(ctx, a.call, a.in); err != nil {
+	if err := d.precondition(ctx, &a.call, a.in); err != nil {
 		return r.userError(a, err, "precondition")
 	}
 	return nil

@@ -2,15 +2,12 @@ package surface
 
 import (
 	"context"
-	"encoding/hex"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"hash/maphash"
 	"strconv"
 	"time"
-	"unicode/utf8"
-
-	"github.com/agentsurface/agentsurface/internal/canonical"
 )
 
 // Invocation is a request to call a capability. Its JSON form uses the
@@ -110,22 +107,38 @@ func (res Result) clone() Result {
 // A call with an invocation id this consumer already used joins the
 // in-flight call or replays its cached result if the request is the same,
 // and fails INVOCATION_CONFLICT if it differs.
+//
+// What an agent chooses is bounded before the registry keeps any of it:
+// every id of the request is at most [MaxIDLength] bytes and the input at
+// most [Limits].MaxInputBytes, checked before it is parsed. A capability
+// or instance id that is longer names nothing (CAPABILITY_NOT_FOUND); any
+// other id that is longer, or a larger input, fails INVALID_INPUT with an
+// issue at the request field (details.field names it). Such a refusal is
+// not remembered, audited or emitted as an event.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
 	a := r.newAttempt(inv, opts)
 	if r.closedFlag.Load() {
 		return a.result(r, cancelledByClose())
 	}
-	if !a.consumer.Kind.Valid() {
-		return a.result(r, r.unknownConsumer(a.consumer))
+	if !a.call.Consumer.Kind.Valid() {
+		return a.result(r, r.unknownConsumer(a.call.Consumer))
 	}
 
-	// Phase 1: identity. The request is recorded in flight before any
-	// later work can be observed; a known key joins, replays or conflicts.
+	// Phase 1: identity. The ids and the size of the input are checked
+	// before anything is kept; then the request is recorded in flight
+	// before any later work can be observed, and a known key joins,
+	// replays or conflicts.
+	if e := r.checkRequest(&a.inv); e != nil {
+		return a.result(r, e)
+	}
+	a.canonicalInput()
 	entry, hit, settled := r.dedupe.begin(a.key(), a.fingerprint(r.fpSeed), a.start)
 	if hit != dedupeMiss {
 		return r.known(ctx, a, entry, hit, settled)
 	}
-	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: inv.CapabilityID, ConsumerID: a.consumer.ID})
+	a.consumerKey = entry.consumerKey
+	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
+	ctx = r.observeStart(ctx, a) // observe: the invocation starts; ctx may become the hook's
 
 	// Phases 2 to 9, and the output check of phase 10.
 	res := r.run(ctx, a)
@@ -139,24 +152,22 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 // with another invocation.
 type attempt struct {
 	inv          Invocation
-	timeout      time.Duration // InvokeOptions.Timeout
-	consumer     Consumer      // normalized
-	consumerKey  string
-	id           string // the invocation id, sent or minted
+	consumerKey  string // the consumer's key, once the identity phase made it
 	start        time.Time
 	startVersion uint64
-	input        []byte // canonical input; nil when absent
-	inputErr     error  // the input is not JSON
+	timeout      time.Duration // InvokeOptions.Timeout
+	input        []byte        // canonical input; nil when absent or not JSON
+
+	// What handlers see, by pointer (a handler may keep it): the
+	// invocation id (sent or minted) and the consumer (normalized) from
+	// the start, the rest once authorized (phase 4).
+	call Call
 
 	// Resolution (phase 2).
-	reg        *registration
-	cap        *regCap
-	st         *regState
-	unresolved bool // resolution failed: the settlement is audited anyway
+	reg *registration
+	cap *regCap
 
-	// Authorization (phase 4) on.
-	call *Call          // what handlers see
-	pc   *PolicyContext // what policies see; nil without policies
+	pc *PolicyContext // what policies see (phase 4 on); nil without policies
 
 	// Effective input (phase 5).
 	in       any    // the typed input handed to the handler
@@ -165,39 +176,54 @@ type attempt struct {
 
 	// Confirmation (phase 6), admission (8) and execution (9).
 	evidence  *confirmRecord // approved evidence reserved for this call
-	consumed  bool           // … and spent, execution having started
-	admitted  bool           // holds an admission slot
 	group     *queueGroup    // the group of an action or procedure call, once admission joined it
-	queued    bool           // reached admission
 	queueWait time.Duration
-	executed  bool // reached execution
+	execAt    time.Duration // when execution began, after start
+	execution time.Duration // from then to the settlement
 	exec      execution
-	execution time.Duration
-	devDefect bool // the handler's output is not JSON (development): not cached
+
+	rec InvocationRecorder // observe: the Telemetry's recorder of this invocation, or nil
+
+	inputBad   bool // the input is not JSON
+	inputDeep  bool // … because it nests too deeply
+	unresolved bool // resolution failed: the settlement is audited anyway
+	consumed   bool // the evidence is spent, execution having started
+	queued     bool // reached admission
+	admitted   bool // holds an admission slot
+	executed   bool // reached execution
+	devDefect  bool // the handler's output is not JSON (development): not cached
 }
 
 func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
 	a := &attempt{
 		inv:          inv,
-		timeout:      opts.Timeout,
-		consumer:     opts.Consumer.normalized(),
-		id:           inv.InvocationID,
 		start:        r.now(),
 		startVersion: r.version.Load(),
+		timeout:      opts.Timeout,
 	}
-	a.consumerKey = a.consumer.Key()
-	if a.id == "" {
-		a.id = NewInvocationID()
-	}
-	if len(inv.Input) > 0 {
-		a.input, a.inputErr = canonical.Canonicalize(inv.Input)
+	a.call.InvocationID, a.call.Consumer = inv.InvocationID, opts.Consumer.normalized()
+	if a.call.InvocationID == "" {
+		a.call.InvocationID = NewInvocationID()
 	}
 	return a
 }
 
+// id is the invocation id, sent or minted.
+func (a *attempt) id() string { return a.call.InvocationID }
+
 // key is the attempt's idempotency key.
 func (a *attempt) key() dedupeKey {
-	return dedupeKey{kind: a.consumer.Kind, consumer: a.consumer.ID, invocationID: a.id}
+	return dedupeKey{kind: a.call.Consumer.Kind, consumer: a.call.Consumer.ID, invocationID: a.id()}
+}
+
+// capabilityID is the capability id as sent; once resolved, the
+// registration's copy of it (the same text), which records that outlive
+// the call share instead of keeping the caller's.
+func (a *attempt) capabilityID() string {
+	if a.cap != nil {
+		return a.cap.id
+	}
+	return a.inv.CapabilityID
 }
 
 // level is the audit level of the resolved capability.
@@ -210,7 +236,7 @@ func (a *attempt) level() AuditLevel {
 
 // result builds the envelope of a settled invocation: ok when e is nil.
 func (a *attempt) result(r *Registry, e *Error) Result {
-	res := Result{Status: StatusOK, InvocationID: a.id, CapabilityID: a.inv.CapabilityID}
+	res := Result{Status: StatusOK, InvocationID: a.id(), CapabilityID: a.inv.CapabilityID}
 	if e != nil {
 		res.Status, res.Error = StatusError, e
 	}
@@ -220,52 +246,46 @@ func (a *attempt) result(r *Registry, e *Error) Result {
 	return res
 }
 
-// fingerprint hashes the request as issued (semantics §5): the canonical
-// JSON of capabilityId, confirmationId, input, instanceId, registrationId
-// and surfaceVersion, absent as null. Input that is not JSON, and ids that
-// are not UTF-8, are hashed as hex behind a NUL byte, which no canonical
-// JSON contains (canonical JSON would fold invalid bytes into U+FFFD and
-// make distinct ids collide).
+// fingerprint hashes the request as issued (semantics §5): capabilityId,
+// confirmationId, the canonical input, instanceId, registrationId and
+// surfaceVersion, an absent id as empty and an absent input as null. Each
+// part is written with its length, so no two requests that differ write
+// the same bytes. Ids are hashed byte for byte (canonical JSON would fold
+// invalid UTF-8 into U+FFFD and make distinct ids collide), and input that
+// is not JSON as its raw bytes behind a tag of its own.
 //
 // The hash is the registry's seeded maphash rather than the spec's
 // fnv1a64 (DESIGN decision 17): a fingerprint is only ever compared with
 // another of the same registry, and a secret seed means no caller can
 // craft two requests whose fingerprints collide.
 func (a *attempt) fingerprint(seed maphash.Seed) uint64 {
-	var buf [512]byte
-	b := append(buf[:0], `{"capabilityId":`...)
-	b = appendIDOrNull(b, a.inv.CapabilityID)
-	b = append(b, `,"confirmationId":`...)
-	b = appendIDOrNull(b, a.inv.ConfirmationID)
-	b = append(b, `,"input":`...)
-	switch {
-	case a.inputErr != nil:
-		b = hex.AppendEncode(append(b, 0), a.inv.Input)
-	case a.input == nil:
-		b = append(b, "null"...)
-	default:
-		b = append(b, a.input...)
+	var h maphash.Hash
+	h.SetSeed(seed)
+	inv := &a.inv
+	for _, id := range [...]string{inv.CapabilityID, inv.ConfirmationID, inv.InstanceID, inv.RegistrationID, inv.SurfaceVersion} {
+		writeHead(&h, 's', len(id))
+		h.WriteString(id)
 	}
-	b = append(b, `,"instanceId":`...)
-	b = appendIDOrNull(b, a.inv.InstanceID)
-	b = append(b, `,"registrationId":`...)
-	b = appendIDOrNull(b, a.inv.RegistrationID)
-	b = append(b, `,"surfaceVersion":`...)
-	b = appendIDOrNull(b, a.inv.SurfaceVersion)
-	b = append(b, '}')
-	return maphash.Bytes(seed, b)
+	switch {
+	case a.inputBad:
+		writeHead(&h, 'x', len(inv.Input))
+		h.Write(inv.Input)
+	case a.input == nil:
+		writeHead(&h, 'j', len("null"))
+		h.WriteString("null")
+	default:
+		writeHead(&h, 'j', len(a.input))
+		h.Write(a.input)
+	}
+	return h.Sum64()
 }
 
-// appendIDOrNull appends the canonical JSON of an id, null when empty, or
-// its bytes in hex behind a NUL when it is not UTF-8.
-func appendIDOrNull(b []byte, s string) []byte {
-	switch {
-	case s == "":
-		return append(b, "null"...)
-	case !utf8.ValidString(s):
-		return hex.AppendEncode(append(b, 0), []byte(s))
-	}
-	return canonical.AppendString(b, s)
+// writeHead writes the tag and the length of a part of a fingerprint.
+func writeHead(h *maphash.Hash, tag byte, n int) {
+	var head [9]byte
+	head[0] = tag
+	binary.LittleEndian.PutUint64(head[1:], uint64(n))
+	h.Write(head[:])
 }
 
 // run runs phases 2 to 9 and the output check of phase 10. Each phase that
@@ -280,19 +300,21 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	}()
 
 	// Phase 2: resolution.
-	if e := r.resolve(a); e != nil {
+	st, e := r.resolve(a)
+	if e != nil {
 		a.unresolved = true
 		return a.result(r, e)
 	}
+	r.observeResolved(a) // observe: kind, effect, registration and instance are known
 	if a.level() != AuditLevelNone {
-		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.inv.CapabilityID,
-			RegistrationID: a.reg.id, InvocationID: a.id, ConsumerID: a.consumerKey})
+		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.capabilityID(),
+			RegistrationID: a.reg.id, InvocationID: a.id(), ConsumerID: a.consumerKey})
 	}
 	// An approval reserved for a call that fails before it executes stands.
 	defer r.releaseEvidence(a)
 
 	// Phase 3: availability, live.
-	if e := r.checkAvailable(a); e != nil {
+	if e := r.checkAvailable(a, st); e != nil {
 		return a.result(r, e)
 	}
 

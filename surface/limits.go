@@ -19,6 +19,10 @@ type Limits struct {
 	// MaxOutputBytes is the maximum size of a handler's output, in bytes of
 	// its JSON encoding. Default 32768.
 	MaxOutputBytes int
+	// MaxInputBytes is the maximum size of an invocation's input, in bytes
+	// as sent; a larger one fails INVALID_INPUT before it is parsed.
+	// Default 1048576 (1 MiB).
+	MaxInputBytes int
 	// MaxSchemaBytes is the maximum size of a schema, in bytes of its
 	// compact JSON encoding. Default 16384.
 	MaxSchemaBytes int
@@ -90,6 +94,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxCapabilityDescription, 300)
 	def(&l.MaxMetaBytes, 2048)
 	def(&l.MaxOutputBytes, 32768)
+	def(&l.MaxInputBytes, 1<<20)
 	def(&l.MaxSchemaBytes, 16384)
 	def(&l.MaxSchemaDepth, 8)
 	defD(&l.ObservationTimeout, 5*time.Second)

@@ -104,6 +104,10 @@ type Options struct {
 	// Logger receives diagnostics. Default: in EnvDevelopment and EnvTest,
 	// a text handler on stderr; in production, nothing (discard).
 	Logger *slog.Logger
+	// Telemetry, if set, receives the registry's telemetry (invocation
+	// phases and settlements, confirmations, registrations) for tracing
+	// and metrics; see package otelsurface. New copies it.
+	Telemetry *Telemetry
 	// IsolateHandlers runs every handler (and procedure call) on a
 	// goroutine of its own, so that Invoke settles at the deadline, on
 	// unmount or on cancellation even when the handler ignores its
@@ -180,13 +184,14 @@ type Registry struct {
 	route         func() *Route
 	limits        Limits
 	log           *slog.Logger
-	clock         func() time.Time // Options.Now, else time.Now
+	clock         func() time.Time // Options.Now; nil for time.Now
 	isolate       bool             // Options.IsolateHandlers
 	surfaceID     string
 	sink          AuditSink
 	console       AuditSink // development only: audit on stderr
 	redact        func(string, AuditPayload) AuditPayload
 	auditRefusals bool          // Options.AuditObservationRefusals
+	telemetry     *Telemetry    // Options.Telemetry; nil when it sets no hook
 	fpSeed        maphash.Seed  // request fingerprints
 	idKey         uint64        // mixes the random part of registration ids
 	closingCh     chan struct{} // closed by Close: queued invocations give up
@@ -305,9 +310,7 @@ func New(opts *Options) *Registry {
 		idKey:         rand.Uint64(),
 		sink:          o.Audit,
 		closingCh:     make(chan struct{}),
-	}
-	if r.clock == nil {
-		r.clock = time.Now
+		telemetry:     telemetryOf(o.Telemetry),
 	}
 	switch {
 	case r.log != nil:
@@ -328,7 +331,12 @@ func New(opts *Options) *Registry {
 }
 
 // now reads the registry's clock.
-func (r *Registry) now() time.Time { return r.clock() }
+func (r *Registry) now() time.Time {
+	if r.clock == nil {
+		return time.Now()
+	}
+	return r.clock()
+}
 
 // SurfaceID identifies this registry ("srf_" + 22 base62 characters); a
 // new registry (a page reload) has a new one.
@@ -395,6 +403,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 	r.unlockAndDrain()
+	r.observeRegistered(reg, old) // observe: reg is live, old (if any) replaced
 	if old != nil {
 		r.audit(AuditEvent{Type: AuditUnregistration, RegistrationID: old.id})
 	}
@@ -520,6 +529,7 @@ func (r *Registry) Close() error {
 	r.closed = true
 	r.closedFlag.Store(true)
 	close(r.closingCh)
+	gone := r.liveByType(r.orderedLocked()) // observe: what Close removes, reported below
 	for _, reg := range r.orderedLocked() {
 		reg.status = HandleUnregistered
 		r.stopCtxLocked(reg)
@@ -538,7 +548,8 @@ func (r *Registry) Close() error {
 	}
 	r.evMu.Unlock()
 	r.unlockAndDrain()
-	r.confirm.closeAll() // pending confirmations expire; their events still go out
+	r.observeClosed(gone) // observe: the registrations removed
+	r.confirm.closeAll()  // pending confirmations expire; their events still go out
 	r.evMu.Lock()
 	r.setListenersLocked(nil)
 	r.evMu.Unlock()

@@ -7,12 +7,13 @@ import (
 )
 
 // resolve runs phase 2: it finds the target registration and capability
-// (semantics §9), then applies the version gate.
-func (r *Registry) resolve(a *attempt) *Error {
+// (semantics §9), then applies the version gate. It returns the
+// registration's state as it found it, for phase 3.
+func (r *Registry) resolve(a *attempt) (*regState, *Error) {
 	inv := &a.inv
 	id, ok := ParseCapabilityID(inv.CapabilityID)
 	if !ok {
-		return NewError(CodeCapabilityNotFound, "", nil)
+		return nil, NewError(CodeCapabilityNotFound, "", nil)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -23,21 +24,21 @@ func (r *Registry) resolve(a *attempt) *Error {
 	case inv.RegistrationID != "":
 		i := slices.IndexFunc(cands, func(c candidate) bool { return c.reg.id == inv.RegistrationID })
 		if i < 0 {
-			return r.notLiveLocked(inv.RegistrationID, cands)
+			return nil, r.notLiveLocked(inv.RegistrationID, cands)
 		}
 		picked = cands[i]
 	case len(cands) == 1:
 		picked = cands[0]
 	default:
-		return r.noneOrManyLocked(inv.CapabilityID, cands)
+		return nil, r.noneOrManyLocked(inv.CapabilityID, cands)
 	}
-	a.reg, a.cap, a.st = picked.reg, picked.cap, picked.reg.st
+	a.reg, a.cap = picked.reg, picked.cap
 	// The version gate: a stale hint only stops dangerous procedures.
 	if e := a.cap.def.effect; inv.SurfaceVersion != "" && (e == EffectDestructive || e == EffectExternalSideEffect) &&
 		inv.SurfaceVersion != r.Version() {
-		return NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
+		return nil, NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
 	}
-	return nil
+	return picked.reg.st, nil
 }
 
 // candidate is a live capability an id may resolve to.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -984,5 +985,174 @@ func TestThreatConsumerKeyCollision_AS_CONFIRM_004(t *testing.T) {
 	surfacetest.RequireOK(t, reg.Invoke(bg, wipe("call-1", `{"ids":["d1"]}`, id), owner))
 	if ran.Load() != 1 {
 		t.Fatal(ran.Load())
+	}
+}
+
+// anyEcho is a component whose action "echo" takes and returns any JSON.
+func anyEcho() surface.Component {
+	return surface.Component{Type: "free", Description: "Free-form", Actions: map[string]surface.Capability{
+		"echo": surface.Action(surface.ActionDef[any, any]{
+			Description: "Returns its input", Effect: surface.EffectLocalState,
+			Execute: func(_ context.Context, _ *surface.Call, in any) (any, error) { return in, nil },
+		}),
+	}}
+}
+
+// requireRequestInvalid fails unless res is the identity phase's
+// INVALID_INPUT for field: one issue at the field ("" for the input), and
+// details.field naming it.
+func requireRequestInvalid(t *testing.T, res surface.Result, field string) surface.Issue {
+	t.Helper()
+	e := requireCodeOnly(t, res, surface.CodeInvalidInput)
+	issues, _ := e.Details["issues"].([]surface.Issue)
+	path := field
+	if field == "input" {
+		path = ""
+	}
+	if len(issues) != 1 || issues[0].Path != path || e.Details["field"] != field || e.Retry != surface.RetryWithChanges {
+		t.Fatalf("%s: %+v", field, e)
+	}
+	return issues[0]
+}
+
+// requireCodeOnly is surfacetest.RequireCode without printing the result,
+// whose ids may be megabytes long.
+func requireCodeOnly(t *testing.T, res surface.Result, code surface.Code) *surface.Error {
+	t.Helper()
+	if res.Error == nil || res.Error.Code != code {
+		t.Fatalf("want error %s, got %v", code, res.Error)
+	}
+	return res.Error
+}
+
+// Threat: an agent sends ids of any length, and the registry keeps them
+// (its idempotency cache, the audit trail, events). Every id is capped at
+// MaxIDLength bytes before anything is kept: 300 calls with 1 MiB
+// invocation ids (and 10 with each other id that long) leave the heap as
+// it was and record nothing. An over-long capability or instance id names
+// nothing (CAPABILITY_NOT_FOUND, semantics §1); any other over-long id is
+// INVALID_INPUT at its field. AS-ID-001.
+func TestThreatHugeIDs(t *testing.T) {
+	sink := surface.NewMemorySink(0)
+	reg := surfacetest.NewRegistry(t, &surface.Options{Audit: sink})
+	h := surfacetest.MustRegister(t, reg, anyEcho())
+	rec := surfacetest.Record(t, reg)
+	valid := func() surface.Invocation {
+		return surface.Invocation{CapabilityID: "view:free.echo", RegistrationID: h.ID(), Input: json.RawMessage(`{"a":1}`)}
+	}
+	surfacetest.RequireOK(t, reg.Invoke(bg, valid(), as("agent"))) // warm up: the sink's ring, the cache
+	audits, events := len(sink.Events()), len(rec.Events())
+	before := heapInUse()
+
+	const mib = 1 << 20
+	fields := []struct {
+		name  string
+		calls int
+		set   func(*surface.Invocation, string)
+		code  surface.Code
+	}{
+		{"invocationId", 300, func(i *surface.Invocation, s string) { i.InvocationID = s }, surface.CodeInvalidInput},
+		{"capabilityId", 10, func(i *surface.Invocation, s string) { i.CapabilityID = "view:" + s }, surface.CodeCapabilityNotFound},
+		{"instanceId", 10, func(i *surface.Invocation, s string) { i.InstanceID = s }, surface.CodeCapabilityNotFound},
+		{"registrationId", 10, func(i *surface.Invocation, s string) { i.RegistrationID = s }, surface.CodeInvalidInput},
+		{"confirmationId", 10, func(i *surface.Invocation, s string) { i.ConfirmationID = s }, surface.CodeInvalidInput},
+		{"surfaceVersion", 10, func(i *surface.Invocation, s string) { i.SurfaceVersion = s }, surface.CodeInvalidInput},
+	}
+	for _, f := range fields {
+		for n := range f.calls {
+			inv := valid()
+			f.set(&inv, strings.Repeat(string(rune('a'+n%26)), mib)) // a new 1 MiB string per call
+			res := reg.Invoke(bg, inv, as("agent"))
+			if f.code == surface.CodeInvalidInput {
+				is := requireRequestInvalid(t, res, f.name)
+				if is.Message != f.name+" is longer than 128 bytes." {
+					t.Fatalf("%s: message %q", f.name, is.Message)
+				}
+			} else {
+				requireCodeOnly(t, res, f.code)
+			}
+		}
+	}
+	if grown := int64(heapInUse()) - int64(before); grown > 4*mib {
+		t.Fatalf("the heap grew by %d bytes after calls with 1 MiB ids", grown)
+	}
+	if n := len(sink.Events()); n != audits {
+		t.Fatalf("refused calls left %d audit records", n-audits)
+	}
+	if n := len(rec.Events()); n != events {
+		t.Fatalf("refused calls emitted %d events", n-events)
+	}
+
+	// At the limit, every id is accepted and goes on to resolution.
+	at := strings.Repeat("x", surface.MaxIDLength)
+	inv := valid()
+	inv.InvocationID, inv.ConfirmationID, inv.SurfaceVersion = at, at, at
+	surfacetest.RequireOK(t, reg.Invoke(bg, inv, as("agent")))
+	inv = valid()
+	inv.RegistrationID = at
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv, as("agent")), surface.CodeStaleCapability)
+	inv = valid()
+	inv.InstanceID = at
+	surfacetest.RequireCode(t, reg.Invoke(bg, inv, as("agent")), surface.CodeCapabilityNotFound)
+}
+
+// Threat: an agent sends a huge input, which the registry parses, copies
+// and executes. Limits.MaxInputBytes (1 MiB by default) is checked before
+// the input is parsed: a 100 MB input fails INVALID_INPUT without being
+// decoded (it allocates next to nothing; its text, which is not even
+// valid JSON, is never read) and the message echoes none of it.
+func TestThreatHugeInput(t *testing.T) {
+	if got := surface.DefaultLimits().MaxInputBytes; got != 1<<20 {
+		t.Fatalf("default MaxInputBytes = %d, want 1 MiB", got)
+	}
+	reg := surfacetest.NewRegistry(t, nil)
+	h := surfacetest.MustRegister(t, reg, anyEcho())
+	huge := make([]byte, 100_000_000)
+	for i := range huge {
+		huge[i] = 'x'
+	}
+	huge[0] = '['
+	inv := surface.Invocation{CapabilityID: "view:free.echo", RegistrationID: h.ID(), Input: huge}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	res := reg.Invoke(bg, inv, as("agent"))
+	runtime.ReadMemStats(&m1)
+	is := requireRequestInvalid(t, res, "input")
+	if is.Message != "input is larger than the limit of 1048576 bytes" {
+		t.Fatalf("message %q", is.Message)
+	}
+	if allocated := m1.TotalAlloc - m0.TotalAlloc; allocated > 1<<20 {
+		t.Fatalf("refusing a 100 MB input allocated %d bytes: it was read", allocated)
+	}
+
+	// The limit is the registry's; at the limit the input is parsed.
+	small := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxInputBytes: 16}})
+	h = surfacetest.MustRegister(t, small, anyEcho())
+	requireRequestInvalid(t, small.Invoke(bg, surface.Invocation{CapabilityID: "view:free.echo", RegistrationID: h.ID(), Input: json.RawMessage(`{"a":"0123456789"}`)}, as("agent")), "input")
+	res = small.Invoke(bg, surface.Invocation{CapabilityID: "view:free.echo", RegistrationID: h.ID(), Input: json.RawMessage(`{"a":"01234567"}`)}, as("agent"))
+	surfacetest.RequireOK(t, res)
+}
+
+// An input nested deeper than the parser's limit is reported as what it
+// is, never as "not valid JSON".
+func TestThreatDeepInput(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	h := surfacetest.MustRegister(t, reg, anyEcho())
+	call := func(input string) surface.Result {
+		return reg.Invoke(bg, surface.Invocation{CapabilityID: "view:free.echo", RegistrationID: h.ID(), Input: json.RawMessage(input)}, as("agent"))
+	}
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	e := surfacetest.RequireCode(t, call(deep(1001)), surface.CodeInvalidInput)
+	issues, _ := e.Details["issues"].([]surface.Issue)
+	if len(issues) != 1 || issues[0].Path != "" || !strings.Contains(issues[0].Message, "nested too deeply") {
+		t.Fatalf("%+v", e)
+	}
+	e = surfacetest.RequireCode(t, call(`{"a":`), surface.CodeInvalidInput)
+	if issues, _ := e.Details["issues"].([]surface.Issue); len(issues) != 1 || issues[0].Message != "input is not valid JSON" {
+		t.Fatalf("%+v", e)
+	}
+	// 1000 levels parse (and the handler's output is then too deep to return).
+	if res := call(deep(1000)); res.Error != nil && res.Error.Code == surface.CodeInvalidInput {
+		t.Fatalf("1000 levels refused: %+v", res.Error)
 	}
 }

@@ -3,6 +3,7 @@ package surface
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -32,18 +33,18 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 		}
 	}()
 	invalid := func(err error) (JSONText, *Error) {
-		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id, "error", err)
+		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 		if r.env.IsDev() {
 			a.devDefect = true // not cached: the fixed handler can be retried with the same id
 		}
 		return "", NewError(CodeExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
 	}
 	b, err := json.Marshal(out)
-	if err != nil {
-		return invalid(err)
+	if err == nil && jsonDepth(b) > maxJSONDepth {
+		err = errTooDeep
 	}
-	if jsonDepth(b) > maxJSONDepth {
-		return invalid(fmt.Errorf("output nests deeper than %d levels", maxJSONDepth))
+	if err != nil {
+		return r.notJSON(a, err)
 	}
 	if len(b) > r.limits.MaxOutputBytes {
 		r.log.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.limits.MaxOutputBytes)
@@ -62,6 +63,48 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 		return invalid(fmt.Errorf("output does not match the schema at %q: %s", issues[0].Path, issues[0].Message))
 	}
 	return JSONText(b), nil
+}
+
+// errTooDeep is why an output nesting deeper than maxJSONDepth is not
+// JSON the spec accepts.
+var errTooDeep = fmt.Errorf("it nests deeper than %d levels of arrays and objects", maxJSONDepth)
+
+// notJSON settles a handler's output that is not JSON (semantics §4.3,
+// AS-SER-001): a non-finite number, a Go value JSON cannot represent, a
+// failing MarshalJSON, or nesting deeper than 64 levels. It is a defect of
+// the handler: always logged at Error with the capability and what is
+// wrong; in development and test the result says so too (and is not
+// cached, so the fixed handler can be retried with the same invocation
+// id), while production gives the fixed output-invalid message.
+func (r *Registry) notJSON(a *attempt, err error) (JSONText, *Error) {
+	what := notJSONReason(err)
+	r.log.Error("surface: the handler's output is not JSON: "+what+"; fix the handler",
+		"capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+	msg := msgOutputInvalid
+	if r.env.IsDev() {
+		a.devDefect = true
+		msg = "Development: the output of " + a.capabilityID() + " is not JSON: " + what + ". Fix the handler."
+	}
+	return "", NewError(CodeExecutionFailed, msg, map[string]any{"reason": "output-invalid"})
+}
+
+// notJSONReason says why an output could not be encoded as JSON, without
+// repeating any of its values.
+func notJSONReason(err error) string {
+	var unsupportedValue *json.UnsupportedValueError
+	var unsupportedType *json.UnsupportedTypeError
+	var marshaler *json.MarshalerError
+	switch {
+	case errors.Is(err, errTooDeep):
+		return errTooDeep.Error()
+	case errors.As(err, &unsupportedValue):
+		return "it contains a value JSON cannot represent (a NaN or infinite number, or a cycle)"
+	case errors.As(err, &unsupportedType):
+		return "it contains a Go " + unsupportedType.Type.String() + ", which JSON cannot represent"
+	case errors.As(err, &marshaler):
+		return "the MarshalJSON or MarshalText method of its " + marshaler.Type.String() + " failed"
+	}
+	return "encoding/json could not encode it"
 }
 
 // jsonDepth returns the maximum nesting depth of valid JSON text.
@@ -105,17 +148,21 @@ func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
 // the effective input and the output.
 func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 	d := end.Sub(a.start)
+	if a.executed {
+		a.execution = d - a.execAt
+	}
 	var code Code
 	if res.Error != nil {
 		code = res.Error.Code
 	}
-	emit(r, InvocationSettled{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
+	emit(r, InvocationSettled{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, Status: res.Status, Code: code, DurationMs: d.Milliseconds()})
+	r.observeSettled(a, &res, d) // observe: the settlement, with the durations the audit records
 	if !audit {
 		return
 	}
 	ms := &[3]int64{d.Milliseconds(), a.queueWait.Milliseconds(), a.execution.Milliseconds()}
 	ev := AuditEvent{
-		Type: AuditInvocationSettled, At: end, CapabilityID: a.inv.CapabilityID, InvocationID: a.id,
+		Type: AuditInvocationSettled, At: end, CapabilityID: a.capabilityID(), InvocationID: a.id(),
 		ConsumerID: a.consumerKey, Status: res.Status, Code: code, DurationMs: &ms[0],
 	}
 	if a.reg != nil {
@@ -150,7 +197,9 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 	case dedupeReplay:
 		return entry.result.clone()
 	}
-	emit(r, InvocationStarted{InvocationID: a.id, CapabilityID: a.inv.CapabilityID, ConsumerID: a.consumer.ID})
+	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
+	a.consumerKey = a.call.Consumer.Key()
+	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
 	res := a.result(r, NewError(CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
 	r.settled(a, res, r.now(), true)
 	return res

@@ -169,7 +169,7 @@ func (e *encoder) value(v any, depth int) error {
 		return e.number(x)
 	case []any:
 		if depth+1 > MaxDepth {
-			return &Error{Reason: reasonTooDeep, Offset: -1}
+			return &Error{Reason: reasonTooDeep, Offset: -1, Err: ErrTooDeep}
 		}
 		if x == nil {
 			e.buf = append(e.buf, "null"...)
@@ -188,7 +188,7 @@ func (e *encoder) value(v any, depth int) error {
 		e.buf = append(e.buf, ']')
 	case map[string]any:
 		if depth+1 > MaxDepth {
-			return &Error{Reason: reasonTooDeep, Offset: -1}
+			return &Error{Reason: reasonTooDeep, Offset: -1, Err: ErrTooDeep}
 		}
 		if x == nil {
 			e.buf = append(e.buf, "null"...)
@@ -197,7 +197,7 @@ func (e *encoder) value(v any, depth int) error {
 		return e.object(x, depth+1)
 	case []string:
 		if depth+1 > MaxDepth {
-			return &Error{Reason: reasonTooDeep, Offset: -1}
+			return &Error{Reason: reasonTooDeep, Offset: -1, Err: ErrTooDeep}
 		}
 		if x == nil {
 			e.buf = append(e.buf, "null"...)
@@ -218,7 +218,7 @@ func (e *encoder) value(v any, depth int) error {
 			return nil
 		}
 		if depth+1 > MaxDepth {
-			return &Error{Reason: reasonTooDeep, Offset: -1}
+			return &Error{Reason: reasonTooDeep, Offset: -1, Err: ErrTooDeep}
 		}
 		e.stringObject(x)
 	case json.RawMessage:

@@ -517,7 +517,7 @@ func TestMaxDepth(t *testing.T) {
 	}
 	deep := nest(MaxDepth+1, 1.0)
 	var ce *Error
-	if _, err := Marshal(deep); !errors.As(err, &ce) || ce.Reason != reasonTooDeep {
+	if _, err := Marshal(deep); !errors.As(err, &ce) || ce.Reason != reasonTooDeep || !errors.Is(err, ErrTooDeep) {
 		t.Errorf("Marshal(depth %d) error = %v, want too deep", MaxDepth+1, err)
 	}
 	deepMap := map[string]any{}
@@ -533,7 +533,7 @@ func TestMaxDepth(t *testing.T) {
 		t.Errorf("Canonicalize(depth %d) = %v", MaxDepth, err)
 	}
 	text = strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1)
-	if _, err := Canonicalize([]byte(text)); !errors.As(err, &ce) || ce.Reason != reasonTooDeep || ce.Offset != 5*MaxDepth {
+	if _, err := Canonicalize([]byte(text)); !errors.As(err, &ce) || ce.Reason != reasonTooDeep || ce.Offset != 5*MaxDepth || !errors.Is(err, ErrTooDeep) {
 		t.Errorf("Canonicalize(depth %d) error = %v, want too deep at %d", MaxDepth+1, err, 5*MaxDepth)
 	}
 	// Depth carries into raw messages, typed slices and fallback values.

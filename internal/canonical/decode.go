@@ -18,6 +18,11 @@ var errDecode = errors.New("canonical: invalid JSON text")
 // duplicate key keeps the last value; an escaped lone surrogate becomes
 // U+FFFD). Whitespace between tokens, or any other malformed text, is an
 // error.
+//
+// The strings of the value (keys and values) that need no unescaping are
+// cut from one copy of text, made when the first is met: one allocation
+// for them all, which the value keeps alive as long as it keeps any of
+// them.
 func Decode(text []byte) (any, error) {
 	d := decoder{in: text}
 	v, ok := d.value(0)
@@ -28,8 +33,9 @@ func Decode(text []byte) (any, error) {
 }
 
 type decoder struct {
-	in  []byte
-	pos int
+	in   []byte
+	pos  int
+	text string // in as a string, made by the first plain string; "" before
 }
 
 func (d *decoder) value(depth int) (any, bool) {
@@ -128,8 +134,8 @@ func (d *decoder) array(depth int) (any, bool) {
 	}
 }
 
-// str reads a string token. Strings without escapes are copied once;
-// escaped ones are rebuilt.
+// str reads a string token. Strings without escapes are cut from the
+// text; escaped ones are rebuilt.
 func (d *decoder) str() (string, bool) {
 	start := d.pos + 1
 	for i := start; i < len(d.in); i++ {
@@ -137,10 +143,15 @@ func (d *decoder) str() (string, bool) {
 		case c == '"':
 			s := d.in[start:i]
 			d.pos = i + 1
-			if !utf8.Valid(s) {
+			switch {
+			case !utf8.Valid(s):
 				return string([]rune(string(s))), true // invalid bytes become U+FFFD, as encoding/json does
+			case len(s) == 0:
+				return "", true
+			case d.text == "":
+				d.text = string(d.in)
 			}
-			return string(s), true
+			return d.text[start:i], true
 		case c == '\\':
 			return d.strSlow(start, i)
 		case c < 0x20:

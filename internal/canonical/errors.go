@@ -1,6 +1,9 @@
 package canonical
 
-import "strconv"
+import (
+	"errors"
+	"strconv"
+)
 
 // Error reports why a value or a JSON text could not be canonicalised.
 //
@@ -33,6 +36,10 @@ func (e *Error) Error() string {
 
 // Unwrap returns the underlying cause, or nil.
 func (e *Error) Unwrap() error { return e.Err }
+
+// ErrTooDeep is the cause (see [Error.Err]) of a failure because arrays
+// and objects nest deeper than [MaxDepth].
+var ErrTooDeep = errors.New("canonical: nesting too deep")
 
 // Reasons shared by the encoder and the scanner.
 const (

@@ -181,7 +181,7 @@ func (s *scanner) literal(word string) error {
 // array scans an array; depth already counts it.
 func (s *scanner) array(depth int) error {
 	if depth > MaxDepth {
-		return s.fail(reasonTooDeep)
+		return &Error{Reason: reasonTooDeep, Offset: s.pos, Err: ErrTooDeep}
 	}
 	s.pos++
 	s.out = append(s.out, '[')
@@ -217,17 +217,15 @@ func (s *scanner) array(depth int) error {
 // object scans an object; depth already counts it. Members are emitted in
 // input order; if their keys turn out not to be strictly increasing in
 // UTF-16 order they are sorted afterwards, dropping all but the last of
-// equal keys.
+// equal keys. An object of one member needs no stack: its member goes on
+// it when a second one comes.
 func (s *scanner) object(depth int) error {
 	if depth > MaxDepth {
-		return s.fail(reasonTooDeep)
+		return &Error{Reason: reasonTooDeep, Offset: s.pos, Err: ErrTooDeep}
 	}
 	s.pos++
 	s.out = append(s.out, '{')
 	region := len(s.out)
-	if s.members == nil {
-		s.members = make([]member, 0, 4) // small: requests are small
-	}
 	base, keyMark := len(s.members), len(s.keys)
 	s.skipWS()
 	if s.peek() == '}' {
@@ -236,14 +234,15 @@ func (s *scanner) object(depth int) error {
 		return nil
 	}
 	ordered := true
-	for {
+	var prev member // the member before m
+	for n := 0; ; n++ {
 		if s.peek() != '"' {
 			if s.pos >= len(s.in) {
 				return s.fail(reasonEOF)
 			}
 			return s.fail(reasonKey)
 		}
-		if len(s.members) > base {
+		if n > 0 {
 			s.out = append(s.out, ',')
 		}
 		m := member{start: len(s.out)}
@@ -265,10 +264,19 @@ func (s *scanner) object(depth int) error {
 			return err
 		}
 		m.end = len(s.out)
-		if ordered && len(s.members) > base && compareUTF16(s.key(s.members[len(s.members)-1]), s.key(m)) >= 0 {
-			ordered = false
+		if n > 0 {
+			if ordered && compareUTF16(s.key(prev), s.key(m)) >= 0 {
+				ordered = false
+			}
+			if n == 1 {
+				if s.members == nil {
+					s.members = make([]member, 0, 4) // small: requests are small
+				}
+				s.members = append(s.members, prev)
+			}
+			s.members = append(s.members, m)
 		}
-		s.members = append(s.members, m)
+		prev = m
 		s.skipWS()
 		switch s.peek() {
 		case ',':

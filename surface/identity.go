@@ -1,0 +1,84 @@
+package surface
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/agentsurface/agentsurface/internal/canonical"
+)
+
+// checkRequest begins phase 1: it bounds what an agent chose before the
+// registry keeps any of it (in the idempotency cache, the audit trail, the
+// events, the confirmation store). Every id of the request is at most
+// [MaxIDLength] bytes, the spec's fixed id limit (semantics §1, §18), and
+// the input at most Limits.MaxInputBytes, measured before it is parsed.
+//
+// A capability or instance id that is too long names nothing (semantics
+// §1: an over-long id resolves to nothing): CAPABILITY_NOT_FOUND. Any
+// other id that is too long (invocationId, registrationId,
+// confirmationId, surfaceVersion), or an input that is too large, is a
+// malformed request: INVALID_INPUT with one issue whose path is the
+// request field ("" for the input) and details.field naming it.
+func (r *Registry) checkRequest(inv *Invocation) *Error {
+	for _, f := range [...]struct {
+		name, id string
+	}{
+		{"capabilityId", inv.CapabilityID}, {"instanceId", inv.InstanceID},
+		{"invocationId", inv.InvocationID}, {"registrationId", inv.RegistrationID},
+		{"confirmationId", inv.ConfirmationID}, {"surfaceVersion", inv.SurfaceVersion},
+	} {
+		if len(f.id) <= MaxIDLength {
+			continue
+		}
+		r.log.Warn("surface: invocation refused: an id is too long", "field", f.name, "bytes", len(f.id), "limit", MaxIDLength)
+		if f.name == "capabilityId" || f.name == "instanceId" {
+			return NewError(CodeCapabilityNotFound, "", nil)
+		}
+		return requestInvalid(f.name, fmt.Sprintf("%s is longer than %d bytes.", f.name, MaxIDLength))
+	}
+	if n := len(inv.Input); n > r.limits.MaxInputBytes {
+		r.log.Warn("surface: invocation refused: the input is too large", "bytes", n, "limit", r.limits.MaxInputBytes)
+		return requestInvalid("input", "input is larger than the limit of "+strconv.Itoa(r.limits.MaxInputBytes)+" bytes")
+	}
+	return nil
+}
+
+// requestInvalid is the INVALID_INPUT of a request field: the issue's
+// path is the field ("" for the input, whose issues are paths inside it).
+func requestInvalid(field, message string) *Error {
+	path := field
+	if field == "input" {
+		path = ""
+	}
+	return NewError(CodeInvalidInput, "The request is invalid at details.field; see details.issues.",
+		map[string]any{"field": field, "issues": []Issue{{Path: path, Message: message}}})
+}
+
+// canonicalInput parses the attempt's input into its canonical JSON, or
+// records why it is not usable JSON; phase 5 reports it.
+func (a *attempt) canonicalInput() {
+	if len(a.inv.Input) == 0 {
+		return
+	}
+	var err error
+	a.input, err = canonical.Canonicalize(a.inv.Input)
+	if err != nil {
+		a.inputBad, a.inputDeep = true, errors.Is(err, canonical.ErrTooDeep)
+	}
+}
+
+// Fixed agent-facing texts of input issues.
+const (
+	msgInvalidJSON = "input is not valid JSON"
+	msgTooDeep     = "input is nested too deeply (more than 1000 levels of arrays and objects)"
+	msgShape       = "input does not match the expected shape"
+)
+
+// inputIssue is the issue of an input that is not usable JSON.
+func (a *attempt) inputIssue() Issue {
+	if a.inputDeep {
+		return Issue{Path: "", Message: msgTooDeep}
+	}
+	return Issue{Path: "", Message: msgInvalidJSON}
+}
