@@ -609,3 +609,31 @@ func TestRefreshBaselineFromRegister_AS_AVAIL_001(t *testing.T) {
 		t.Fatalf("events =\n%v\nwant\n%v", got, want)
 	}
 }
+
+// A closed registry's snapshot is empty and says it is closed; the empty
+// snapshot of a live registry with nothing mounted does not.
+func TestSnapshotOfClosedRegistry(t *testing.T) {
+	reg := surface.New(nil)
+	empty := reg.Snapshot(surface.SnapshotOptions{})
+	if empty.Closed || len(empty.Components) != 0 {
+		t.Fatalf("live empty registry: Closed=%v, %d components", empty.Closed, len(empty.Components))
+	}
+	if _, err := reg.Register(table("main", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if live := reg.Snapshot(surface.SnapshotOptions{}); live.Closed || len(live.Components) != 1 {
+		t.Fatalf("live registry: Closed=%v, %d components", live.Closed, len(live.Components))
+	}
+	reg.Close()
+	closed := reg.Snapshot(surface.SnapshotOptions{})
+	if !closed.Closed || len(closed.Components) != 0 || len(closed.Procedures) != 0 {
+		t.Fatalf("closed registry: Closed=%v, %d components, %d procedures", closed.Closed, len(closed.Components), len(closed.Procedures))
+	}
+	wire, err := json.Marshal(closed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(wire), "losed") {
+		t.Errorf("Closed leaked onto the wire: %s", wire)
+	}
+}

@@ -49,6 +49,11 @@ type Snapshot struct {
 	Procedures []ProcedureDescriptor
 	// Truncated is set iff a budget dropped components.
 	Truncated *Truncated
+	// Closed is set when the registry was closed: the snapshot is then
+	// empty because nothing can be invoked any more, unlike the empty
+	// snapshot of a live registry with no component mounted, whose Closed
+	// is false. It is not part of the wire form.
+	Closed bool
 
 	// static is set when no listed capability has live state (a When
 	// predicate, a discovery policy, a Describe note): its states change
@@ -236,6 +241,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	consumer := opts.Consumer.normalized()
 	r.mu.Lock()
 	version := r.version.Load()
+	closed := r.closed
 	live := r.orderedLocked()
 	if !consumer.Kind.Valid() {
 		live = nil // a consumer of unknown kind sees nothing
@@ -253,6 +259,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		SurfaceVersion: strconv.FormatUint(version, 10),
 		CapturedAt:     r.now(),
 		Procedures:     []ProcedureDescriptor{},
+		Closed:         closed,
 		static:         true,
 	}
 	snap.Route = r.currentRoute()
