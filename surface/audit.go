@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -111,16 +112,101 @@ const defaultMemoryCapacity = 1000
 type MemorySink struct {
 	mu       sync.Mutex
 	capacity int         // fixed by the first Record
-	ring     []memRecord // made on the first record; fills to capacity, then wraps
+	ring     []memRecord // grows with use to capacity, then wraps
 	next     int         // where the next record goes once the ring is full: its oldest
 }
 
-// memRecord is one kept record. Its durations are kept as values, so a
-// record shares no memory with the caller's.
+// memRecord is one kept record in compact form, sharing no memory with
+// the caller's: the fields of the registry's invocation and lifecycle
+// records inline, their type, status and code as positions in the
+// constant tables below, durations as values. A record with anything
+// else (a confirmation id, an actor, a payload, a type, status or code
+// outside the tables, a duration beyond 24 days) is kept whole in full.
 type memRecord struct {
-	e   AuditEvent // without its duration pointers
-	ms  [3]int64   // DurationMs, QueueWaitMs, ExecutionMs
-	has [3]bool
+	at             time.Time
+	capabilityID   string
+	registrationID string
+	invocationID   string
+	consumerID     string
+	ms             [3]int32 // DurationMs, QueueWaitMs, ExecutionMs, when has says so
+	typ            uint8    // position in auditTypes
+	status         uint8    // position in resultStatuses
+	code           uint8    // position in auditCodes
+	has            uint8    // bit i: ms[i] is set
+	full           *AuditEvent
+}
+
+// The values a compact record encodes by position; position 0 is empty.
+var (
+	auditTypes = [...]AuditType{"", AuditRegistration, AuditUnregistration, AuditRegistrationRejected,
+		AuditInvocationStarted, AuditInvocationSettled, AuditConfirmationRequested, AuditConfirmationApproved,
+		AuditConfirmationDenied, AuditConfirmationExpired, AuditConfirmationConsumed, AuditLateSettlement,
+		AuditCollisionSuspected}
+	resultStatuses = [...]ResultStatus{"", StatusOK, StatusError}
+	auditCodes     = [...]Code{"", CodeCapabilityNotFound, CodeCapabilityNotAvailable, CodeAmbiguousInstance,
+		CodeComponentUnmounted, CodeStaleCapability, CodeInvocationConflict, CodeInvalidInput,
+		CodeNotAuthenticated, CodeNotAuthorized, CodePreconditionFailed, CodeConfirmationRequired,
+		CodeConfirmationInvalid, CodeRateLimited, CodeTimeout, CodeCancelled, CodeExecutionFailed}
+)
+
+// position returns the position of v in table, or false.
+func position[T comparable](table []T, v T) (uint8, bool) {
+	for i, x := range table {
+		if x == v {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
+// compact returns e as a kept record.
+func compact(e AuditEvent) memRecord {
+	rec := memRecord{at: e.At, capabilityID: e.CapabilityID, registrationID: e.RegistrationID,
+		invocationID: e.InvocationID, consumerID: e.ConsumerID}
+	fits := e.ConfirmationID == "" && e.Actor == "" && e.Payload == nil
+	var ok [3]bool
+	rec.typ, ok[0] = position(auditTypes[:], e.Type)
+	rec.status, ok[1] = position(resultStatuses[:], e.Status)
+	rec.code, ok[2] = position(auditCodes[:], e.Code)
+	fits = fits && ok[0] && ok[1] && ok[2]
+	for i, d := range [3]*int64{e.DurationMs, e.QueueWaitMs, e.ExecutionMs} {
+		if d != nil {
+			fits = fits && *d >= math.MinInt32 && *d <= math.MaxInt32
+			rec.ms[i], rec.has = int32(*d), rec.has|1<<i
+		}
+	}
+	if fits {
+		return rec
+	}
+	full := e
+	for _, d := range [3]**int64{&full.DurationMs, &full.QueueWaitMs, &full.ExecutionMs} {
+		if *d != nil {
+			*d = new(**d) // the record's own copy
+		}
+	}
+	return memRecord{full: &full}
+}
+
+// event returns the record as the caller's own AuditEvent.
+func (rec *memRecord) event() AuditEvent {
+	if rec.full != nil {
+		e := *rec.full
+		for _, d := range [3]**int64{&e.DurationMs, &e.QueueWaitMs, &e.ExecutionMs} {
+			if *d != nil {
+				*d = new(**d)
+			}
+		}
+		return e
+	}
+	e := AuditEvent{At: rec.at, Type: auditTypes[rec.typ], CapabilityID: rec.capabilityID,
+		RegistrationID: rec.registrationID, InvocationID: rec.invocationID, ConsumerID: rec.consumerID,
+		Status: resultStatuses[rec.status], Code: auditCodes[rec.code]}
+	for i, d := range [3]**int64{&e.DurationMs, &e.QueueWaitMs, &e.ExecutionMs} {
+		if rec.has&(1<<i) != 0 {
+			*d = new(int64(rec.ms[i]))
+		}
+	}
+	return e
 }
 
 // NewMemorySink returns a sink that keeps the last capacity records
@@ -132,21 +218,18 @@ func NewMemorySink(capacity int) *MemorySink {
 // Record implements AuditSink; it never fails. A zero MemorySink keeps
 // the default 1000.
 func (s *MemorySink) Record(_ context.Context, e AuditEvent) error {
-	rec := memRecord{e: e}
-	for i, d := range [3]**int64{&rec.e.DurationMs, &rec.e.QueueWaitMs, &rec.e.ExecutionMs} {
-		if *d != nil {
-			rec.ms[i], rec.has[i], *d = **d, true, nil
-		}
-	}
+	rec := compact(e)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.capacity <= 0 {
 		s.capacity = defaultMemoryCapacity
 	}
-	if s.ring == nil {
-		s.ring = make([]memRecord, 0, s.capacity)
-	}
 	if len(s.ring) < s.capacity {
+		if len(s.ring) == cap(s.ring) { // grow by doubling, never past capacity
+			grown := make([]memRecord, len(s.ring), min(max(2*len(s.ring), 8), s.capacity))
+			copy(grown, s.ring)
+			s.ring = grown
+		}
 		s.ring = append(s.ring, rec)
 		return nil
 	}
@@ -161,14 +244,8 @@ func (s *MemorySink) Events() []AuditEvent {
 	defer s.mu.Unlock()
 	out := make([]AuditEvent, 0, len(s.ring))
 	for _, part := range [2][]memRecord{s.ring[s.next:], s.ring[:s.next]} {
-		for _, rec := range part {
-			e := rec.e
-			for i, d := range [3]**int64{&e.DurationMs, &e.QueueWaitMs, &e.ExecutionMs} {
-				if rec.has[i] {
-					*d = new(rec.ms[i])
-				}
-			}
-			out = append(out, e)
+		for i := range part {
+			out = append(out, part[i].event())
 		}
 	}
 	return out
@@ -183,7 +260,9 @@ func (r *Registry) auditCtx(ctx context.Context, e AuditEvent) {
 	if e.At.IsZero() {
 		e.At = r.now()
 	}
-	ctx = context.WithoutCancel(ctx)
+	if ctx.Done() != nil { // a context that can end; Background cannot
+		ctx = context.WithoutCancel(ctx)
+	}
 	r.record(ctx, r.sink, e)
 	if r.console != nil {
 		r.record(ctx, r.console, e)

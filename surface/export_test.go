@@ -20,7 +20,7 @@ func (r *Registry) TombstoneListing(capID string) bool {
 func (r *Registry) TombstoneCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.tombs)
+	return r.tombs.len()
 }
 
 // ErrorRule exposes a row of the error matrix to tests.

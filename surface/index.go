@@ -94,25 +94,43 @@ type tombstone struct {
 	expires time.Time
 }
 
-// tombstones remembers recent unregistrations, oldest first, bounded by
-// size and TTL (semantics §8.3). The TTL is constant, so they expire in
-// the order they were added.
-type tombstones []tombstone
+// tombstones remembers recent unregistrations, bounded by size and TTL
+// (semantics §8.3): a ring, oldest first from head, that grows to size.
+// The TTL is constant, so they expire in the order they were added.
+type tombstones struct {
+	ring []tombstone
+	head int // the oldest
+	n    int // how many are kept
+}
+
+// at returns the i-th oldest tombstone.
+func (t *tombstones) at(i int) *tombstone { return &t.ring[(t.head+i)%len(t.ring)] }
+
+// len returns how many tombstones are kept.
+func (t *tombstones) len() int { return t.n }
 
 func (t *tombstones) add(ts tombstone, now time.Time, size int, ttl time.Duration) {
 	ts.expires = now.Add(ttl)
-	live := *t
-	for len(live) > 0 && (!live[0].expires.After(now) || len(live) >= size) {
-		live[0] = tombstone{}
-		live = live[1:] // append moves the rest when it grows the array
+	for t.n > 0 && (!t.at(0).expires.After(now) || t.n >= size) {
+		*t.at(0) = tombstone{}
+		t.head = (t.head + 1) % len(t.ring)
+		t.n--
 	}
-	*t = append(live, ts)
+	if t.n == len(t.ring) { // full, and below size: a larger ring
+		grown := make([]tombstone, min(max(2*t.n, 4), size))
+		for i := range t.n {
+			grown[i] = *t.at(i)
+		}
+		t.ring, t.head = grown, 0
+	}
+	*t.at(t.n) = ts
+	t.n++
 }
 
 // byRegistration reports whether a live tombstone remembers regID.
-func (t tombstones) byRegistration(regID string, now time.Time) bool {
-	for _, ts := range t {
-		if ts.regID == regID && ts.expires.After(now) {
+func (t *tombstones) byRegistration(regID string, now time.Time) bool {
+	for i := range t.n {
+		if ts := t.at(i); ts.regID == regID && ts.expires.After(now) {
 			return true
 		}
 	}
@@ -120,9 +138,9 @@ func (t tombstones) byRegistration(regID string, now time.Time) bool {
 }
 
 // listing reports whether a live tombstone lists the capability id.
-func (t tombstones) listing(capID string, now time.Time) bool {
-	for _, ts := range t {
-		if ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
+func (t *tombstones) listing(capID string, now time.Time) bool {
+	for i := range t.n {
+		if ts := t.at(i); ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
 			return true
 		}
 	}

@@ -76,8 +76,8 @@ func TestTombstonesProperty_AS_BOUND_001(t *testing.T) {
 			id := "reg_" + strconv.Itoa(i)
 			ts.add(tombstone{regID: id, capIDs: []string{"view:t.c" + strconv.Itoa(i%3)}}, now, size, ttl)
 			all = append(all, added{id, now})
-			if len(ts) > size {
-				rt.Fatalf("%d tombstones kept for size %d", len(ts), size)
+			if ts.len() > size {
+				rt.Fatalf("%d tombstones kept for size %d", ts.len(), size)
 			}
 			probe := now.Add(time.Duration(rapid.IntRange(0, 12).Draw(rt, "probe")) * time.Second)
 			for k, a := range all {

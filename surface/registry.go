@@ -539,7 +539,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.ordered, r.byType, r.byProc, r.tombs = nil, nil, nil, nil
+	r.ordered, r.byType, r.byProc, r.tombs = nil, nil, nil, tombstones{}
 	r.pending = slices.DeleteFunc(r.pending, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
 	r.evMu.Lock()
 	if r.scPending { // no surface-changed after Close
