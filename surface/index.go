@@ -33,7 +33,9 @@ func (r *Registry) instanceLocked(typ, instance string) *registration {
 }
 
 // orderedLocked returns the live registrations in snapshot order. The
-// slice is shared: callers must not change it.
+// slice is shared: callers must not change it. Its array is never changed
+// once made (a change of the live set makes a new one), so a snapshot
+// reads it on after releasing the lock.
 func (r *Registry) orderedLocked() []*registration {
 	if r.ordered == nil {
 		for _, instances := range r.byType {

@@ -85,73 +85,99 @@ type ComponentDescriptor struct {
 	Actions      []ActionDescriptor      `json:"actions"`
 }
 
-// capView is the per-snapshot state of one capability.
+// capView is the state of one capability in one snapshot.
 type capView struct {
 	omitted   bool
 	available bool
 	reason    string
 }
 
-// listed is a registration as one snapshot sees it.
-type listed struct {
-	reg  *registration
-	st   *regState
-	caps []capView // nil means every capability is listed and available (the common case, no allocation)
+// descriptors are the parts of a registration's snapshot entry that never
+// change (semantics §10.8: the structure is built once per registration),
+// every capability available. A snapshot copies them, then applies the
+// live states.
+type descriptors struct {
+	comp ComponentDescriptor // without Parent, Observations and Actions
+	obs  []ObservationDescriptor
+	acts []ActionDescriptor
 }
 
-// state returns the snapshot state of capability i.
-func (l *listed) state(i int) capView {
-	if l.caps == nil {
-		return capView{available: true}
+// descriptors returns the registration's snapshot entry parts, made on
+// first use. Two snapshots may make them at once; either copy serves.
+func (reg *registration) descriptors() *descriptors {
+	if d := reg.descs.Load(); d != nil {
+		return d
 	}
-	return l.caps[i]
-}
-
-// describe appends the descriptor of the listed registration to comps,
-// taking its capability descriptors from the ends of obs and acts (sized
-// by the caller, so one snapshot allocates each array once).
-func (l *listed) describe(comps []ComponentDescriptor, obs []ObservationDescriptor, acts []ActionDescriptor, parents []Parent) ([]ComponentDescriptor, []ObservationDescriptor, []ActionDescriptor, []Parent) {
-	reg := l.reg
-	c := ComponentDescriptor{Type: reg.typ, InstanceID: reg.instance, RegistrationID: reg.id, Description: reg.description, Meta: reg.meta}
-	if reg.parent != (Parent{}) {
-		parents = append(parents, reg.parent)
-		c.Parent = &parents[len(parents)-1]
+	d := &descriptors{
+		comp: ComponentDescriptor{Type: reg.typ, InstanceID: reg.instance, RegistrationID: reg.id, Description: reg.description, Meta: reg.meta},
+		obs:  make([]ObservationDescriptor, reg.nObs),
+		acts: make([]ActionDescriptor, reg.nView-reg.nObs),
 	}
-	o0 := len(obs)
-	for i := range reg.nObs {
-		st := l.state(i)
-		if st.omitted {
-			continue
-		}
+	for i := range d.obs {
 		rc := &reg.caps[i]
-		obs = append(obs, ObservationDescriptor{
+		d.obs[i] = ObservationDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
-			OutputSchema: JSONText(rc.def.output.JSON()),
-			Available:    st.available, UnavailableReason: st.reason, Meta: rc.meta,
-		})
+			OutputSchema: JSONText(rc.def.output.JSON()), Available: true, Meta: rc.meta,
+		}
 	}
-	c.Observations = obs[o0:len(obs):len(obs)]
-	a0 := len(acts)
-	for i := reg.nObs; i < reg.nView; i++ {
-		st := l.state(i)
-		if st.omitted {
-			continue
+	for i := range d.acts {
+		rc := &reg.caps[reg.nObs+i]
+		def := rc.def
+		d.acts[i] = ActionDescriptor{
+			CapabilityID: rc.id, Name: rc.name, Description: def.description,
+			InputSchema: JSONText(def.input.JSON()), Effect: def.effect,
+			Idempotent: def.idempotent, Reversible: def.reversible, Confirmation: def.confirmation,
+			Available: true, Meta: rc.meta,
 		}
-		rc := &reg.caps[i]
-		d := rc.def
-		ad := ActionDescriptor{
-			CapabilityID: rc.id, Name: rc.name, Description: d.description,
-			InputSchema: JSONText(d.input.JSON()), Effect: d.effect,
-			Idempotent: d.idempotent, Reversible: d.reversible, Confirmation: d.confirmation,
-			Available: st.available, UnavailableReason: st.reason, Meta: rc.meta,
+		if def.output != nil {
+			d.acts[i].OutputSchema = JSONText(def.output.JSON())
 		}
-		if d.output != nil {
-			ad.OutputSchema = JSONText(d.output.JSON())
-		}
-		acts = append(acts, ad)
 	}
-	c.Actions = acts[a0:len(acts):len(acts)]
-	return append(comps, c), obs, acts, parents
+	reg.descs.Store(d)
+	return d
+}
+
+// entries are the arrays one snapshot's component entries are cut from,
+// each allocated once at its final size.
+type entries struct {
+	comps   []ComponentDescriptor
+	obs     []ObservationDescriptor
+	acts    []ActionDescriptor
+	parents []Parent
+}
+
+// add appends the component entry of reg, whose capabilities have the
+// states views (nil: all available).
+func (es *entries) add(reg *registration, views []capView) {
+	d := reg.descriptors()
+	c := d.comp
+	if reg.parent != (Parent{}) {
+		es.parents = append(es.parents, reg.parent)
+		c.Parent = &es.parents[len(es.parents)-1]
+	}
+	o0, a0 := len(es.obs), len(es.acts)
+	if views == nil {
+		es.obs = append(es.obs, d.obs...)
+		es.acts = append(es.acts, d.acts...)
+	} else {
+		for i, od := range d.obs {
+			if v := views[i]; !v.omitted {
+				od.Available, od.UnavailableReason = v.available, v.reason
+				es.obs = append(es.obs, od)
+			}
+		}
+		for i, ad := range d.acts {
+			if v := views[reg.nObs+i]; !v.omitted {
+				ad.Available, ad.UnavailableReason = v.available, v.reason
+				es.acts = append(es.acts, ad)
+			}
+		}
+	}
+	// Capped, so that appending to one entry's slices cannot write into
+	// the next entry's.
+	c.Observations = es.obs[o0:len(es.obs):len(es.obs)]
+	c.Actions = es.acts[a0:len(es.acts):len(es.acts)]
+	es.comps = append(es.comps, c)
 }
 
 // ObservationDescriptor describes one observation.
@@ -235,22 +261,20 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 // the When predicates of the listed capabilities and the route provider,
 // without holding the registry lock.
 func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
-	// Under the lock: the version and the registrations that may show,
-	// with their current state. User code (When, Describe, policies, the
-	// route provider) runs after.
+	// Under the lock: the version, the live registrations and their
+	// current states. User code (When, Describe, policies, the route
+	// provider) runs after.
 	consumer := opts.Consumer.normalized()
 	r.mu.Lock()
 	version := r.version.Load()
 	closed := r.closed
-	live := r.orderedLocked()
-	if !consumer.Kind.Valid() {
-		live = nil // a consumer of unknown kind sees nothing
+	var live []*registration
+	if consumer.Kind.Valid() { // a consumer of unknown kind sees nothing
+		live = r.orderedLocked() // never changed once made: read on after unlocking
 	}
-	regs := make([]listed, 0, len(live))
-	for _, reg := range live {
-		if reg.nView < len(reg.caps) || len(opts.Scope) == 0 || inScope(reg.typ, opts.Scope) {
-			regs = append(regs, listed{reg: reg, st: reg.st})
-		}
+	states := make([]*regState, len(live))
+	for i, reg := range live {
+		states[i] = reg.st
 	}
 	r.mu.Unlock()
 
@@ -266,12 +290,36 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	if !consumer.Kind.Valid() {
 		r.logUnknownConsumer(consumer)
 	}
+
+	// The entries' arrays, at their size when nothing is hidden or
+	// omitted (the usual case).
+	var es entries
+	nComps, nObs, nActs, nParents := 0, 0, 0, 0
+	for _, reg := range live {
+		if (reg.nView > 0 || len(reg.caps) == 0) && inScope(reg.typ, opts.Scope) {
+			nComps++
+			nObs += reg.nObs
+			nActs += reg.nView - reg.nObs
+			if reg.parent != (Parent{}) {
+				nParents++
+			}
+		}
+	}
+	es.comps = make([]ComponentDescriptor, 0, nComps)
+	es.obs = make([]ObservationDescriptor, 0, nObs)
+	es.acts = make([]ActionDescriptor, 0, nActs)
+	if nParents > 0 {
+		es.parents = make([]Parent, 0, nParents)
+	}
+
 	var pc *PolicyContext // built on the first capability with discovery policies
-	kept := regs[:0]
-	nObs, nActs, nParents := 0, 0, 0
-	for k := range regs {
-		l := &regs[k]
-		reg, st := l.reg, l.st
+	var scratch []capView // the capability states of one registration, when not all available
+	for k, reg := range live {
+		listed := inScope(reg.typ, opts.Scope)
+		if !listed && reg.nView == len(reg.caps) {
+			continue // out of scope, and no procedures that could be in it
+		}
+		var views []capView // nil: every capability available
 		hidden := 0
 		for i := range reg.caps {
 			rc := &reg.caps[i]
@@ -295,60 +343,48 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			case disable:
 				reason = decision.reason
 			default:
-				avail, reason = r.availability(st, rc)
+				avail, reason = r.availability(states[k], rc)
 			}
-			if avail && l.caps == nil {
+			if avail && views == nil {
 				continue
 			}
-			if l.caps == nil { // allocated on the first capability that is not plainly available
-				l.caps = make([]capView, len(reg.caps))
-				for k := range i {
-					l.caps[k].available = true
+			if views == nil { // on the first capability that is not plainly available
+				scratch = slices.Grow(scratch[:0], len(reg.caps))[:len(reg.caps)]
+				views = scratch
+				for j := range i {
+					views[j] = capView{available: true}
 				}
 			}
-			l.caps[i] = capView{available: avail, reason: reason,
+			views[i] = capView{available: avail, reason: reason,
 				omitted: decision.verdict == hide || !avail && opts.OmitUnavailable}
 		}
-		l.st = nil
-		snap.Procedures = r.procedureDescriptors(snap.Procedures, l, opts.Scope)
+		snap.Procedures = r.procedureDescriptors(snap.Procedures, reg, views, opts.Scope)
 		switch {
 		case reg.nView == 0 && len(reg.caps) > 0:
 			continue // procedure-only: no component entry (a component with no capabilities at all is listed)
-		case len(opts.Scope) > 0 && !inScope(reg.typ, opts.Scope):
+		case !listed:
 			continue // listed only for its procedures
 		case hidden > 0 && hidden == reg.nView:
 			continue // every capability is hidden: the component does not exist for this consumer
 		}
-		kept = append(kept, *l)
-		nObs += reg.nObs
-		nActs += reg.nView - reg.nObs
-		if reg.parent != (Parent{}) {
-			nParents++
-		}
+		es.add(reg, views)
 	}
-	comps := make([]ComponentDescriptor, 0, len(kept))
-	obs := make([]ObservationDescriptor, 0, nObs)
-	acts := make([]ActionDescriptor, 0, nActs)
-	var parents []Parent
-	if nParents > 0 {
-		parents = make([]Parent, 0, nParents)
-	}
-	for k := range kept {
-		comps, obs, acts, parents = kept[k].describe(comps, obs, acts, parents)
-	}
-	snap.Components = comps
+	snap.Components = es.comps
 	if b := opts.Budget; b != nil {
-		snap.Components, snap.Truncated = applyBudget(comps, b)
+		snap.Components, snap.Truncated = applyBudget(es.comps, b)
 	}
 	return snap
 }
 
 // procedureDescriptors appends the listed procedure references of one
-// registration.
-func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, l *listed, scope []string) []ProcedureDescriptor {
-	reg := l.reg
+// registration, whose capabilities have the states views (nil: all
+// available).
+func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registration, views []capView, scope []string) []ProcedureDescriptor {
 	for i := reg.nView; i < len(reg.caps); i++ {
-		st := l.state(i)
+		st := capView{available: true}
+		if views != nil {
+			st = views[i]
+		}
 		rc := &reg.caps[i]
 		b := rc.bound
 		if st.omitted {
@@ -358,7 +394,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, l *listed, sc
 		if b.context != nil {
 			scopeKey = b.context.Type
 		}
-		if len(scope) > 0 && !inScope(scopeKey, scope) {
+		if !inScope(scopeKey, scope) {
 			continue
 		}
 		d := rc.def
