@@ -3,7 +3,13 @@ package mcpsurface_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
@@ -31,28 +37,72 @@ func benchClient(b *testing.B, s *mcp.Server) *mcp.ClientSession {
 	return cs
 }
 
-// A tools/call of a no-op action through the adapter and the registry.
-func BenchmarkToolsCallRoundTrip(b *testing.B) {
-	reg := surfacetest.NewRegistry(b, nil)
-	surfacetest.MustRegister(b, reg, surface.Component{Type: "bench", Description: "Bench",
-		Actions: map[string]surface.Capability{"noop": surfacetest.Noop("Does nothing", surface.EffectLocalState)}})
-	srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "bench"}, nil)
+// benchHTTPClient connects a go-sdk client over Streamable HTTP with a
+// bearer token, at the client's default protocol version (it probes with
+// server/discover, then initializes a stateful session).
+func benchHTTPClient(b *testing.B, url, token string, tr http.RoundTripper) *mcp.ClientSession {
+	ct := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token, tr}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(bg, ct, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = srv.Close() })
-	cs := benchClient(b, srv.MCP())
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// benchSessions are the concurrent session counts of the round-trip
+// benchmarks.
+var benchSessions = []int{1, 100}
+
+// noopRegistry is a registry with one no-op view action, the tool
+// view_bench__noop.
+func noopRegistry(b *testing.B) *surface.Registry {
+	reg := surfacetest.NewRegistry(b, nil)
+	surfacetest.MustRegister(b, reg, surface.Component{Type: "bench", Description: "Bench",
+		Actions: map[string]surface.Capability{"noop": surfacetest.Noop("Does nothing", surface.EffectLocalState)}})
+	return reg
+}
+
+// A tools/call of a no-op action through the adapter and the registry,
+// with one registry (one user) per session, 1 and 100 sessions calling
+// at once: over in-memory transports to a Server each, and over Streamable HTTP on
+// loopback through an HTTPHandler.
+func BenchmarkToolsCallRoundTrip(b *testing.B) {
 	params := &mcp.CallToolParams{Name: "view_bench__noop", Arguments: map[string]any{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := cs.CallTool(bg, params)
-		if err != nil || res.IsError {
-			b.Fatal(err, res)
-		}
+	for _, n := range benchSessions {
+		b.Run(fmt.Sprintf("transport=memory/sessions=%d", n), func(b *testing.B) {
+			sessions := make([]*mcp.ClientSession, n)
+			for i := range sessions {
+				srv, err := mcpsurface.NewServer(noopRegistry(b), surface.Consumer{ID: "bench"}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = srv.Close() })
+				sessions[i] = benchClient(b, srv.MCP())
+			}
+			measure(b, sessions, params)
+		})
+		b.Run(fmt.Sprintf("transport=http/sessions=%d", n), func(b *testing.B) {
+			users := map[string]*surface.Registry{}
+			for i := range n {
+				users[fmt.Sprint("tok-", i)] = noopRegistry(b)
+			}
+			h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+				reg := users[r.Header.Get("Authorization")[len("Bearer "):]]
+				return reg, surface.Consumer{ID: "bench"}, nil
+			}, nil)
+			hs := httptest.NewServer(h)
+			b.Cleanup(func() { _ = h.Close(); hs.Close() })
+			sessions := make([]*mcp.ClientSession, n)
+			for i := range sessions {
+				sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), hs.Client().Transport)
+			}
+			measure(b, sessions, params)
+		})
 	}
 }
 
-// The same round trip against a bare go-sdk server with one no-op raw
+// The same round trips against a bare go-sdk server with one no-op raw
 // tool: the baseline.
 func BenchmarkBareSDKRoundTrip(b *testing.B) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
@@ -60,15 +110,79 @@ func BenchmarkBareSDKRoundTrip(b *testing.B) {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 		})
-	cs := benchClient(b, s)
 	params := &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}}
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := cs.CallTool(bg, params)
-		if err != nil || res.IsError {
-			b.Fatal(err, res)
-		}
+	for _, n := range benchSessions {
+		b.Run(fmt.Sprintf("transport=memory/sessions=%d", n), func(b *testing.B) {
+			sessions := make([]*mcp.ClientSession, n)
+			for i := range sessions {
+				sessions[i] = benchClient(b, s)
+			}
+			measure(b, sessions, params)
+		})
+		b.Run(fmt.Sprintf("transport=http/sessions=%d", n), func(b *testing.B) {
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+			hs := httptest.NewServer(h)
+			b.Cleanup(hs.Close)
+			sessions := make([]*mcp.ClientSession, n)
+			for i := range sessions {
+				sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), hs.Client().Transport)
+			}
+			measure(b, sessions, params)
+		})
 	}
+}
+
+// measure runs b.N calls of params spread over the sessions, all
+// calling at once, and reports latency percentiles, throughput and CPU
+// time per call (client and server: this whole process).
+func measure(b *testing.B, sessions []*mcp.ClientSession, params *mcp.CallToolParams) {
+	lat := make([][]time.Duration, len(sessions))
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	start := time.Now()
+	for i, cs := range sessions {
+		n := b.N / len(sessions)
+		if i < b.N%len(sessions) {
+			n++
+		}
+		lat[i] = make([]time.Duration, 0, n)
+		wg.Go(func() {
+			for range n {
+				t0 := time.Now()
+				res, err := cs.CallTool(bg, params)
+				if err != nil || res.IsError {
+					b.Error(err, res)
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	pct := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(all)), "cpu-µs/call")
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Toolset.Tools in direct mode, which every sync runs, for 40 and 300

@@ -1,6 +1,7 @@
 package mcpsurface
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,9 @@ type HTTPOptions struct {
 	// consumer). A request to open one more is answered 429 Too Many
 	// Requests with a JSON-RPC error of code [CodeTooManySessions]; the
 	// client can end a session with DELETE or wait for idle ones to time
-	// out. Zero means [DefaultMaxSessions]; negative means no cap.
+	// out. Requests that open no session, such as the server/discover
+	// probe a client sends before initialize, take no slot. Zero means
+	// [DefaultMaxSessions]; negative means no cap.
 	MaxSessions int
 	// IdleTimeout closes and drops a cached Server that has had no request
 	// and no connected session for this long, checked every IdleTimeout/4
@@ -105,6 +108,9 @@ type cached struct {
 	prefix   string // every session id of srv starts with prefix + "."
 	lastUsed time.Time
 	opening  int // sessions being created (guarded by HTTPHandler.mu)
+	// live holds the ids of the sessions an initialize request opened
+	// (guarded by HTTPHandler.mu); reserve forgets those that have ended.
+	live map[string]struct{}
 }
 
 type serverCtxKey struct{}
@@ -182,15 +188,61 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.srv.closeSession(sid)
 			defer c.srv.sessionClosed(sid)
 		}
-		if sid == "" && r.Method == http.MethodPost { // opens a session
+		if sid == "" && r.Method == http.MethodPost && opensSession(r) {
 			if !h.reserve(c) {
 				h.tooManySessions(w, r)
 				return
 			}
-			defer h.unreserve(c)
+			defer func() { h.unreserve(c, w.Header().Get("Mcp-Session-Id")) }()
 		}
 	}
 	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.srv.mcp)))
+}
+
+// peekBytes bounds what opensSession reads of a body before the SDK does.
+const peekBytes = 64 << 10
+
+// opensSession reports whether a POST without a session id may open a
+// session: unless its body is JSON-RPC requests none of which is
+// initialize. A probe, such as the server/discover a 2026 client sends
+// first, is answered by the SDK on a session that ends with the request
+// and is never given to the client: it takes none of MaxSessions. A body
+// it cannot read whole within peekBytes counts as opening one. It puts
+// what it read back in front of the rest of r.Body.
+func opensSession(r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, peekBytes+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+	if err != nil || len(b) > peekBytes {
+		return true
+	}
+	type message struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	var batch []message
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		if json.Unmarshal(b, &batch) != nil {
+			return true
+		}
+	} else {
+		var m message
+		if json.Unmarshal(b, &m) != nil {
+			return true
+		}
+		batch = append(batch, m)
+	}
+	for _, m := range batch {
+		if m.Method == "" || m.Method == "initialize" {
+			return true
+		}
+	}
+	return false
 }
 
 var errResolverPanicked = errors.New("mcpsurface: the resolver panicked")
@@ -263,16 +315,27 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 }
 
 // reserve counts a session about to be opened for c, unless c has
-// MaxSessions open or opening.
+// MaxSessions open or opening. Open are the sessions an initialize
+// opened that the SDK still has: each is counted once, by opening while
+// its request runs, then by live; the SDK's sessions of probes and of
+// requests in progress are not.
 func (h *HTTPHandler) reserve(c *cached) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if limit := h.opts.MaxSessions; limit > 0 {
-		n := c.opening
-		for range c.srv.mcp.Sessions() {
-			n++
+	if limit := h.opts.MaxSessions; limit > 0 && c.opening+len(c.live) >= limit {
+		var open []string
+		for ss := range c.srv.mcp.Sessions() {
+			if _, ok := c.live[ss.ID()]; ok {
+				open = append(open, ss.ID())
+			}
 		}
-		if n >= limit {
+		if len(open) < len(c.live) { // forget the ended ones
+			clear(c.live)
+			for _, id := range open {
+				c.live[id] = struct{}{}
+			}
+		}
+		if c.opening+len(c.live) >= limit {
 			return false
 		}
 	}
@@ -280,10 +343,18 @@ func (h *HTTPHandler) reserve(c *cached) bool {
 	return true
 }
 
-func (h *HTTPHandler) unreserve(c *cached) {
+// unreserve ends a reservation; sid is the id of the session its
+// request opened, if any.
+func (h *HTTPHandler) unreserve(c *cached, sid string) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	c.opening--
-	h.mu.Unlock()
+	if sid != "" && h.opts.MaxSessions > 0 {
+		if c.live == nil {
+			c.live = map[string]struct{}{}
+		}
+		c.live[sid] = struct{}{}
+	}
 }
 
 // tooManySessions answers a request that would open a session beyond

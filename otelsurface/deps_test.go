@@ -4,7 +4,9 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,5 +55,40 @@ func TestSurfaceImportsNoOpenTelemetry(t *testing.T) {
 	visit(module+"surface", nil)
 	if len(seen) < 2 {
 		t.Fatalf("visited only %v", seen)
+	}
+}
+
+// The packages that a user of the core or of the MCP adapter builds,
+// surface, surface/httpexec and mcpsurface, have no OpenTelemetry module
+// in their dependency graph as the go tool computes it: httpexec takes
+// trace propagation as an injected http.Client, mcpsurface as a plain
+// func option.
+func TestAdaptersDependOnNoOpenTelemetry(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go tool on PATH: %v", err)
+	}
+	pkgs := []string{"./surface", "./surface/httpexec", "./mcpsurface"}
+	cmd := exec.Command(goTool, append([]string{"list", "-deps"}, pkgs...)...)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	for _, want := range []string{
+		"github.com/agentsurface/agentsurface/surface",
+		"github.com/agentsurface/agentsurface/surface/httpexec",
+		"github.com/agentsurface/agentsurface/mcpsurface",
+		"github.com/modelcontextprotocol/go-sdk/mcp",
+	} {
+		if !slices.Contains(deps, want) {
+			t.Fatalf("go list -deps %v lists no %s: %d packages", pkgs, want, len(deps))
+		}
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, "go.opentelemetry.io/") {
+			t.Errorf("%v depend on %s", pkgs, d)
+		}
 	}
 }

@@ -315,17 +315,17 @@ func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	if e := checkDescription(d.description, lim.MaxCapabilityDescription); e != nil {
 		return e
 	}
-	if d.kind == KindProcedure && !d.effect.IsServer() {
-		if d.effect.IsView() {
+	if d.kind == KindProcedure && !d.effect.isServer() {
+		if d.effect.isView() {
 			return defErr(DefinitionPlaneViolation, "effect", "effect "+string(d.effect)+" belongs to actions; procedure references have server effects")
 		}
 		return defErr(DefinitionInvalid, "effect", "effect must be server-query, server-mutation, external-side-effect or destructive")
 	}
 	if d.kind == KindAction {
 		switch {
-		case d.effect.IsServer():
+		case d.effect.isServer():
 			return defErr(DefinitionPlaneViolation, "effect", "effect "+string(d.effect)+" belongs to procedure references; actions are local-state or navigation")
-		case !d.effect.IsView():
+		case !d.effect.isView():
 			return defErr(DefinitionInvalid, "effect", "effect must be local-state or navigation")
 		case !d.confirmation.valid():
 			return defErr(DefinitionInvalid, "confirmation", "confirmation must be never, optional or required")

@@ -76,14 +76,14 @@ func checkDescription(s string, max int) *DefinitionError {
 // of Refresh.
 func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionError) {
 	lim := &r.limits
-	if !ValidComponentType(c.Type) {
+	if !validComponentType(c.Type) {
 		return nil, defErr(DefinitionInvalidID, "type", "component type must be dot-separated segments matching ^[a-z][a-z0-9-]*$, at most 128 long")
 	}
 	instance := c.InstanceID
 	if instance == "" {
-		instance = DefaultInstanceID
+		instance = defaultInstanceID
 	}
-	if !ValidInstanceID(instance) {
+	if !validInstanceID(instance) {
 		return nil, defErr(DefinitionInvalidID, "instanceId", "instance id must match ^[A-Za-z0-9_-]+$, at most 128 long")
 	}
 	if e := checkDescription(c.Description, lim.MaxComponentDescription); e != nil {
@@ -99,9 +99,9 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if p := c.Parent; p != nil {
 		reg.parent = *p
 		if reg.parent.InstanceID == "" {
-			reg.parent.InstanceID = DefaultInstanceID
+			reg.parent.InstanceID = defaultInstanceID
 		}
-		if !ValidComponentType(reg.parent.Type) || !ValidInstanceID(reg.parent.InstanceID) {
+		if !validComponentType(reg.parent.Type) || !validInstanceID(reg.parent.InstanceID) {
 			return nil, defErr(DefinitionInvalid, "parent", "parent needs a valid component type and instance id")
 		}
 	}
@@ -184,11 +184,11 @@ func (r *Registry) assignIDs(reg *registration) {
 // id and meta.
 func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kind Kind) *DefinitionError {
 	lim := &r.limits
-	if !ValidCapabilityName(rc.name) {
+	if !validCapabilityName(rc.name) {
 		return defErr(DefinitionInvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 	}
 	if len("view:")+len(reg.typ)+1+len(rc.name) > MaxIDLength {
-		return defErr(DefinitionInvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", ViewID(reg.typ, rc.name), MaxIDLength))
+		return defErr(DefinitionInvalidID, group+"."+rc.name, fmt.Sprintf("capability id %q is longer than %d", viewID(reg.typ, rc.name), MaxIDLength))
 	}
 	d := rc.def
 	if e := d.check(group, rc.name, kind, lim); e != nil {
@@ -235,7 +235,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		if e != nil {
 			return e
 		}
-		if c := d.proc.context; c != nil && (!ValidComponentType(c.Type) || c.InstanceID != "" && !ValidInstanceID(c.InstanceID)) {
+		if c := d.proc.context; c != nil && (!validComponentType(c.Type) || c.InstanceID != "" && !validInstanceID(c.InstanceID)) {
 			return defErr(DefinitionInvalid, field+".context", "context needs a valid component type and instance id")
 		}
 		var owner *Parent
@@ -265,7 +265,7 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 		if r.suffix == SuffixError {
 			return defErr(DefinitionPlaneViolation, "", fmt.Sprintf("%s is confusable with the domain procedure %q", rc.id, path))
 		}
-		if r.env.IsDev() {
+		if r.env.isDev() {
 			r.log.Warn("surface: view capability suffix collides with a domain procedure", "capabilityId", rc.id, "procedureId", "domain:"+path)
 		}
 		emit(r, CollisionSuspected{ViewCapabilityID: rc.id, DomainProcedureID: "domain:" + path})

@@ -49,3 +49,17 @@ var (
 )
 
 const MaxWireNameLength = maxWireNameLength
+
+// Unexported helpers the external tests exercise.
+var (
+	ParseCapabilityID   = parseCapabilityID
+	ViewID              = viewID
+	ValidCapabilityName = validCapabilityName
+	ValidComponentType  = validComponentType
+	ValidInstanceID     = validInstanceID
+	NewInvocationID     = newInvocationID
+	DefaultLimits       = Limits{}.withDefaults()
+)
+
+// ParsedID is the parsed form of a capability id.
+type ParsedID = parsedID

@@ -81,7 +81,7 @@ func (h *Handle) Invalidate() {
 }
 
 func (h *Handle) warnDead(op string) {
-	if h.r.env.IsDev() {
+	if h.r.env.isDev() {
 		h.r.log.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
 	}
 }

@@ -23,13 +23,13 @@ const (
 	// MaxIDLength is the maximum length of a component type, an instance
 	// id, and a capability id.
 	MaxIDLength = 128
-	// DefaultInstanceID is the instance id of a component that sets none.
-	DefaultInstanceID = "default"
+	// defaultInstanceID is the instance id of a component that sets none.
+	defaultInstanceID = "default"
 )
 
-// CapabilityID is a parsed capability id: "view:<type>.<name>" or
+// parsedID is a parsed capability id: "view:<type>.<name>" or
 // "domain:<path>".
-type CapabilityID struct {
+type parsedID struct {
 	// Plane is PlaneView or PlaneDomain.
 	Plane Plane
 	// Type is the component type of a view id ("devices.table").
@@ -40,50 +40,50 @@ type CapabilityID struct {
 	Path string
 }
 
-// String formats the id; ParseCapabilityID(id.String()) returns id.
-func (id CapabilityID) String() string {
+// String formats the id; parseCapabilityID(id.String()) returns id.
+func (id parsedID) String() string {
 	if id.Plane == PlaneDomain {
 		return "domain:" + id.Path
 	}
 	return "view:" + id.Type + "." + id.Name
 }
 
-// ViewID returns the capability id "view:<componentType>.<name>".
-func ViewID(componentType, name string) string {
+// viewID returns the capability id "view:<componentType>.<name>".
+func viewID(componentType, name string) string {
 	return "view:" + componentType + "." + name
 }
 
-// ParseCapabilityID parses s by the id grammar. It reports false for
+// parseCapabilityID parses s by the id grammar. It reports false for
 // anything unparseable or longer than [MaxIDLength]; such ids resolve to
 // CAPABILITY_NOT_FOUND at invocation, never to an internal error.
-func ParseCapabilityID(s string) (CapabilityID, bool) {
+func parseCapabilityID(s string) (parsedID, bool) {
 	if len(s) > MaxIDLength {
-		return CapabilityID{}, false
+		return parsedID{}, false
 	}
 	if rest, ok := strings.CutPrefix(s, "domain:"); ok {
 		if rest == "" {
-			return CapabilityID{}, false
+			return parsedID{}, false
 		}
-		return CapabilityID{Plane: PlaneDomain, Path: rest}, true
+		return parsedID{Plane: PlaneDomain, Path: rest}, true
 	}
 	rest, ok := strings.CutPrefix(s, "view:")
 	if !ok {
-		return CapabilityID{}, false
+		return parsedID{}, false
 	}
 	dot := strings.LastIndexByte(rest, '.')
 	if dot < 0 {
-		return CapabilityID{}, false
+		return parsedID{}, false
 	}
 	typ, name := rest[:dot], rest[dot+1:]
-	if !ValidComponentType(typ) || !ValidCapabilityName(name) {
-		return CapabilityID{}, false
+	if !validComponentType(typ) || !validCapabilityName(name) {
+		return parsedID{}, false
 	}
-	return CapabilityID{Plane: PlaneView, Type: typ, Name: name}, true
+	return parsedID{Plane: PlaneView, Type: typ, Name: name}, true
 }
 
-// ValidComponentType reports whether s is a component type: dot-separated
+// validComponentType reports whether s is a component type: dot-separated
 // segments matching ^[a-z][a-z0-9-]*$, at most [MaxIDLength] long.
-func ValidComponentType(s string) bool {
+func validComponentType(s string) bool {
 	if s == "" || len(s) > MaxIDLength {
 		return false
 	}
@@ -107,8 +107,8 @@ func ValidComponentType(s string) bool {
 	return !segStart // no trailing dot
 }
 
-// ValidCapabilityName reports whether s matches ^[a-z][A-Za-z0-9]*$.
-func ValidCapabilityName(s string) bool {
+// validCapabilityName reports whether s matches ^[a-z][A-Za-z0-9]*$.
+func validCapabilityName(s string) bool {
 	if s == "" || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}
@@ -120,9 +120,9 @@ func ValidCapabilityName(s string) bool {
 	return true
 }
 
-// ValidInstanceID reports whether s matches ^[A-Za-z0-9_-]+$ and is at most
+// validInstanceID reports whether s matches ^[A-Za-z0-9_-]+$ and is at most
 // [MaxIDLength] long.
-func ValidInstanceID(s string) bool {
+func validInstanceID(s string) bool {
 	if s == "" || len(s) > MaxIDLength {
 		return false
 	}
@@ -173,8 +173,8 @@ func newSurfaceID() string {
 	return string(appendRandom62(append(make([]byte, 0, 26), "srf_"...), 22))
 }
 
-// NewInvocationID mints an invocation id, "inv_" + 12 base62 characters.
-func NewInvocationID() string {
+// newInvocationID mints an invocation id, "inv_" + 12 base62 characters.
+func newInvocationID() string {
 	return string(appendRandom62(append(make([]byte, 0, 16), "inv_"...), 12))
 }
 

@@ -57,24 +57,24 @@ func TestIDGrammar_AS_ID_001(t *testing.T) {
 	ids := []struct {
 		s    string
 		ok   bool
-		want surface.CapabilityID
+		want surface.ParsedID
 	}{
-		{"view:devices.table.selectRows", true, surface.CapabilityID{Plane: surface.PlaneView, Type: "devices.table", Name: "selectRows"}},
-		{"view:at.a.a", true, surface.CapabilityID{Plane: surface.PlaneView, Type: "at.a", Name: "a"}},
-		{"domain:devices.disable", true, surface.CapabilityID{Plane: surface.PlaneDomain, Path: "devices.disable"}},
-		{"domain:readState__0", true, surface.CapabilityID{Plane: surface.PlaneDomain, Path: "readState__0"}},
-		{"domain:", false, surface.CapabilityID{}},
-		{"view:devices", false, surface.CapabilityID{}},
-		{"view:devices.", false, surface.CapabilityID{}},
-		{"view:.readState", false, surface.CapabilityID{}},
-		{"view:devices.table.select_rows", false, surface.CapabilityID{}},
-		{"view:devices.table.SelectRows", false, surface.CapabilityID{}},
-		{"View:devices.table.selectRows", false, surface.CapabilityID{}},
-		{"devices.table.selectRows", false, surface.CapabilityID{}},
-		{"meta:surface.discover", false, surface.CapabilityID{}},
-		{"", false, surface.CapabilityID{}},
-		{"domain:" + strings.Repeat("p", 121), true, surface.CapabilityID{Plane: surface.PlaneDomain, Path: strings.Repeat("p", 121)}},
-		{"domain:" + strings.Repeat("p", 122), false, surface.CapabilityID{}}, // 129 long
+		{"view:devices.table.selectRows", true, surface.ParsedID{Plane: surface.PlaneView, Type: "devices.table", Name: "selectRows"}},
+		{"view:at.a.a", true, surface.ParsedID{Plane: surface.PlaneView, Type: "at.a", Name: "a"}},
+		{"domain:devices.disable", true, surface.ParsedID{Plane: surface.PlaneDomain, Path: "devices.disable"}},
+		{"domain:readState__0", true, surface.ParsedID{Plane: surface.PlaneDomain, Path: "readState__0"}},
+		{"domain:", false, surface.ParsedID{}},
+		{"view:devices", false, surface.ParsedID{}},
+		{"view:devices.", false, surface.ParsedID{}},
+		{"view:.readState", false, surface.ParsedID{}},
+		{"view:devices.table.select_rows", false, surface.ParsedID{}},
+		{"view:devices.table.SelectRows", false, surface.ParsedID{}},
+		{"View:devices.table.selectRows", false, surface.ParsedID{}},
+		{"devices.table.selectRows", false, surface.ParsedID{}},
+		{"meta:surface.discover", false, surface.ParsedID{}},
+		{"", false, surface.ParsedID{}},
+		{"domain:" + strings.Repeat("p", 121), true, surface.ParsedID{Plane: surface.PlaneDomain, Path: strings.Repeat("p", 121)}},
+		{"domain:" + strings.Repeat("p", 122), false, surface.ParsedID{}}, // 129 long
 	}
 	for _, c := range ids {
 		got, ok := surface.ParseCapabilityID(c.s)

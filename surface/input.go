@@ -142,7 +142,7 @@ func (r *Registry) mergeBound(ctx context.Context, a *attempt, obj map[string]an
 	if err != nil {
 		return err
 	}
-	if r.env.IsDev() {
+	if r.env.isDev() {
 		for k := range vals {
 			if !slices.Contains(b.keys, k) {
 				r.log.Warn("surface: Bind returned a field its procedure does not declare in Bound; it is ignored", "procedureId", a.inv.CapabilityID, "field", k)

@@ -203,7 +203,7 @@ func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
 	}
 	a.call.InvocationID, a.call.Consumer = inv.InvocationID, opts.Consumer.normalized()
 	if a.call.InvocationID == "" {
-		a.call.InvocationID = NewInvocationID()
+		a.call.InvocationID = newInvocationID()
 	}
 	return a
 }

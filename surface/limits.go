@@ -68,9 +68,6 @@ type Limits struct {
 	MaxPendingConfirmationsPerConsumer int
 }
 
-// DefaultLimits returns the limits with every default filled in.
-func DefaultLimits() Limits { return Limits{}.withDefaults() }
-
 func (l Limits) withDefaults() Limits {
 	def := func(p *int, v int) {
 		if *p <= 0 {

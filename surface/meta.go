@@ -45,7 +45,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	verb := strings.TrimPrefix(name, "surface_")
 	fields, known := metaFields[name]
 	if !known {
-		return ts.r.unknownTool(firstNonEmpty(toolCallID, NewInvocationID()), name)
+		return ts.r.unknownTool(firstNonEmpty(toolCallID, newInvocationID()), name)
 	}
 	args, issues := metaEnvelope(name, raw, fields)
 	capID, _ := args["capabilityId"].(string)
@@ -53,7 +53,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 		if capID == "" {
 			capID = "meta:surface." + verb
 		}
-		return Result{Status: StatusError, InvocationID: firstNonEmpty(toolCallID, NewInvocationID()), CapabilityID: capID,
+		return Result{Status: StatusError, InvocationID: firstNonEmpty(toolCallID, newInvocationID()), CapabilityID: capID,
 			Error: NewError(CodeInvalidInput, envelopeMessage(name), map[string]any{"issues": issues}), SurfaceVersion: ts.r.Version()}
 	}
 	switch name {
@@ -61,7 +61,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 		return ts.discover(args)
 	case MetaRead:
 		snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
-		inv := Invocation{InvocationID: firstNonEmpty(toolCallID, NewInvocationID()), CapabilityID: capID, SurfaceVersion: snap.SurfaceVersion}
+		inv := Invocation{InvocationID: firstNonEmpty(toolCallID, newInvocationID()), CapabilityID: capID, SurfaceVersion: snap.SurfaceVersion}
 		inv.InstanceID, _ = args["instanceId"].(string)
 		inv.RegistrationID, _ = uniqueMatch(snap, capID, inv.InstanceID)
 		return ts.invoke(ctx, inv)
@@ -70,7 +70,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	inv := Invocation{CapabilityID: capID}
 	inv.InstanceID, _ = args["instanceId"].(string)
 	sentID, _ := args["invocationId"].(string)
-	inv.InvocationID = firstNonEmpty(sentID, toolCallID, NewInvocationID())
+	inv.InvocationID = firstNonEmpty(sentID, toolCallID, newInvocationID())
 	inv.ConfirmationID, _ = args["confirmationId"].(string)
 	inv.ConfirmationID = firstNonEmpty(inv.ConfirmationID, opts.ConfirmationID)
 	sentVersion, _ := args["surfaceVersion"].(string)
@@ -208,7 +208,7 @@ func (ts *Toolset) discover(args map[string]any) Result {
 		extra, _ := json.Marshal(map[string]any{"prefixes": rejected})
 		body = append(append(append(body[:len(body)-1], `,"scopeRejected":`...), extra...), '}')
 	}
-	return Result{Status: StatusOK, InvocationID: NewInvocationID(), CapabilityID: "meta:surface.discover",
+	return Result{Status: StatusOK, InvocationID: newInvocationID(), CapabilityID: "meta:surface.discover",
 		Output: JSONText(body), SurfaceVersion: snap.SurfaceVersion}
 }
 

@@ -54,7 +54,7 @@ func TestNonJSONOutputIsLoud_AS_SER_001(t *testing.T) {
 			if e.Details["reason"] != "output-invalid" {
 				t.Errorf("%s %s: %+v", env, name, e)
 			}
-			if env.IsDev() {
+			if env != surface.EnvProduction {
 				if !strings.Contains(e.Message, capID+" is not JSON") || !strings.Contains(e.Message, o.says) || strings.Contains(e.Message, "secret") {
 					t.Errorf("%s %s: the result does not say what is wrong: %q", env, name, e.Message)
 				}

@@ -301,7 +301,7 @@ func bindProcedure(d *capDef, owner *Parent) *binding {
 	if d.proc.context != nil {
 		c := *d.proc.context
 		if c.InstanceID == "" {
-			c.InstanceID = DefaultInstanceID
+			c.InstanceID = defaultInstanceID
 		}
 		b.context = &c
 	}

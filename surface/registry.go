@@ -44,17 +44,14 @@ type Candidate struct {
 // Verdict is the registration guard's answer: accept, accept with extra
 // policies, or reject.
 type Verdict struct {
-	// Reject turns the registration into a dead handle.
+	// Reject turns the registration into a dead handle. The zero Verdict
+	// accepts as is.
 	Reject bool
 	// Policies are added to every capability of an accepted component,
 	// after the component's own: the guard accepts with restrictions (for
 	// example RequireConfirmation for a third-party widget).
 	Policies []Policy
 }
-
-// Restrict returns the verdict that accepts with the given policies added.
-// The zero Verdict accepts; Verdict{Reject: true} rejects.
-func Restrict(policies ...Policy) Verdict { return Verdict{Policies: policies} }
 
 // Options configure a [Registry]. The zero value of every field means its
 // documented default; New accepts a nil *Options for all defaults.
@@ -316,7 +313,7 @@ func New(opts *Options) *Registry {
 	}
 	switch {
 	case r.log != nil:
-	case r.env.IsDev():
+	case r.env.isDev():
 		r.log = slog.New(slog.NewTextHandler(os.Stderr, nil)) // diagnostics a developer cannot miss
 	default:
 		r.log = discardLogger

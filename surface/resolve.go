@@ -11,7 +11,7 @@ import (
 // registration's state as it found it, for phase 3.
 func (r *Registry) resolve(a *attempt) (*regState, *Error) {
 	inv := &a.inv
-	id, ok := ParseCapabilityID(inv.CapabilityID)
+	id, ok := parseCapabilityID(inv.CapabilityID)
 	if !ok {
 		return nil, NewError(CodeCapabilityNotFound, "", nil)
 	}
@@ -60,7 +60,7 @@ func (c candidate) instance() string {
 // candidatesLocked appends to cands the live capabilities with the id,
 // filtered by instance when one is given, sorted by instance, then
 // registration id.
-func (r *Registry) candidatesLocked(cands []candidate, id CapabilityID, instance string) []candidate {
+func (r *Registry) candidatesLocked(cands []candidate, id parsedID, instance string) []candidate {
 	if id.Plane == PlaneView {
 		add := func(reg *registration) {
 			if i := slices.IndexFunc(reg.caps[:reg.nView], func(rc regCap) bool { return rc.name == id.Name }); i >= 0 {

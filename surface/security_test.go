@@ -114,7 +114,7 @@ func TestThreatUntrustedRegistrant(t *testing.T) {
 		case c.Origin == "first-party":
 			return surface.Verdict{}
 		case strings.HasPrefix(c.Origin, "plugin:") && strings.HasPrefix(c.Component.Type, "plugins."):
-			return surface.Restrict(surface.RequireConfirmation(nil, nil))
+			return surface.Verdict{Policies: []surface.Policy{surface.RequireConfirmation(nil, nil)}}
 		}
 		return surface.Verdict{Reject: true}
 	}})
@@ -1102,7 +1102,7 @@ func TestThreatHugeIDs(t *testing.T) {
 // decoded (it allocates next to nothing; its text, which is not even
 // valid JSON, is never read) and the message echoes none of it.
 func TestThreatHugeInput(t *testing.T) {
-	if got := surface.DefaultLimits().MaxInputBytes; got != 1<<20 {
+	if got := surface.DefaultLimits.MaxInputBytes; got != 1<<20 {
 		t.Fatalf("default MaxInputBytes = %d, want 1 MiB", got)
 	}
 	reg := surfacetest.NewRegistry(t, nil)

@@ -34,7 +34,7 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	}()
 	invalid := func(err error) (JSONText, *Error) {
 		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
-		if r.env.IsDev() {
+		if r.env.isDev() {
 			a.devDefect = true // not cached: the fixed handler can be retried with the same id
 		}
 		return "", NewError(CodeExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
@@ -81,7 +81,7 @@ func (r *Registry) notJSON(a *attempt, err error) (JSONText, *Error) {
 	r.log.Error("surface: the handler's output is not JSON: "+what+"; fix the handler",
 		"capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	msg := msgOutputInvalid
-	if r.env.IsDev() {
+	if r.env.isDev() {
 		a.devDefect = true
 		msg = "Development: the output of " + a.capabilityID() + " is not JSON: " + what + ". Fix the handler."
 	}

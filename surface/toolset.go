@@ -559,7 +559,7 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage, 
 	}
 	inv := Invocation{InvocationID: opts.ToolCallID}
 	if inv.InvocationID == "" {
-		inv.InvocationID = NewInvocationID()
+		inv.InvocationID = newInvocationID()
 	}
 	i, ok := c.byName[name]
 	if !ok {

@@ -148,7 +148,7 @@ func TestToolsetCall_AS_ADAPTER_002(t *testing.T) {
 	ts.Tools()
 	res := ts.Call(bg, "view_devices__table__selectRows", json.RawMessage(`{"ids":["d1"]}`), surface.CallOptions{ToolCallID: "toolu_01"})
 	direct := reg.Invoke(bg, surface.Invocation{InvocationID: "toolu_01", CapabilityID: selectID, Input: json.RawMessage(`{"ids":["d1"]}`),
-		RegistrationID: surfacetest.UniqueRegistration(reg, selectID), SurfaceVersion: "1"}, surface.InvokeOptions{Consumer: surface.Anonymous})
+		RegistrationID: surfacetest.UniqueRegistration(reg, selectID), SurfaceVersion: "1"}, surface.InvokeOptions{})
 	if res != direct || res.InvocationID != "toolu_01" || p.calls.Load() != 1 {
 		t.Fatalf("%+v\n%+v", res, direct)
 	}

@@ -23,11 +23,11 @@ const (
 	EffectDestructive        Effect = "destructive"
 )
 
-// IsView reports whether e is a view-plane action effect.
-func (e Effect) IsView() bool { return e == EffectLocalState || e == EffectNavigation }
+// isView reports whether e is a view-plane action effect.
+func (e Effect) isView() bool { return e == EffectLocalState || e == EffectNavigation }
 
-// IsServer reports whether e is a domain-plane (procedure) effect.
-func (e Effect) IsServer() bool {
+// isServer reports whether e is a domain-plane (procedure) effect.
+func (e Effect) isServer() bool {
 	switch e {
 	case EffectServerQuery, EffectServerMutation, EffectExternalSideEffect, EffectDestructive:
 		return true
@@ -96,8 +96,8 @@ const (
 	EnvTest        Environment = "test"
 )
 
-// IsDev reports whether e is [EnvDevelopment] or [EnvTest].
-func (e Environment) IsDev() bool { return e == EnvDevelopment || e == EnvTest }
+// isDev reports whether e is [EnvDevelopment] or [EnvTest].
+func (e Environment) isDev() bool { return e == EnvDevelopment || e == EnvTest }
 
 // ConsumerKind says how a consumer reaches the surface. Kinds are a
 // closed set, the constants below (the empty kind means
@@ -131,13 +131,13 @@ type Consumer struct {
 	Grants []string `json:"grants,omitempty"`
 }
 
-// Anonymous is the consumer used when none is given.
-var Anonymous = Consumer{ID: "anonymous", Kind: ConsumerEmbedded}
+// anonymousConsumer is the consumer used when none is given.
+var anonymousConsumer = Consumer{ID: "anonymous", Kind: ConsumerEmbedded}
 
 // normalized returns c with defaults applied.
 func (c Consumer) normalized() Consumer {
 	if c.ID == "" {
-		c.ID = Anonymous.ID
+		c.ID = anonymousConsumer.ID
 	}
 	if c.Kind == "" {
 		c.Kind = ConsumerEmbedded

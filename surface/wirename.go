@@ -130,7 +130,7 @@ func wireFaithful(k wireKey, raw string) bool {
 		!wireSafe(raw) || wireLooksHashed(raw) {
 		return false
 	}
-	_, ok := ParseCapabilityID(k.CapabilityID)
+	_, ok := parseCapabilityID(k.CapabilityID)
 	return ok
 }
 
@@ -362,7 +362,7 @@ func decodeWireName(name string) (capabilityID string, ok bool) {
 		}
 	}
 	id := plane + ":" + strings.Join(segs, ".")
-	if _, ok := ParseCapabilityID(id); !ok || encodeWireName(wireKey{CapabilityID: id}) != name {
+	if _, ok := parseCapabilityID(id); !ok || encodeWireName(wireKey{CapabilityID: id}) != name {
 		return "", false
 	}
 	return id, true

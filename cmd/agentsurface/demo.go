@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +29,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
 	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
+	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -44,6 +46,12 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentsurface demo: --approve needs --scripted")
 		return exitUsage
 	}
+	level, err := parseLogLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentsurface demo: %v\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	dbSet := false
 	fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
@@ -75,14 +83,21 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "demo", err)
 	}
 
-	opts := console.Options{Store: store}
+	opts := console.Options{Store: store, Logger: log}
 	if *modelURL != "" {
 		opts.Agent, opts.AgentName = chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY")), *model
 	}
-	app, err := console.New(opts)
+	app, tel, handler, err := newConsole(ctx, opts)
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.shutdown(sctx); err != nil {
+			log.Warn("telemetry shutdown", "error", err)
+		}
+	}()
 	defer app.Close()
 
 	ln, err := net.Listen("tcp", *addr)
@@ -93,7 +108,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "demo", fmt.Errorf("listen on %s (see --addr): %w", *addr, err))
 	}
-	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {
@@ -111,6 +126,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "Devices console: %s%s\n", base, s.JoinPath())
 	fmt.Fprintf(stdout, "MCP:             claude mcp add --transport http devices %s/mcp --header \"Authorization: Bearer %s\"\n", base, s.Token())
+	fmt.Fprintf(stdout, "Metrics:         %s/metrics\n", base)
 
 	if !*scripted {
 		fmt.Fprintln(stdout, "Press Ctrl+C to stop.")

@@ -46,7 +46,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{}, {"nope"}, {"inspect"}, {"inspect", "a", "b"}, {"call", "http://x/mcp"}, {"call", "http://x/mcp", "tool", "{not json"},
-		{"demo", "--approve"}, {"demo", "--bogus"}, {"demo", "extra"}, {"version", "x"}, {"inspect", "--token"},
+		{"demo", "--approve"}, {"demo", "--bogus"}, {"demo", "--log-level", "loud"}, {"demo", "extra"}, {"version", "x"}, {"inspect", "--token"},
 	} {
 		code, out, errOut := cli(t, args...)
 		if code != exitUsage || errOut == "" || strings.Contains(out, "agentsurface:") {
@@ -75,7 +75,7 @@ func TestDemoScripted(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("%d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"Devices console: http://127.0.0.1:", "claude mcp add --transport http devices", "STALE_CAPABILITY         ✓", "CONFIRMATION_REQUIRED    ✓", "OK: every step"} {
+	for _, want := range []string{"Devices console: http://127.0.0.1:", "claude mcp add --transport http devices", "STALE_CAPABILITY         ✓", "CONFIRMATION_REQUIRED    ✓", "Metrics:         http://127.0.0.1:", "OK: every step"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the output lacks %q:\n%s", want, out)
 		}

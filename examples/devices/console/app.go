@@ -59,6 +59,14 @@ type Options struct {
 	ConfirmationTTL time.Duration
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
+	// Telemetry, if set, is the Telemetry of every session's registry,
+	// e.g. an otelsurface.Instrumentation's, for traces and metrics of
+	// every governed call.
+	Telemetry *surface.Telemetry
+	// TraceContext, if set, is the /mcp endpoint's
+	// mcpsurface.Options.TraceContext: it continues the trace an MCP
+	// client sends in a tool call's _meta (otelsurface's ExtractMeta).
+	TraceContext func(ctx context.Context, meta map[string]any) context.Context
 }
 
 // App is the devices console: an http.Handler serving the page, its event

@@ -24,6 +24,7 @@ func (a *App) newMCPHandler() *mcpsurface.HTTPHandler {
 		Options: mcpsurface.Options{
 			Implementation: &mcp.Implementation{Name: "agentsurface-devices", Title: "Devices console", Version: "0.1.0"},
 			Logger:         a.log,
+			TraceContext:   a.opts.TraceContext,
 		},
 		SessionTimeout:      a.opts.MCPSessionTimeout,
 		MaxSessions:         a.opts.MaxMCPSessions,

@@ -75,11 +75,12 @@ func newSession(a *App, o SessionOptions, cookie, token, join string) *Session {
 	}
 	s.activity = newActivity(200, s.changed)
 	s.reg = surface.New(&surface.Options{
-		Context: s.hostContext,
-		Route:   s.route,
-		Audit:   s.activity,
-		Logger:  a.log,
-		Limits:  surface.Limits{ConfirmationTTL: a.opts.ConfirmationTTL},
+		Context:   s.hostContext,
+		Route:     s.route,
+		Audit:     s.activity,
+		Logger:    a.log,
+		Limits:    surface.Limits{ConfirmationTTL: a.opts.ConfirmationTTL},
+		Telemetry: a.opts.Telemetry,
 	})
 	s.reg.SetProcedureExecutor(a.exec)
 	// The page follows the registry: every event and every change of the

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/otelsurface"
+)
+
+// serviceName names the demo in its telemetry, unless OTEL_SERVICE_NAME
+// or OTEL_RESOURCE_ATTRIBUTES say otherwise.
+const serviceName = "agentsurface-demo"
+
+// telemetry is the demo's OpenTelemetry: metrics served at /metrics in
+// the Prometheus format, and traces exported over OTLP/HTTP only when the
+// standard variables name a collector.
+type telemetry struct {
+	// inst instruments the console's registries and continues the trace
+	// context MCP clients send.
+	inst *otelsurface.Instrumentation
+	// metrics serves the Prometheus scrape.
+	metrics http.Handler
+	// exporting is the OTLP traces endpoint variable that was set, or ""
+	// when no span leaves the process.
+	exporting string
+	tp        *sdktrace.TracerProvider // nil when not exporting
+	mp        *sdkmetric.MeterProvider
+}
+
+// tracesEndpointVars are the standard variables that turn on the OTLP
+// traces exporter: either names the collector.
+var tracesEndpointVars = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"}
+
+// newTelemetry sets up the demo's providers. The OTLP exporter reads its
+// configuration (endpoint, headers, timeout, TLS) from the standard
+// OTEL_EXPORTER_OTLP_* variables; without an endpoint variable it is not
+// created, and the demo opens no connection for telemetry.
+func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", serviceName)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	t := &telemetry{
+		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}),
+		mp:      sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res)),
+	}
+	var tp trace.TracerProvider = tracenoop.NewTracerProvider()
+	for _, v := range tracesEndpointVars {
+		if os.Getenv(v) != "" {
+			t.exporting = v
+			break
+		}
+	}
+	if t.exporting != "" {
+		proto := cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
+		if proto != "" && proto != "http/protobuf" {
+			log.Warn("the demo exports traces over OTLP/HTTP with protobuf only; the protocol variable is ignored", "protocol", proto)
+		}
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			_ = t.mp.Shutdown(ctx)
+			return nil, fmt.Errorf("OTLP traces exporter: %w", err)
+		}
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		tp = t.tp
+		log.Info("exporting traces over OTLP/HTTP", "configuredBy", t.exporting)
+	}
+	t.inst, err = otelsurface.New(&otelsurface.Options{TracerProvider: tp, MeterProvider: t.mp})
+	if err != nil {
+		_ = t.shutdown(ctx)
+		return nil, fmt.Errorf("instrumentation: %w", err)
+	}
+	return t, nil
+}
+
+// shutdown flushes the spans not yet exported and stops the providers.
+func (t *telemetry) shutdown(ctx context.Context) error {
+	var errs []error
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+	}
+	errs = append(errs, t.mp.Shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+// withMetrics serves /metrics with the telemetry's scrape handler and
+// everything else with app.
+func withMetrics(app http.Handler, t *telemetry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", t.metrics)
+	mux.Handle("/", app)
+	return mux
+}
+
+// parseLogLevel parses --log-level: debug, info, warn or error.
+func parseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// newConsole makes the devices console for opts with the demo's
+// telemetry: its registries instrumented, the trace context of MCP
+// clients continued, /metrics served. Close the App, then shut the
+// telemetry down.
+func newConsole(ctx context.Context, opts console.Options) (*console.App, *telemetry, http.Handler, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tel, err := newTelemetry(ctx, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts.Telemetry, opts.TraceContext = tel.inst.Telemetry(), tel.inst.ExtractMeta
+	app, err := console.New(opts)
+	if err != nil {
+		_ = tel.shutdown(ctx)
+		return nil, nil, nil, err
+	}
+	return app, tel, withMetrics(app, tel), nil
+}
