@@ -352,3 +352,58 @@ func TestKeepingSinkDurationsStayOwn_AS_OBSV_001(t *testing.T) {
 		}
 	})
 }
+
+// AS-OBSV-001: a MemorySink gives back every field of every record as it
+// was recorded — queue wait and execution time apart, the registry's
+// records and any other (a confirmation id, an actor, a payload, a type,
+// status or code of the caller's own, durations of months or negative) —
+// and the time with its location.
+func TestMemorySinkKeepsEveryField_AS_OBSV_001(t *testing.T) {
+	ms := func(v int64) *int64 { return &v }
+	at := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.FixedZone("X", 3600))
+	records := []surface.AuditEvent{
+		{At: at, Type: surface.AuditInvocationSettled, CapabilityID: "view:t.a", RegistrationID: "reg_0001abcdef",
+			InvocationID: "inv_1", ConsumerID: "agent:a", Status: surface.StatusOK, DurationMs: ms(12), QueueWaitMs: ms(3), ExecutionMs: ms(9)},
+		{At: at, Type: surface.AuditInvocationSettled, CapabilityID: "view:t.a", InvocationID: "inv_2", ConsumerID: "agent:a",
+			Status: surface.StatusError, Code: surface.CodeStaleCapability, DurationMs: ms(0)},
+		{At: time.Now(), Type: surface.AuditInvocationStarted, CapabilityID: "view:t.a", RegistrationID: "reg_0001abcdef", InvocationID: "inv_3", ConsumerID: "test:t"},
+		{At: at, Type: surface.AuditConfirmationApproved, CapabilityID: "view:t.b", ConfirmationID: "cnf_1", ConsumerID: "agent:a", Actor: "alice"},
+		{At: at, Type: surface.AuditInvocationSettled, CapabilityID: "view:t.b", Status: surface.StatusOK, DurationMs: ms(1),
+			Payload: &surface.AuditPayload{Input: `{"a":1}`, Output: `{}`, Truncated: true}},
+		{At: at, Type: "custom-type", Status: "partial", Code: "CUSTOM_CODE"},
+		{At: at, Type: surface.AuditInvocationSettled, DurationMs: ms(90 * 24 * 3600 * 1000), QueueWaitMs: ms(-5), ExecutionMs: ms(1 << 40)},
+		{Type: surface.AuditRegistrationRejected},
+	}
+	sink := surface.NewMemorySink(len(records))
+	for _, e := range records {
+		_ = sink.Record(bg, e)
+	}
+	got := sink.Events()
+	if len(got) != len(records) {
+		t.Fatalf("kept %d records, want %d", len(got), len(records))
+	}
+	deref := func(p *int64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	for i, want := range records {
+		g := got[i]
+		if g.At != want.At || g.At.Location() != want.At.Location() {
+			t.Errorf("record %d: at %v, want %v", i, g.At, want.At)
+		}
+		for k, pair := range [3][2]*int64{{g.DurationMs, want.DurationMs}, {g.QueueWaitMs, want.QueueWaitMs}, {g.ExecutionMs, want.ExecutionMs}} {
+			if deref(pair[0]) != deref(pair[1]) || pair[0] != nil && pair[0] == pair[1] {
+				t.Errorf("record %d: duration %d = %v, want %v of its own", i, k, deref(pair[0]), deref(pair[1]))
+			}
+		}
+		if (g.Payload == nil) != (want.Payload == nil) || g.Payload != nil && *g.Payload != *want.Payload {
+			t.Errorf("record %d: payload %+v, want %+v", i, g.Payload, want.Payload)
+		}
+		g.At, g.DurationMs, g.QueueWaitMs, g.ExecutionMs, g.Payload = want.At, want.DurationMs, want.QueueWaitMs, want.ExecutionMs, want.Payload
+		if g != want {
+			t.Errorf("record %d:\n got %+v\nwant %+v", i, g, want)
+		}
+	}
+}
