@@ -56,7 +56,11 @@ func (r *Registry) insertLocked(reg *registration) {
 	}
 	instances := r.byType[reg.typ]
 	if instances == nil {
-		instances = make(map[string]*registration)
+		instances = r.spareInstances // the map of the last type that emptied, keeping its size
+		r.spareInstances = nil
+		if instances == nil {
+			instances = make(map[string]*registration)
+		}
 		r.byType[reg.typ] = instances
 	}
 	instances[reg.instance] = reg
@@ -76,6 +80,7 @@ func (r *Registry) removeLocked(reg *registration) {
 		delete(instances, reg.instance)
 		if len(instances) == 0 {
 			delete(r.byType, reg.typ)
+			r.spareInstances = instances
 		}
 	}
 	for _, rc := range reg.caps[reg.nView:] {

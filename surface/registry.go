@@ -206,14 +206,18 @@ type Registry struct {
 	version    atomic.Uint64 // written under mu, read anywhere
 	closedFlag atomic.Bool   // Close has begun (a check without the lock)
 
-	mu         sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
-	closed     bool                                // Close has begun
-	ordered    []*registration                     // active registrations in snapshot order; nil when out of date
-	byType     map[string]map[string]*registration // active registrations by type, then instance id
-	byProc     map[string][]*registration          // active registrations per procedure path
-	tombs      tombstones
-	unmounting []chan struct{} // registrations gone with inline handlers still running
-	pending    []Event         // events of the mutation in progress
+	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
+	closed  bool                                // Close has begun
+	ordered []*registration                     // active registrations in snapshot order; nil when out of date
+	byType  map[string]map[string]*registration // active registrations by type, then instance id
+	// spareInstances is the empty map of the last type whose instances
+	// all went, reused by the next new type: a page that unmounts its
+	// rows and mounts others does not grow a map again.
+	spareInstances map[string]*registration
+	byProc         map[string][]*registration // active registrations per procedure path
+	tombs          tombstones
+	unmounting     []chan struct{} // registrations gone with inline handlers still running
+	pending        []Event         // events of the mutation in progress
 
 	evMu      sync.Mutex // guards the fields below; taken after mu when both are held
 	queue     []Event    // undelivered events, in emission order
@@ -538,7 +542,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.ordered, r.byType, r.byProc, r.tombs = nil, nil, nil, tombstones{}
+	r.ordered, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, tombstones{}
 	r.pending = slices.DeleteFunc(r.pending, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
 	r.evMu.Lock()
 	if r.scPending { // no surface-changed after Close
