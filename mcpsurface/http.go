@@ -207,7 +207,8 @@ const peekBytes = 64 << 10
 // initialize. A probe, such as the server/discover a 2026 client sends
 // first, is answered by the SDK on a session that ends with the request
 // and is never given to the client: it takes none of MaxSessions. A body
-// it cannot read whole within peekBytes counts as opening one. It puts
+// it cannot read whole within peekBytes, or that holds anything but
+// requests, counts as opening one. It puts
 // what it read back in front of the rest of r.Body.
 func opensSession(r *http.Request) bool {
 	if r.Body == nil || r.Body == http.NoBody {
@@ -221,24 +222,15 @@ func opensSession(r *http.Request) bool {
 	if err != nil || len(b) > peekBytes {
 		return true
 	}
-	type message struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+	// Decoded as the SDK decodes it (readBatch): its JSON decoder, which
+	// is case-sensitive, decides the method, not encoding/json's.
+	var raw []json.RawMessage
+	if json.Unmarshal(b, &raw) != nil {
+		raw = []json.RawMessage{b}
 	}
-	var batch []message
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-		if json.Unmarshal(b, &batch) != nil {
-			return true
-		}
-	} else {
-		var m message
-		if json.Unmarshal(b, &m) != nil {
-			return true
-		}
-		batch = append(batch, m)
-	}
-	for _, m := range batch {
-		if m.Method == "" || m.Method == "initialize" {
+	for _, m := range raw {
+		req, ok := decodeRequest(m)
+		if !ok || req.Method == "initialize" {
 			return true
 		}
 	}

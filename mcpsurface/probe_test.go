@@ -142,8 +142,9 @@ func TestHTTPProbeTakesNoSessionSlot(t *testing.T) {
 
 // A POST without a session id takes a slot unless its body is, in full,
 // JSON-RPC requests none of which is initialize: a body too large to
-// read ahead, malformed, or a batch with an initialize counts, so
-// padding cannot slip an initialize past MaxSessions.
+// read ahead, malformed, or a batch with an initialize counts, and the
+// method is read as the SDK reads it, so neither padding nor a second
+// spelling of "method" slips an initialize past MaxSessions.
 func TestHTTPSessionOpeningBodies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &httpFixture{sessions: twoUsers(t)}
@@ -159,6 +160,9 @@ func TestHTTPSessionOpeningBodies(t *testing.T) {
 			"padded initialize":     padded,
 			"batch with initialize": `[` + rawInit + `]`,
 			"malformed":             `{"jsonrpc":"2.0","id":1,"method":"initialize"`,
+			// encoding/json would read "ping" (case-insensitive, last wins);
+			// the SDK reads initialize.
+			"initialize, then METHOD": rawInit[:len(rawInit)-1] + `,"METHOD":"ping"}`,
 		} {
 			status, sid, _, err := alice.post(bg, "", body)
 			if err != nil || status != http.StatusTooManyRequests || sid != "" {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/chat"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
@@ -31,7 +33,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY.\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, code, done := parse(fs, args, stdout, stderr)
@@ -52,6 +54,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The SDK's own errors (an unreachable collector) go to the same log.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "error", err) }))
 
 	dbSet := false
 	fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
