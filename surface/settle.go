@@ -138,6 +138,9 @@ func jsonDepth(b []byte) int {
 func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
 	end := r.now()
 	cache := (res.Error == nil || errorMatrix[res.Error.Code].cached) && !a.devDefect
+	if a.cap != nil && res.CapabilityID == a.cap.id {
+		res.CapabilityID = a.cap.id // the cached result keeps the registration's copy, not the request's
+	}
 	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
 	r.settled(a, res, end, a.level() != AuditLevelNone || a.unresolved || r.auditsRefusal(a, res))
 	return res.clone()
