@@ -150,7 +150,8 @@ type entries struct {
 // states views (nil: all available).
 func (es *entries) add(reg *registration, views []capView) {
 	d := reg.descriptors()
-	c := d.comp
+	es.comps = append(es.comps, d.comp)
+	c := &es.comps[len(es.comps)-1]
 	if reg.parent != (Parent{}) {
 		es.parents = append(es.parents, reg.parent)
 		c.Parent = &es.parents[len(es.parents)-1]
@@ -177,7 +178,6 @@ func (es *entries) add(reg *registration, views []capView) {
 	// the next entry's.
 	c.Observations = es.obs[o0:len(es.obs):len(es.obs)]
 	c.Actions = es.acts[a0:len(es.acts):len(es.acts)]
-	es.comps = append(es.comps, c)
 }
 
 // ObservationDescriptor describes one observation.
@@ -272,11 +272,25 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	if consumer.Kind.Valid() { // a consumer of unknown kind sees nothing
 		live = r.orderedLocked() // never changed once made: read on after unlocking
 	}
-	states := make([]*regState, len(live))
+	var states []*regState // nil while every state is the plain enabled one (the usual case)
 	for i, reg := range live {
-		states[i] = reg.st
+		if states == nil && reg.st != enabledState {
+			states = make([]*regState, len(live))
+			for j := range i {
+				states[j] = enabledState
+			}
+		}
+		if states != nil {
+			states[i] = reg.st
+		}
 	}
 	r.mu.Unlock()
+	stateOf := func(k int) *regState {
+		if states == nil {
+			return enabledState
+		}
+		return states[k]
+	}
 
 	snap := Snapshot{
 		SurfaceID:      r.surfaceID,
@@ -343,7 +357,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			case disable:
 				reason = decision.reason
 			default:
-				avail, reason = r.availability(states[k], rc)
+				avail, reason = r.availability(stateOf(k), rc)
 			}
 			if avail && views == nil {
 				continue
