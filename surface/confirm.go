@@ -179,7 +179,7 @@ func (c *Confirmations) Subscribe(fn func([]PendingConfirmation)) (unsubscribe f
 // accept says so, under mu) and returns the function that removes it.
 // Lists are replaced, never changed in place, so a notifier may range over
 // the list it read under mu after releasing it.
-func subscribe[T any](mu *sync.Mutex, subs *[]*func([]T), fn func([]T), accept func() bool) (unsubscribe func()) {
+func subscribe[F any](mu *sync.Mutex, subs *[]*F, fn F, accept func() bool) (unsubscribe func()) {
 	p := &fn
 	mu.Lock()
 	if accept() {
@@ -195,14 +195,14 @@ func subscribe[T any](mu *sync.Mutex, subs *[]*func([]T), fn func([]T), accept f
 	}
 }
 
-// notify tells subscribers about the pending list.
+// notify tells subscribers about the pending list, each with its own copy.
 func (c *Confirmations) notify(subs []*func([]PendingConfirmation), list []PendingConfirmation) {
-	notifyAll(c.r.log, "confirmation", subs, list)
+	notifyAll(c.r.log, "confirmation", subs, func() []PendingConfirmation { return slices.Clone(list) })
 }
 
-// notifyAll calls each subscriber with its own copy of v, outside any
+// notifyAll calls each subscriber with what arg returns, outside any
 // lock; a panicking subscriber is recovered and logged.
-func notifyAll[T any](log *slog.Logger, what string, subs []*func([]T), v []T) {
+func notifyAll[T any](log *slog.Logger, what string, subs []*func(T), arg func() T) {
 	for _, s := range subs {
 		func() {
 			defer func() {
@@ -210,7 +210,7 @@ func notifyAll[T any](log *slog.Logger, what string, subs []*func([]T), v []T) {
 					log.Error("surface: "+what+" subscriber panicked", "panic", fmt.Sprint(rec))
 				}
 			}()
-			(*s)(slices.Clone(v))
+			(*s)(arg())
 		}()
 	}
 }

@@ -162,7 +162,7 @@ func procedureLevels(effect Effect, declared Confirmation, requiresApproval bool
 	if declared != "" {
 		level = declared
 	}
-	if effect == EffectDestructive && level.rank() < ConfirmOptional.rank() {
+	if effect == EffectDestructive && level == ConfirmNever {
 		level = ConfirmOptional
 	}
 	if requiresApproval {

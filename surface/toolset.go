@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,7 +145,7 @@ type Toolset struct {
 type catalogDefs struct {
 	version string
 	verNum  uint64
-	static  bool   // the states change only with the version (see isStatic)
+	static  bool   // the states change only with the version (Snapshot.static)
 	tools   []Tool // with the states of the build; never modified
 	byName  map[string]int
 }
@@ -282,19 +281,7 @@ func (ts *Toolset) target() *Catalog {
 // unsubscribes. Meta toolsets never change. A host that shows the new
 // tools to its model calls them through the catalog fn received.
 func (ts *Toolset) Subscribe(fn func(*Catalog)) (unsubscribe func()) {
-	p := &fn
-	ts.mu.Lock()
-	if ts.opts.Mode == ToolsetDirect && !ts.closed {
-		ts.subs = append(slices.Clone(ts.subs), p)
-	}
-	ts.mu.Unlock()
-	return func() {
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		if i := slices.Index(ts.subs, p); i >= 0 {
-			ts.subs = slices.Delete(slices.Clone(ts.subs), i, i+1)
-		}
-	}
+	return subscribe(&ts.mu, &ts.subs, fn, func() bool { return ts.opts.Mode == ToolsetDirect && !ts.closed })
 }
 
 // refresh rebuilds the catalog after a surface change and notifies
@@ -311,16 +298,7 @@ func (ts *Toolset) refresh() {
 	ts.sig = sig
 	subs := ts.subs
 	ts.mu.Unlock()
-	for _, fn := range subs {
-		func() {
-			defer func() {
-				if rec := recover(); rec != nil {
-					ts.r.log.Error("surface: toolset subscriber panicked", "panic", fmt.Sprint(rec))
-				}
-			}()
-			(*fn)(c)
-		}()
-	}
+	notifyAll(ts.r.log, "toolset", subs, func() *Catalog { return c })
 }
 
 // build makes a catalog from a fresh snapshot. Definitions (names,
@@ -345,7 +323,7 @@ func (ts *Toolset) build() *Catalog {
 			return d.catalog(ts, tools)
 		}
 	}
-	d = &catalogDefs{tools: catalog(snap), version: snap.SurfaceVersion, static: isStatic(snap)}
+	d = &catalogDefs{tools: catalog(snap), version: snap.SurfaceVersion, static: snap.static}
 	d.verNum, _ = strconv.ParseUint(snap.SurfaceVersion, 10, 64)
 	d.byName = make(map[string]int, len(d.tools))
 	for i, t := range d.tools {
@@ -398,45 +376,36 @@ func (c *Catalog) WireNames() map[string]string {
 	return m
 }
 
-// isStatic reports whether the states of a snapshot's capabilities can
-// change only with the surface version: no When predicate, no discovery
-// policy and no procedure Describe, the parts evaluated afresh by every
-// snapshot. Overrides, disabling and the set of registrations all bump
-// the version.
-func isStatic(snap Snapshot) bool { return snap.static }
-
 // withStates sets, in a copy of a catalog built from an earlier snapshot
 // of the same version, the states of snap. It reports false when the
 // snapshot lists other capabilities (a policy decision changed): the
 // catalog must then be rebuilt.
 func withStates(tools []Tool, snap Snapshot) bool {
 	k := 0
-	set := func(capID, regID string, available bool, reason string) bool {
+	set := func(capID, regID string, st ToolState) bool {
 		if k == len(tools) || tools[k].CapabilityID != capID || tools[k].RegistrationID != regID {
 			return false
 		}
-		tools[k].State = ToolState{Available: available, UnavailableReason: reason}
+		tools[k].State = st
 		k++
 		return true
 	}
 	for _, c := range snap.Components {
 		for _, o := range c.Observations {
-			if !set(o.CapabilityID, c.RegistrationID, o.Available, o.UnavailableReason) {
+			if !set(o.CapabilityID, c.RegistrationID, ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason}) {
 				return false
 			}
 		}
 		for _, a := range c.Actions {
-			if !set(a.CapabilityID, c.RegistrationID, a.Available, a.UnavailableReason) {
+			if !set(a.CapabilityID, c.RegistrationID, ToolState{Available: a.Available, UnavailableReason: a.UnavailableReason}) {
 				return false
 			}
 		}
 	}
 	for _, p := range snap.Procedures {
-		if k == len(tools) || tools[k].CapabilityID != p.ProcedureID || tools[k].RegistrationID != p.RegistrationID {
+		if !set(p.ProcedureID, p.RegistrationID, ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}) {
 			return false
 		}
-		tools[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
-		k++
 	}
 	return k == len(tools)
 }
@@ -447,19 +416,13 @@ func catalogSignature(tools []Tool) string {
 	return string(b)
 }
 
-// description builds a stable tool description.
+// toolDescription builds a stable tool description.
 func toolDescription(plane string, effect Effect, required bool, text string) string {
-	var b strings.Builder
-	b.WriteString("[")
-	b.WriteString(plane)
-	b.WriteString(" · ")
-	b.WriteString(string(effect))
+	note := ""
 	if required {
-		b.WriteString(" · requires confirmation")
+		note = " · requires confirmation"
 	}
-	b.WriteString("] ")
-	b.WriteString(text)
-	return b.String()
+	return "[" + plane + " · " + string(effect) + note + "] " + text
 }
 
 // catalog turns a snapshot into direct-mode tools (semantics §16.1):

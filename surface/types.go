@@ -47,16 +47,6 @@ const (
 	ConfirmRequired Confirmation = "required"
 )
 
-func (c Confirmation) rank() int {
-	switch c {
-	case ConfirmOptional:
-		return 1
-	case ConfirmRequired:
-		return 2
-	}
-	return 0
-}
-
 func (c Confirmation) valid() bool {
 	return c == "" || c == ConfirmNever || c == ConfirmOptional || c == ConfirmRequired
 }
