@@ -263,11 +263,7 @@ func (c *Confirmations) auditEvent(typ AuditType, view PendingConfirmation, leve
 // leavePendingLocked does the bookkeeping of a record leaving pending.
 func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 	c.pending--
-	if k := rec.view.ConsumerKey; c.byKey[k] <= 1 {
-		delete(c.byKey, k)
-	} else {
-		c.byKey[k]--
-	}
+	decrement(c.byKey, rec.view.ConsumerKey)
 	delete(c.byDigest, rec.digest)
 	if rec.timer != nil && rec.timer.Stop() {
 		c.r.ctxWG.Done() // the expiry callback will not run

@@ -123,15 +123,7 @@ func validCapabilityName(s string) bool {
 // validInstanceID reports whether s matches ^[A-Za-z0-9_-]+$ and is at most
 // [MaxIDLength] long.
 func validInstanceID(s string) bool {
-	if s == "" || len(s) > MaxIDLength {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= MaxIDLength && wireSafe(s)
 }
 
 func isAlnum(c byte) bool {

@@ -57,27 +57,24 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 		return Result{Status: StatusError, InvocationID: cmp.Or(toolCallID, newInvocationID()), CapabilityID: capID,
 			Error: NewError(CodeInvalidInput, envelopeMessage(name), map[string]any{"issues": issues}), SurfaceVersion: ts.r.Version()}
 	}
-	switch name {
-	case MetaDiscover:
+	if name == MetaDiscover {
 		return ts.discover(args)
-	case MetaRead:
-		snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
-		inv := Invocation{InvocationID: cmp.Or(toolCallID, newInvocationID()), CapabilityID: capID, SurfaceVersion: snap.SurfaceVersion}
-		inv.InstanceID, _ = args["instanceId"].(string)
-		inv.RegistrationID, _ = uniqueMatch(snap, capID, inv.InstanceID)
-		return ts.invoke(ctx, inv)
 	}
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
 	inv := Invocation{CapabilityID: capID}
 	inv.InstanceID, _ = args["instanceId"].(string)
+	var inputSchema JSONText
+	inv.RegistrationID, inputSchema = uniqueMatch(snap, capID, inv.InstanceID)
+	if name == MetaRead {
+		inv.InvocationID, inv.SurfaceVersion = cmp.Or(toolCallID, newInvocationID()), snap.SurfaceVersion
+		return ts.invoke(ctx, inv)
+	}
 	sentID, _ := args["invocationId"].(string)
 	inv.InvocationID = cmp.Or(sentID, toolCallID, newInvocationID())
 	inv.ConfirmationID, _ = args["confirmationId"].(string)
 	inv.ConfirmationID = cmp.Or(inv.ConfirmationID, opts.ConfirmationID)
 	sentVersion, _ := args["surfaceVersion"].(string)
 	inv.SurfaceVersion = cmp.Or(sentVersion, snap.SurfaceVersion)
-	regID, inputSchema := uniqueMatch(snap, capID, inv.InstanceID)
-	inv.RegistrationID = regID
 	if in, ok := args["input"]; ok {
 		if s, isString := in.(string); isString && isObjectSchema(inputSchema) {
 			// A model that sent the input as a JSON string: repaired only for

@@ -500,7 +500,7 @@ func catalog(snap Snapshot) []Tool {
 // safeSuffix keeps the characters of s that wire names allow.
 func safeSuffix(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x80 && (isAlnum(byte(r)) || r == '_' || r == '-') {
+		if r < 0x80 && wireSafeByte(byte(r)) {
 			return r
 		}
 		return -1
