@@ -348,21 +348,17 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 		}
 		return e
 	}
-	if rec == nil {
+	switch {
+	case rec == nil || rec.state == cPending && rec.digest != digest:
 		return nil, nil, invalid("mismatch")
-	}
-	switch rec.state {
-	case cPending:
-		if rec.digest != digest {
-			return nil, nil, invalid("mismatch")
-		}
+	case rec.state == cPending:
 		v := rec.view
 		return nil, &v, nil
-	case cDenied:
+	case rec.state == cDenied:
 		return nil, nil, invalid("denied")
-	case cExpired:
+	case rec.state == cExpired:
 		return nil, nil, invalid("expired")
-	case cConsumed, cReserved:
+	case rec.state != cApproved: // consumed, or reserved by another call
 		return nil, nil, invalid("consumed")
 	}
 	if !c.r.now().Before(rec.view.ExpiresAt) {

@@ -118,19 +118,10 @@ const (
 
 // String returns the phase's name, e.g. "resolved".
 func (ph Phase) String() string {
-	switch ph {
-	case PhaseResolved:
-		return "resolved"
-	case PhaseConfirmationPresented:
-		return "confirmation-presented"
-	case PhaseConfirmationRequested:
-		return "confirmation-requested"
-	case PhaseQueued:
-		return "queued"
-	case PhaseAdmitted:
-		return "admitted"
-	case PhaseExecuting:
-		return "executing"
+	names := [...]string{PhaseResolved: "resolved", PhaseConfirmationPresented: "confirmation-presented",
+		PhaseConfirmationRequested: "confirmation-requested", PhaseQueued: "queued", PhaseAdmitted: "admitted", PhaseExecuting: "executing"}
+	if int(ph) < len(names) && names[ph] != "" {
+		return names[ph]
 	}
 	return fmt.Sprintf("Phase(%d)", uint8(ph))
 }

@@ -112,18 +112,11 @@ type Tool struct {
 // Toolset projects a registry into tools for a model loop, for one
 // consumer. It is safe for concurrent use. Close it when the loop ends.
 //
-// A model acts on the tools it was shown. [Toolset.Catalog] returns one
-// build of the tools as a [Catalog]; its Call targets exactly the entries
-// listed: each carries the registration id and surface version it was
-// built from, and a call sends them (semantics §16.1). So a call through
-// a catalog whose component was since replaced fails STALE_CAPABILITY
-// registration-replaced, one whose component was unmounted fails
-// COMPONENT_UNMOUNTED, and a destructive or external-side-effect procedure
-// called after any surface change fails STALE_CAPABILITY
-// surface-version-mismatch: the model lists the tools again, and never
-// silently acts on something it was not shown. [Toolset.Tools] and
-// [Toolset.Call] do the same for a host with one model loop: Call targets
-// the catalog of the last Tools or Catalog call.
+// A model acts on the tools it was shown: [Toolset.Catalog] returns one
+// build of the tools as a [Catalog], whose Call targets exactly the
+// entries listed (semantics §16.1). [Toolset.Tools] and [Toolset.Call] do
+// the same for a host with one model loop: Call targets the catalog of the
+// last Tools or Catalog call.
 type Toolset struct {
 	r       *Registry
 	opts    ToolsetOptions
@@ -154,9 +147,16 @@ type catalogDefs struct {
 // how its calls of them are made. Each tool carries the registration id
 // and surface version it was built from, and [Catalog.Call] sends them, so
 // a call reaches the registration the model saw or fails with the
-// registry's staleness verdict. A Catalog never changes; it is safe for
-// concurrent use. In meta mode it holds the three meta tools, whose calls
-// resolve capability ids when they are made.
+// registry's staleness verdict: STALE_CAPABILITY registration-replaced
+// when its component was since replaced, COMPONENT_UNMOUNTED when it was
+// unmounted, and STALE_CAPABILITY surface-version-mismatch for a
+// destructive or external-side-effect procedure called after any surface
+// change. The model lists the tools again, and never silently acts on
+// something it was not shown.
+//
+// A Catalog never changes; it is safe for concurrent use. In meta mode it
+// holds the three meta tools, whose calls resolve capability ids when they
+// are made.
 type Catalog struct {
 	ts      *Toolset
 	version string
@@ -507,14 +507,11 @@ func safeSuffix(s string) string {
 	}, s)
 }
 
-// Call calls the tool called name with the model's arguments. The call
-// targets the capability, registration and surface version of the
-// catalog's entry, so the registry answers for what the model was shown:
-// STALE_CAPABILITY or COMPONENT_UNMOUNTED when that is gone, and
-// CAPABILITY_NOT_FOUND for a name the catalog does not have. Call never
-// panics and returns the registry's result unchanged; in wait mode a
-// CONFIRMATION_REQUIRED is answered by waiting for the user and retrying
-// once with the evidence.
+// Call calls the tool called name with the model's arguments, targeting
+// the catalog's entry (see [Catalog]); a name the catalog does not have
+// fails CAPABILITY_NOT_FOUND. Call never panics and returns the registry's
+// result unchanged; in wait mode a CONFIRMATION_REQUIRED is answered by
+// waiting for the user and retrying once with the evidence.
 func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage, opts CallOptions) Result {
 	ts := c.ts
 	if ts.opts.Mode == ToolsetMeta {
