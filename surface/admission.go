@@ -249,17 +249,13 @@ func (r *Registry) release(a *attempt) {
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
 	pool.total--
-	if pool.running[key]--; pool.running[key] == 0 {
-		delete(pool.running, key)
-	}
+	decrement(pool.running, key)
 	// Admit the first waiter, in arrival order, whose consumer and the total
 	// are under their caps.
 	for i, w := range pool.waiters {
 		if pool.running[w.key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
 			pool.waiters = slices.Delete(pool.waiters, i, i+1)
-			if pool.queued[w.key]--; pool.queued[w.key] == 0 {
-				delete(pool.queued, w.key)
-			}
+			decrement(pool.queued, w.key)
 			pool.total++
 			pool.running[w.key]++
 			close(w.ch)
@@ -407,8 +403,13 @@ func (r *Registry) dropWaiter(a *attempt, w *waiter) bool {
 		return false
 	}
 	r.obs.waiters = slices.Delete(r.obs.waiters, i, i+1)
-	if r.obs.queued[w.key]--; r.obs.queued[w.key] == 0 {
-		delete(r.obs.queued, w.key)
-	}
+	decrement(r.obs.queued, w.key)
 	return true
+}
+
+// decrement counts k down in m, dropping it at zero.
+func decrement(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
 }

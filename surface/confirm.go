@@ -179,7 +179,7 @@ func (c *Confirmations) Subscribe(fn func([]PendingConfirmation)) (unsubscribe f
 // accept says so, under mu) and returns the function that removes it.
 // Lists are replaced, never changed in place, so a notifier may range over
 // the list it read under mu after releasing it.
-func subscribe[T any](mu *sync.Mutex, subs *[]*func([]T), fn func([]T), accept func() bool) (unsubscribe func()) {
+func subscribe[F any](mu *sync.Mutex, subs *[]*F, fn F, accept func() bool) (unsubscribe func()) {
 	p := &fn
 	mu.Lock()
 	if accept() {
@@ -195,14 +195,14 @@ func subscribe[T any](mu *sync.Mutex, subs *[]*func([]T), fn func([]T), accept f
 	}
 }
 
-// notify tells subscribers about the pending list.
+// notify tells subscribers about the pending list, each with its own copy.
 func (c *Confirmations) notify(subs []*func([]PendingConfirmation), list []PendingConfirmation) {
-	notifyAll(c.r.log, "confirmation", subs, list)
+	notifyAll(c.r.log, "confirmation", subs, func() []PendingConfirmation { return slices.Clone(list) })
 }
 
-// notifyAll calls each subscriber with its own copy of v, outside any
+// notifyAll calls each subscriber with what arg returns, outside any
 // lock; a panicking subscriber is recovered and logged.
-func notifyAll[T any](log *slog.Logger, what string, subs []*func([]T), v []T) {
+func notifyAll[T any](log *slog.Logger, what string, subs []*func(T), arg func() T) {
 	for _, s := range subs {
 		func() {
 			defer func() {
@@ -210,7 +210,7 @@ func notifyAll[T any](log *slog.Logger, what string, subs []*func([]T), v []T) {
 					log.Error("surface: "+what+" subscriber panicked", "panic", fmt.Sprint(rec))
 				}
 			}()
-			(*s)(slices.Clone(v))
+			(*s)(arg())
 		}()
 	}
 }
@@ -263,11 +263,7 @@ func (c *Confirmations) auditEvent(typ AuditType, view PendingConfirmation, leve
 // leavePendingLocked does the bookkeeping of a record leaving pending.
 func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 	c.pending--
-	if k := rec.view.ConsumerKey; c.byKey[k] <= 1 {
-		delete(c.byKey, k)
-	} else {
-		c.byKey[k]--
-	}
+	decrement(c.byKey, rec.view.ConsumerKey)
 	delete(c.byDigest, rec.digest)
 	if rec.timer != nil && rec.timer.Stop() {
 		c.r.ctxWG.Done() // the expiry callback will not run
@@ -352,21 +348,17 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 		}
 		return e
 	}
-	if rec == nil {
+	switch {
+	case rec == nil || rec.state == cPending && rec.digest != digest:
 		return nil, nil, invalid("mismatch")
-	}
-	switch rec.state {
-	case cPending:
-		if rec.digest != digest {
-			return nil, nil, invalid("mismatch")
-		}
+	case rec.state == cPending:
 		v := rec.view
 		return nil, &v, nil
-	case cDenied:
+	case rec.state == cDenied:
 		return nil, nil, invalid("denied")
-	case cExpired:
+	case rec.state == cExpired:
 		return nil, nil, invalid("expired")
-	case cConsumed, cReserved:
+	case rec.state != cApproved: // consumed, or reserved by another call
 		return nil, nil, invalid("consumed")
 	}
 	if !c.r.now().Before(rec.view.ExpiresAt) {

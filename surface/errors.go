@@ -298,11 +298,8 @@ type InstanceRef struct {
 
 // Errors the pipeline makes.
 
-// msgHandlerError is the message of EXECUTION_FAILED handler-error.
-const msgHandlerError = "The capability failed while running; the cause was recorded for the operator."
-
 func handlerError() *Error {
-	return NewError(CodeExecutionFailed, msgHandlerError, map[string]any{"reason": "handler-error"})
+	return NewError(CodeExecutionFailed, "", map[string]any{"reason": "handler-error"})
 }
 
 func invalidInput(issues ...Issue) *Error {

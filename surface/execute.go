@@ -294,15 +294,12 @@ func (r *Registry) abortInflightLocked(reg *registration, closing bool) (drained
 		switch {
 		case closing:
 			x.settle(nil, cancelledByClose())
-			x.cancel()
-		case x.nav:
-			// Navigation routinely unmounts its own owner: only the
-			// handler, the timer or the caller settle it.
-			x.cancel()
-		default:
+		// A navigation routinely unmounts its own owner: only the
+		// handler, the timer or the caller settle it.
+		case !x.nav:
 			x.settle(nil, NewError(CodeComponentUnmounted, "", map[string]any{"phase": "mid-flight"}))
-			x.cancel()
 		}
+		x.cancel()
 	}
 	return drained
 }

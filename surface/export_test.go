@@ -44,7 +44,7 @@ type WireKey = wireKey
 
 var (
 	AssignWireNames = assignWireNames
-	EncodeWireName  = encodeWireName
+	EncodeWireName  = func(k WireKey) string { return encodeWireName(k, 0) }
 	DecodeWireName  = decodeWireName
 )
 

@@ -54,9 +54,7 @@ type Availability struct {
 // calls get COMPONENT_UNMOUNTED. Unregistering twice does nothing.
 func (h *Handle) Unregister() {
 	r := h.r
-	r.mu.Lock()
-	if h.reg.status != HandleActive || r.closed {
-		r.mu.Unlock()
+	if !h.lockActive("") {
 		return
 	}
 	now := r.now()
@@ -70,20 +68,26 @@ func (h *Handle) Unregister() {
 // consumers re-discover. It does nothing on a dead handle.
 func (h *Handle) Invalidate() {
 	r := h.r
-	r.mu.Lock()
-	if h.reg.status != HandleActive || r.closed {
-		r.mu.Unlock()
-		h.warnDead("Invalidate")
+	if !h.lockActive("Invalidate") {
 		return
 	}
 	r.bumpLocked()
 	r.unlockAndDrain()
 }
 
-func (h *Handle) warnDead(op string) {
-	if h.r.env.isDev() {
+// lockActive locks the registry and reports whether the registration is
+// active. When it is not, it unlocks and, in development, warns that op
+// did nothing (an empty op does nothing silently).
+func (h *Handle) lockActive(op string) bool {
+	h.r.mu.Lock()
+	if h.reg.status == HandleActive && !h.r.closed {
+		return true
+	}
+	h.r.mu.Unlock()
+	if op != "" && h.r.env.isDev() {
 		h.r.log.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
 	}
+	return false
 }
 
 // Update pushes dynamic state: the disabled flag and per-capability
@@ -105,28 +109,22 @@ type Update struct {
 // Update applies u. It does nothing on a dead handle.
 func (h *Handle) Update(u Update) {
 	r := h.r
-	r.mu.Lock()
-	if h.reg.status != HandleActive || r.closed {
-		r.mu.Unlock()
-		h.warnDead("Update")
+	if !h.lockActive("Update") {
 		return
 	}
-	old := h.reg.st
-	st := &regState{disabled: old.disabled, overrides: old.overrides}
-	changed, cloned := false, false
-	if u.Disabled != nil && *u.Disabled != old.disabled {
+	old := h.reg.st // published states are immutable: changes go to a copy
+	st := &regState{disabled: old.disabled, overrides: maps.Clone(old.overrides)}
+	changed := u.Disabled != nil && *u.Disabled != old.disabled
+	if changed {
 		st.disabled = *u.Disabled
-		changed = true
 	}
 	for _, key := range slices.Sorted(maps.Keys(u.Availability)) {
 		a := u.Availability[key]
 		if prev, ok := old.overrides[key]; ok && prev == a {
 			continue
 		}
-		if !cloned { // published states are immutable
-			st.overrides = make(map[string]Availability, len(old.overrides)+len(u.Availability))
-			maps.Copy(st.overrides, old.overrides)
-			cloned = true
+		if st.overrides == nil {
+			st.overrides = make(map[string]Availability)
 		}
 		st.overrides[key] = a
 		changed = true
@@ -175,10 +173,7 @@ func (h *Handle) Refresh() {
 	for i := range reg.caps {
 		now[i] = r.evalWhen(&reg.caps[i]) == whenTrue // user code: outside the lock
 	}
-	r.mu.Lock()
-	if reg.status != HandleActive || r.closed {
-		r.mu.Unlock()
-		h.warnDead("Refresh")
+	if !h.lockActive("Refresh") {
 		return
 	}
 	st := reg.st

@@ -123,15 +123,7 @@ func validCapabilityName(s string) bool {
 // validInstanceID reports whether s matches ^[A-Za-z0-9_-]+$ and is at most
 // [MaxIDLength] long.
 func validInstanceID(s string) bool {
-	if s == "" || len(s) > MaxIDLength {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= MaxIDLength && wireSafe(s)
 }
 
 func isAlnum(c byte) bool {
@@ -154,33 +146,25 @@ func jsLen(s string) int {
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// appendRandom62 appends n random base62 characters. The source is
+// randomID returns prefix + n random base62 characters. The source is
 // math/rand/v2's runtime generator (ChaCha8, seeded from the OS): ids must
 // be unpredictable enough not to collide, not secret.
-func appendRandom62(dst []byte, n int) []byte {
+func randomID(prefix string, n int) string {
+	b := append(make([]byte, 0, len(prefix)+n), prefix...)
 	for n > 0 {
 		v := rand.Uint64()
 		for k := 0; k < 10 && n > 0; k++ { // 62^10 < 2^64
-			dst = append(dst, base62[v%62])
+			b = append(b, base62[v%62])
 			v /= 62
 			n--
 		}
 	}
-	return dst
+	return string(b)
 }
 
-func newSurfaceID() string {
-	return string(appendRandom62(append(make([]byte, 0, 26), "srf_"...), 22))
-}
-
-// newInvocationID mints an invocation id, "inv_" + 12 base62 characters.
-func newInvocationID() string {
-	return string(appendRandom62(append(make([]byte, 0, 16), "inv_"...), 12))
-}
-
-func newConfirmationID() string {
-	return string(appendRandom62(append(make([]byte, 0, 16), "cnf_"...), 12))
-}
+func newSurfaceID() string      { return randomID("srf_", 22) }
+func newInvocationID() string   { return randomID("inv_", 12) }
+func newConfirmationID() string { return randomID("cnf_", 12) }
 
 // appendRegistrationID appends "reg_" + counter in lowercase base36,
 // zero-padded to at least 4, + 6 base62 characters drawn from key and

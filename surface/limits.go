@@ -69,22 +69,12 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	def := func(p *int, v int) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
 	depth := func(p *int, v int) {
 		switch {
 		case *p == 0:
 			*p = v
 		case *p < 0:
 			*p = 0
-		}
-	}
-	defD := func(p *time.Duration, v time.Duration) {
-		if *p <= 0 {
-			*p = v
 		}
 	}
 	def(&l.MaxComponentDescription, 500)
@@ -94,19 +84,26 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxInputBytes, 1<<20)
 	def(&l.MaxSchemaBytes, 16384)
 	def(&l.MaxSchemaDepth, 8)
-	defD(&l.ObservationTimeout, 5*time.Second)
-	defD(&l.ActionTimeout, 10*time.Second)
-	defD(&l.ProcedureTimeout, 30*time.Second)
+	def(&l.ObservationTimeout, 5*time.Second)
+	def(&l.ActionTimeout, 10*time.Second)
+	def(&l.ProcedureTimeout, 30*time.Second)
 	depth(&l.ActionQueueDepth, 2)
 	def(&l.MaxConcurrentObservationsPerConsumer, 8)
 	def(&l.MaxConcurrentObservationsTotal, 32)
 	depth(&l.MaxQueuedObservationsPerConsumer, 8)
 	def(&l.DedupeCacheSize, 200)
-	defD(&l.DedupeCacheTTL, 10*time.Minute)
+	def(&l.DedupeCacheTTL, 10*time.Minute)
 	def(&l.TombstoneSize, 100)
-	defD(&l.TombstoneTTL, 5*time.Minute)
-	defD(&l.ConfirmationTTL, 2*time.Minute)
+	def(&l.TombstoneTTL, 5*time.Minute)
+	def(&l.ConfirmationTTL, 2*time.Minute)
 	def(&l.MaxPendingConfirmations, 32)
 	def(&l.MaxPendingConfirmationsPerConsumer, 8)
 	return l
+}
+
+// def sets *p to v when *p is zero or negative.
+func def[T int | time.Duration](p *T, v T) {
+	if *p <= 0 {
+		*p = v
+	}
 }

@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -45,7 +46,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	verb := strings.TrimPrefix(name, "surface_")
 	fields, known := metaFields[name]
 	if !known {
-		return ts.r.unknownTool(firstNonEmpty(toolCallID, newInvocationID()), name)
+		return ts.r.unknownTool(cmp.Or(toolCallID, newInvocationID()), name)
 	}
 	args, issues := metaEnvelope(name, raw, fields)
 	capID, _ := args["capabilityId"].(string)
@@ -53,30 +54,27 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 		if capID == "" {
 			capID = "meta:surface." + verb
 		}
-		return Result{Status: StatusError, InvocationID: firstNonEmpty(toolCallID, newInvocationID()), CapabilityID: capID,
+		return Result{Status: StatusError, InvocationID: cmp.Or(toolCallID, newInvocationID()), CapabilityID: capID,
 			Error: NewError(CodeInvalidInput, envelopeMessage(name), map[string]any{"issues": issues}), SurfaceVersion: ts.r.Version()}
 	}
-	switch name {
-	case MetaDiscover:
+	if name == MetaDiscover {
 		return ts.discover(args)
-	case MetaRead:
-		snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
-		inv := Invocation{InvocationID: firstNonEmpty(toolCallID, newInvocationID()), CapabilityID: capID, SurfaceVersion: snap.SurfaceVersion}
-		inv.InstanceID, _ = args["instanceId"].(string)
-		inv.RegistrationID, _ = uniqueMatch(snap, capID, inv.InstanceID)
-		return ts.invoke(ctx, inv)
 	}
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
 	inv := Invocation{CapabilityID: capID}
 	inv.InstanceID, _ = args["instanceId"].(string)
+	var inputSchema JSONText
+	inv.RegistrationID, inputSchema = uniqueMatch(snap, capID, inv.InstanceID)
+	if name == MetaRead {
+		inv.InvocationID, inv.SurfaceVersion = cmp.Or(toolCallID, newInvocationID()), snap.SurfaceVersion
+		return ts.invoke(ctx, inv)
+	}
 	sentID, _ := args["invocationId"].(string)
-	inv.InvocationID = firstNonEmpty(sentID, toolCallID, newInvocationID())
+	inv.InvocationID = cmp.Or(sentID, toolCallID, newInvocationID())
 	inv.ConfirmationID, _ = args["confirmationId"].(string)
-	inv.ConfirmationID = firstNonEmpty(inv.ConfirmationID, opts.ConfirmationID)
+	inv.ConfirmationID = cmp.Or(inv.ConfirmationID, opts.ConfirmationID)
 	sentVersion, _ := args["surfaceVersion"].(string)
-	inv.SurfaceVersion = firstNonEmpty(sentVersion, snap.SurfaceVersion)
-	regID, inputSchema := uniqueMatch(snap, capID, inv.InstanceID)
-	inv.RegistrationID = regID
+	inv.SurfaceVersion = cmp.Or(sentVersion, snap.SurfaceVersion)
 	if in, ok := args["input"]; ok {
 		if s, isString := in.(string); isString && isObjectSchema(inputSchema) {
 			// A model that sent the input as a JSON string: repaired only for
@@ -274,13 +272,4 @@ func uniqueMatch(snap Snapshot, capID, instance string) (string, JSONText) {
 		return "", ""
 	}
 	return regID, schema
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }

@@ -118,19 +118,10 @@ const (
 
 // String returns the phase's name, e.g. "resolved".
 func (ph Phase) String() string {
-	switch ph {
-	case PhaseResolved:
-		return "resolved"
-	case PhaseConfirmationPresented:
-		return "confirmation-presented"
-	case PhaseConfirmationRequested:
-		return "confirmation-requested"
-	case PhaseQueued:
-		return "queued"
-	case PhaseAdmitted:
-		return "admitted"
-	case PhaseExecuting:
-		return "executing"
+	names := [...]string{PhaseResolved: "resolved", PhaseConfirmationPresented: "confirmation-presented",
+		PhaseConfirmationRequested: "confirmation-requested", PhaseQueued: "queued", PhaseAdmitted: "admitted", PhaseExecuting: "executing"}
+	if int(ph) < len(names) && names[ph] != "" {
+		return names[ph]
 	}
 	return fmt.Sprintf("Phase(%d)", uint8(ph))
 }
@@ -209,20 +200,15 @@ func telemetryOf(t *Telemetry) *Telemetry {
 }
 
 // The hook's call sites in the pipeline and the registry are one line
-// each, marked "observe:". Each calls a small method here that checks
-// whether a hook is set (cheap enough to be inlined) and leaves the work,
-// and the recovery of a panicking hook, to a function of its own.
+// each, marked "observe:", calling a method here that returns at once
+// when no hook is set and recovers a panicking hook.
 
 // observeStart starts observing the invocation and returns the context
 // the rest of it runs with: ctx, or the one the hook returned.
-func (r *Registry) observeStart(ctx context.Context, a *attempt) context.Context {
+func (r *Registry) observeStart(ctx context.Context, a *attempt) (out context.Context) {
 	if r.telemetry == nil || r.telemetry.Invocation == nil {
 		return ctx
 	}
-	return r.startObserving(ctx, a)
-}
-
-func (r *Registry) startObserving(ctx context.Context, a *attempt) (out context.Context) {
 	info := InvocationInfo{
 		CapabilityID: a.inv.CapabilityID, Plane: planeOf(a.inv.CapabilityID), InvocationID: a.id(),
 		RegistrationID: a.inv.RegistrationID, ConsumerKind: a.call.Consumer.Kind, ConsumerID: a.call.Consumer.ID,
@@ -257,13 +243,9 @@ func planeOf(id string) Plane {
 // observeResolved reports PhaseResolved for the attempt's target.
 func (r *Registry) observeResolved(a *attempt) {
 	if a.rec != nil {
-		r.resolved(a)
+		r.phase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
+			RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap}.instance()})
 	}
-}
-
-func (r *Registry) resolved(a *attempt) {
-	r.phase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
-		RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap}.instance()})
 }
 
 // observePresented reports the check of presented evidence: rec is the
@@ -271,12 +253,9 @@ func (r *Registry) resolved(a *attempt) {
 // it is still pending (PhaseConfirmationRequested follows then), both nil
 // when the evidence is invalid.
 func (r *Registry) observePresented(a *attempt, id string, rec *confirmRecord, pending *PendingConfirmation) {
-	if a.rec != nil {
-		r.presented(a, id, rec, pending)
+	if a.rec == nil {
+		return
 	}
-}
-
-func (r *Registry) presented(a *attempt, id string, rec *confirmRecord, pending *PendingConfirmation) {
 	e := PhaseEvent{Phase: PhaseConfirmationPresented, ConfirmationID: id}
 	switch {
 	case rec != nil: // reserved by this call: its view and approval time are fixed
@@ -307,12 +286,8 @@ func (r *Registry) observeQueued(a *attempt) {
 // observeAdmitted reports PhaseAdmitted after a wait that began at start.
 func (r *Registry) observeAdmitted(a *attempt, start time.Time) {
 	if a.rec != nil {
-		r.admitted(a, start)
+		r.phase(a, PhaseEvent{Phase: PhaseAdmitted, QueueWait: r.now().Sub(start)})
 	}
-}
-
-func (r *Registry) admitted(a *attempt, start time.Time) {
-	r.phase(a, PhaseEvent{Phase: PhaseAdmitted, QueueWait: r.now().Sub(start)})
 }
 
 // observeExecuting reports PhaseExecuting.
@@ -330,18 +305,14 @@ func (r *Registry) phase(a *attempt, e PhaseEvent) {
 
 // observeSettled reports the settlement, d after the start.
 func (r *Registry) observeSettled(a *attempt, res *Result, d time.Duration) {
-	if a.rec != nil {
-		r.settleObserved(a, res, d)
-	}
-}
-
-func (r *Registry) settleObserved(a *attempt, res *Result, d time.Duration) {
-	s := Settlement{Status: res.Status, Error: res.Error, Duration: d, Admission: a.queued, QueueWait: a.queueWait,
-		Executed: a.executed, Execution: a.execution}
 	rec := a.rec
+	if rec == nil {
+		return
+	}
 	a.rec = nil // exactly once
 	defer r.telemetryPanic("Settle")
-	rec.Settle(s)
+	rec.Settle(Settlement{Status: res.Status, Error: res.Error, Duration: d, Admission: a.queued, QueueWait: a.queueWait,
+		Executed: a.executed, Execution: a.execution})
 }
 
 // telemetryPanic recovers and logs a panic raised by a telemetry hook.
@@ -355,12 +326,9 @@ func (r *Registry) telemetryPanic(hook string) {
 // observeConfirmation reports a confirmation request created (outcome
 // "") or resolved.
 func (r *Registry) observeConfirmation(v *PendingConfirmation, outcome ConfirmationOutcome, at time.Time) {
-	if r.telemetry != nil && r.telemetry.Confirmation != nil {
-		r.confirmationChanged(v, outcome, at)
+	if r.telemetry == nil || r.telemetry.Confirmation == nil {
+		return
 	}
-}
-
-func (r *Registry) confirmationChanged(v *PendingConfirmation, outcome ConfirmationOutcome, at time.Time) {
 	defer r.telemetryPanic("Confirmation")
 	r.telemetry.Confirmation(ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
 		Outcome: outcome, RequestedAt: v.RequestedAt, At: at})
@@ -368,23 +336,15 @@ func (r *Registry) confirmationChanged(v *PendingConfirmation, outcome Confirmat
 
 // observeRegistered reports reg going live and old, if not nil, replaced.
 func (r *Registry) observeRegistered(reg, old *registration) {
-	if r.telemetry != nil && r.telemetry.Registrations != nil {
-		r.registered(reg, old)
-	}
-}
-
-func (r *Registry) registered(reg, old *registration) {
 	if old != nil {
-		r.registrationsChanged(old.typ, -1)
+		r.observeUnregistered(old)
 	}
 	r.registrationsChanged(reg.typ, 1)
 }
 
 // observeUnregistered reports reg gone.
 func (r *Registry) observeUnregistered(reg *registration) {
-	if r.telemetry != nil && r.telemetry.Registrations != nil {
-		r.registrationsChanged(reg.typ, -1)
-	}
+	r.registrationsChanged(reg.typ, -1)
 }
 
 // liveByType counts live registrations per component type, for Close to
@@ -410,6 +370,9 @@ func (r *Registry) observeClosed(gone map[string]int) {
 }
 
 func (r *Registry) registrationsChanged(typ string, delta int) {
+	if r.telemetry == nil || r.telemetry.Registrations == nil {
+		return
+	}
 	defer r.telemetryPanic("Registrations")
 	r.telemetry.Registrations(RegistrationChange{ComponentType: typ, Delta: delta})
 }

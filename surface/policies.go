@@ -48,44 +48,16 @@ func Authenticated(key string) Policy {
 	if key == "" {
 		key = "user"
 	}
-	signedIn := func(pc *PolicyContext) bool { return truthy(pc.Host[key]) }
-	return Policy{
-		Name: "authenticated",
-		Discover: func(pc *PolicyContext) Decision {
-			if signedIn(pc) {
-				return Expose()
-			}
-			return Hide()
-		},
-		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
-			if !signedIn(pc) {
-				return Fail(NewError(CodeNotAuthenticated, "", nil))
-			}
-			return next(ctx)
-		},
-	}
+	return gate("authenticated", func(pc *PolicyContext) bool { return truthy(pc.Host[key]) },
+		NewError(CodeNotAuthenticated, "", nil))
 }
 
 // HasPermission hides capabilities unless check(host, permission) holds,
 // and fails NOT_AUTHORIZED at authorization. The agent is never told which
 // permission was missing. check receives a copy of the host context.
 func HasPermission(permission string, check func(host map[string]any, permission string) bool) Policy {
-	allowed := func(pc *PolicyContext) bool { return check(maps.Clone(pc.Host), permission) }
-	return Policy{
-		Name: "has-permission(" + permission + ")",
-		Discover: func(pc *PolicyContext) Decision {
-			if allowed(pc) {
-				return Expose()
-			}
-			return Hide()
-		},
-		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
-			if !allowed(pc) {
-				return Fail(NewError(CodeNotAuthorized, "", map[string]any{"origin": "client"}))
-			}
-			return next(ctx)
-		},
-	}
+	return gate("has-permission("+permission+")", func(pc *PolicyContext) bool { return check(maps.Clone(pc.Host), permission) },
+		NewError(CodeNotAuthorized, "", map[string]any{"origin": "client"}))
 }
 
 // TenantBoundary hides capabilities whose expected tenant (from the
@@ -93,43 +65,35 @@ func HasPermission(permission string, check func(host map[string]any, permission
 // tenant of the host context; no expected tenant passes. It fails
 // NOT_AUTHORIZED at authorization.
 func TenantBoundary(current func(host map[string]any) string, expected func(pc *PolicyContext) string) Policy {
-	inside := func(pc *PolicyContext) bool {
+	return gate("tenant-boundary", func(pc *PolicyContext) bool {
 		want := expected(pc)
 		return want == "" || want == current(maps.Clone(pc.Host))
-	}
-	return Policy{
-		Name: "tenant-boundary",
-		Discover: func(pc *PolicyContext) Decision {
-			if inside(pc) {
-				return Expose()
-			}
-			return Hide()
-		},
-		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
-			if !inside(pc) {
-				return Fail(NewError(CodeNotAuthorized, "", map[string]any{"origin": "client"}))
-			}
-			return next(ctx)
-		},
-	}
+	}, NewError(CodeNotAuthorized, "", map[string]any{"origin": "client"}))
 }
 
 // OnlyIn exposes capabilities only in the given environments; elsewhere
 // they do not exist (hidden, and CAPABILITY_NOT_FOUND at invocation).
 func OnlyIn(envs ...Environment) Policy {
 	envs = slices.Clone(envs)
-	in := func(pc *PolicyContext) bool { return slices.Contains(envs, pc.Environment) }
+	return gate("environment", func(pc *PolicyContext) bool { return slices.Contains(envs, pc.Environment) },
+		NewError(CodeCapabilityNotFound, "", nil))
+}
+
+// gate is a policy that hides what ok refuses and, for a chain that
+// exposed it anyway, fails its calls at authorization with (a copy of)
+// refusal.
+func gate(name string, ok func(pc *PolicyContext) bool, refusal *Error) Policy {
 	return Policy{
-		Name: "environment",
+		Name: name,
 		Discover: func(pc *PolicyContext) Decision {
-			if in(pc) {
+			if ok(pc) {
 				return Expose()
 			}
 			return Hide()
 		},
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
-			if !in(pc) {
-				return Fail(NewError(CodeCapabilityNotFound, "", nil))
+			if !ok(pc) {
+				return Fail(refusal.clone())
 			}
 			return next(ctx)
 		},

@@ -162,7 +162,7 @@ func procedureLevels(effect Effect, declared Confirmation, requiresApproval bool
 	if declared != "" {
 		level = declared
 	}
-	if effect == EffectDestructive && level.rank() < ConfirmOptional.rank() {
+	if effect == EffectDestructive && level == ConfirmNever {
 		level = ConfirmOptional
 	}
 	if requiresApproval {
@@ -268,12 +268,7 @@ func newBindSpec(input *schema.Schema, bound, overridable []string, hasBind bool
 		}
 	}
 	if req, ok := doc["required"].([]any); ok {
-		kept := req[:0]
-		for _, r := range req {
-			if s, _ := r.(string); !slices.Contains(bound, s) {
-				kept = append(kept, r)
-			}
-		}
+		kept := slices.DeleteFunc(req, func(r any) bool { s, _ := r.(string); return slices.Contains(bound, s) })
 		if len(kept) == 0 {
 			delete(doc, "required")
 		} else {

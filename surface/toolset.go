@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,18 +112,11 @@ type Tool struct {
 // Toolset projects a registry into tools for a model loop, for one
 // consumer. It is safe for concurrent use. Close it when the loop ends.
 //
-// A model acts on the tools it was shown. [Toolset.Catalog] returns one
-// build of the tools as a [Catalog]; its Call targets exactly the entries
-// listed: each carries the registration id and surface version it was
-// built from, and a call sends them (semantics §16.1). So a call through
-// a catalog whose component was since replaced fails STALE_CAPABILITY
-// registration-replaced, one whose component was unmounted fails
-// COMPONENT_UNMOUNTED, and a destructive or external-side-effect procedure
-// called after any surface change fails STALE_CAPABILITY
-// surface-version-mismatch: the model lists the tools again, and never
-// silently acts on something it was not shown. [Toolset.Tools] and
-// [Toolset.Call] do the same for a host with one model loop: Call targets
-// the catalog of the last Tools or Catalog call.
+// A model acts on the tools it was shown: [Toolset.Catalog] returns one
+// build of the tools as a [Catalog], whose Call targets exactly the
+// entries listed (semantics §16.1). [Toolset.Tools] and [Toolset.Call] do
+// the same for a host with one model loop: Call targets the catalog of the
+// last Tools or Catalog call.
 type Toolset struct {
 	r       *Registry
 	opts    ToolsetOptions
@@ -146,7 +138,7 @@ type Toolset struct {
 type catalogDefs struct {
 	version string
 	verNum  uint64
-	static  bool   // the states change only with the version (see isStatic)
+	static  bool   // the states change only with the version (Snapshot.static)
 	tools   []Tool // with the states of the build; never modified
 	byName  map[string]int
 }
@@ -155,9 +147,16 @@ type catalogDefs struct {
 // how its calls of them are made. Each tool carries the registration id
 // and surface version it was built from, and [Catalog.Call] sends them, so
 // a call reaches the registration the model saw or fails with the
-// registry's staleness verdict. A Catalog never changes; it is safe for
-// concurrent use. In meta mode it holds the three meta tools, whose calls
-// resolve capability ids when they are made.
+// registry's staleness verdict: STALE_CAPABILITY registration-replaced
+// when its component was since replaced, COMPONENT_UNMOUNTED when it was
+// unmounted, and STALE_CAPABILITY surface-version-mismatch for a
+// destructive or external-side-effect procedure called after any surface
+// change. The model lists the tools again, and never silently acts on
+// something it was not shown.
+//
+// A Catalog never changes; it is safe for concurrent use. In meta mode it
+// holds the three meta tools, whose calls resolve capability ids when they
+// are made.
 type Catalog struct {
 	ts      *Toolset
 	version string
@@ -282,19 +281,7 @@ func (ts *Toolset) target() *Catalog {
 // unsubscribes. Meta toolsets never change. A host that shows the new
 // tools to its model calls them through the catalog fn received.
 func (ts *Toolset) Subscribe(fn func(*Catalog)) (unsubscribe func()) {
-	p := &fn
-	ts.mu.Lock()
-	if ts.opts.Mode == ToolsetDirect && !ts.closed {
-		ts.subs = append(slices.Clone(ts.subs), p)
-	}
-	ts.mu.Unlock()
-	return func() {
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		if i := slices.Index(ts.subs, p); i >= 0 {
-			ts.subs = slices.Delete(slices.Clone(ts.subs), i, i+1)
-		}
-	}
+	return subscribe(&ts.mu, &ts.subs, fn, func() bool { return ts.opts.Mode == ToolsetDirect && !ts.closed })
 }
 
 // refresh rebuilds the catalog after a surface change and notifies
@@ -311,16 +298,7 @@ func (ts *Toolset) refresh() {
 	ts.sig = sig
 	subs := ts.subs
 	ts.mu.Unlock()
-	for _, fn := range subs {
-		func() {
-			defer func() {
-				if rec := recover(); rec != nil {
-					ts.r.log.Error("surface: toolset subscriber panicked", "panic", fmt.Sprint(rec))
-				}
-			}()
-			(*fn)(c)
-		}()
-	}
+	notifyAll(ts.r.log, "toolset", subs, func() *Catalog { return c })
 }
 
 // build makes a catalog from a fresh snapshot. Definitions (names,
@@ -345,7 +323,7 @@ func (ts *Toolset) build() *Catalog {
 			return d.catalog(ts, tools)
 		}
 	}
-	d = &catalogDefs{tools: catalog(snap), version: snap.SurfaceVersion, static: isStatic(snap)}
+	d = &catalogDefs{tools: catalog(snap), version: snap.SurfaceVersion, static: snap.static}
 	d.verNum, _ = strconv.ParseUint(snap.SurfaceVersion, 10, 64)
 	d.byName = make(map[string]int, len(d.tools))
 	for i, t := range d.tools {
@@ -398,45 +376,36 @@ func (c *Catalog) WireNames() map[string]string {
 	return m
 }
 
-// isStatic reports whether the states of a snapshot's capabilities can
-// change only with the surface version: no When predicate, no discovery
-// policy and no procedure Describe, the parts evaluated afresh by every
-// snapshot. Overrides, disabling and the set of registrations all bump
-// the version.
-func isStatic(snap Snapshot) bool { return snap.static }
-
 // withStates sets, in a copy of a catalog built from an earlier snapshot
 // of the same version, the states of snap. It reports false when the
 // snapshot lists other capabilities (a policy decision changed): the
 // catalog must then be rebuilt.
 func withStates(tools []Tool, snap Snapshot) bool {
 	k := 0
-	set := func(capID, regID string, available bool, reason string) bool {
+	set := func(capID, regID string, st ToolState) bool {
 		if k == len(tools) || tools[k].CapabilityID != capID || tools[k].RegistrationID != regID {
 			return false
 		}
-		tools[k].State = ToolState{Available: available, UnavailableReason: reason}
+		tools[k].State = st
 		k++
 		return true
 	}
 	for _, c := range snap.Components {
 		for _, o := range c.Observations {
-			if !set(o.CapabilityID, c.RegistrationID, o.Available, o.UnavailableReason) {
+			if !set(o.CapabilityID, c.RegistrationID, ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason}) {
 				return false
 			}
 		}
 		for _, a := range c.Actions {
-			if !set(a.CapabilityID, c.RegistrationID, a.Available, a.UnavailableReason) {
+			if !set(a.CapabilityID, c.RegistrationID, ToolState{Available: a.Available, UnavailableReason: a.UnavailableReason}) {
 				return false
 			}
 		}
 	}
 	for _, p := range snap.Procedures {
-		if k == len(tools) || tools[k].CapabilityID != p.ProcedureID || tools[k].RegistrationID != p.RegistrationID {
+		if !set(p.ProcedureID, p.RegistrationID, ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}) {
 			return false
 		}
-		tools[k].State = ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote}
-		k++
 	}
 	return k == len(tools)
 }
@@ -447,19 +416,13 @@ func catalogSignature(tools []Tool) string {
 	return string(b)
 }
 
-// description builds a stable tool description.
+// toolDescription builds a stable tool description.
 func toolDescription(plane string, effect Effect, required bool, text string) string {
-	var b strings.Builder
-	b.WriteString("[")
-	b.WriteString(plane)
-	b.WriteString(" · ")
-	b.WriteString(string(effect))
+	note := ""
 	if required {
-		b.WriteString(" · requires confirmation")
+		note = " · requires confirmation"
 	}
-	b.WriteString("] ")
-	b.WriteString(text)
-	return b.String()
+	return "[" + plane + " · " + string(effect) + note + "] " + text
 }
 
 // catalog turns a snapshot into direct-mode tools (semantics §16.1):
@@ -537,21 +500,18 @@ func catalog(snap Snapshot) []Tool {
 // safeSuffix keeps the characters of s that wire names allow.
 func safeSuffix(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x80 && (isAlnum(byte(r)) || r == '_' || r == '-') {
+		if r < 0x80 && wireSafeByte(byte(r)) {
 			return r
 		}
 		return -1
 	}, s)
 }
 
-// Call calls the tool called name with the model's arguments. The call
-// targets the capability, registration and surface version of the
-// catalog's entry, so the registry answers for what the model was shown:
-// STALE_CAPABILITY or COMPONENT_UNMOUNTED when that is gone, and
-// CAPABILITY_NOT_FOUND for a name the catalog does not have. Call never
-// panics and returns the registry's result unchanged; in wait mode a
-// CONFIRMATION_REQUIRED is answered by waiting for the user and retrying
-// once with the evidence.
+// Call calls the tool called name with the model's arguments, targeting
+// the catalog's entry (see [Catalog]); a name the catalog does not have
+// fails CAPABILITY_NOT_FOUND. Call never panics and returns the registry's
+// result unchanged; in wait mode a CONFIRMATION_REQUIRED is answered by
+// waiting for the user and retrying once with the evidence.
 func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage, opts CallOptions) Result {
 	ts := c.ts
 	if ts.opts.Mode == ToolsetMeta {

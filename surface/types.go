@@ -47,16 +47,6 @@ const (
 	ConfirmRequired Confirmation = "required"
 )
 
-func (c Confirmation) rank() int {
-	switch c {
-	case ConfirmOptional:
-		return 1
-	case ConfirmRequired:
-		return 2
-	}
-	return 0
-}
-
 func (c Confirmation) valid() bool {
 	return c == "" || c == ConfirmNever || c == ConfirmOptional || c == ConfirmRequired
 }
@@ -125,19 +115,16 @@ const (
 type Consumer struct {
 	// ID identifies the consumer within its kind. Empty means "anonymous".
 	ID string `json:"id"`
-	// Kind is how the consumer connects. Empty means [Embedded].
+	// Kind is how the consumer connects. Empty means [ConsumerEmbedded].
 	Kind ConsumerKind `json:"kind"`
 	// Grants are free-form strings interpreted by host policies.
 	Grants []string `json:"grants,omitempty"`
 }
 
-// anonymousConsumer is the consumer used when none is given.
-var anonymousConsumer = Consumer{ID: "anonymous", Kind: ConsumerEmbedded}
-
 // normalized returns c with defaults applied.
 func (c Consumer) normalized() Consumer {
 	if c.ID == "" {
-		c.ID = anonymousConsumer.ID
+		c.ID = "anonymous"
 	}
 	if c.Kind == "" {
 		c.Kind = ConsumerEmbedded

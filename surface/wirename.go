@@ -45,13 +45,9 @@ const maxWireNameLength = 64
 // wireKey identifies one tool of a catalog: a capability id plus the
 // instance id that disambiguates it ("" when the name needs no suffix).
 //
-// The toolset chooses InstanceID (semantics §16.1): the component's instance
-// id when several components of one type are listed; for a procedure id
-// listed several times, the context's instance id, else the registration id
-// without the characters outside [A-Za-z0-9_-]. Distinct tools need
-// distinct keys, since [assignWireNames] gives equal keys one name: two
-// references to one procedure from components sharing an instance id must
-// be told apart by the toolset (for instance by the registration id).
+// The toolset chooses InstanceID (semantics §16.1; see catalog). Distinct
+// tools need distinct keys, since [assignWireNames] gives equal keys one
+// name.
 type wireKey struct {
 	// CapabilityID is the capability id ("view:devices.table.selectRows").
 	CapabilityID string
@@ -67,19 +63,14 @@ const (
 	wireRounds = 4
 )
 
-// encodeWireName returns the level-0 wire name of one key (§16.2): the
-// faithful form when the key has one, else the hashed form at level 0. The
-// result has at most [maxWireNameLength] characters, all in [A-Za-z0-9_-].
+// encodeWireName returns the wire name of one key at a hash level (§16.2;
+// level 0 unless collisions raised it): the faithful form when the key has
+// one, at every level, else the hashed form. The result has at most
+// [maxWireNameLength] characters, all in [A-Za-z0-9_-].
 //
 // A catalog must name its tools with [assignWireNames], which resolves the
 // (rare) collisions between hashed names.
-func encodeWireName(k wireKey) string {
-	return wireEncode(k, 0)
-}
-
-// wireEncode returns the name of k at hash level L: faithful keys keep
-// their faithful form at every level.
-func wireEncode(k wireKey, level int) string {
+func encodeWireName(k wireKey, level int) string {
 	raw := wireRaw(k)
 	if wireFaithful(k, raw) {
 		return raw
@@ -99,29 +90,11 @@ func wireKeep(level int) int {
 // wireRaw is the unabridged form: the first ':' → '_', each '.' → "__",
 // plus "_at_" + instance id when there is one.
 func wireRaw(k wireKey) string {
-	id := k.CapabilityID
-	var b strings.Builder
-	b.Grow(len(id) + strings.Count(id, ".") + len(wireSuffix) + len(k.InstanceID))
-	if i := strings.IndexByte(id, ':'); i >= 0 {
-		b.WriteString(id[:i])
-		b.WriteByte('_')
-		id = id[i+1:]
-	}
-	for {
-		i := strings.IndexByte(id, '.')
-		if i < 0 {
-			break
-		}
-		b.WriteString(id[:i])
-		b.WriteString("__")
-		id = id[i+1:]
-	}
-	b.WriteString(id)
+	raw := strings.ReplaceAll(strings.Replace(k.CapabilityID, ":", "_", 1), ".", "__")
 	if k.InstanceID != "" {
-		b.WriteString(wireSuffix)
-		b.WriteString(k.InstanceID)
+		raw += wireSuffix + k.InstanceID
 	}
-	return b.String()
+	return raw
 }
 
 // wireFaithful reports whether raw, the raw form of k, is k's name.
@@ -260,7 +233,7 @@ func assignWireNames(keys []wireKey) map[wireKey]string {
 	names := make([]string, len(uniq))
 	levels := make([]int, len(uniq))
 	for i, k := range uniq {
-		names[i] = wireEncode(k, 0)
+		names[i] = encodeWireName(k, 0)
 	}
 	count := make(map[string]int, len(uniq))
 	var colliding []int
@@ -281,7 +254,7 @@ func assignWireNames(keys []wireKey) map[wireKey]string {
 		if round < wireRounds-1 {
 			for _, i := range colliding {
 				levels[i]++
-				names[i] = wireEncode(uniq[i], levels[i])
+				names[i] = encodeWireName(uniq[i], levels[i])
 			}
 			continue
 		}
@@ -362,7 +335,7 @@ func decodeWireName(name string) (capabilityID string, ok bool) {
 		}
 	}
 	id := plane + ":" + strings.Join(segs, ".")
-	if _, ok := parseCapabilityID(id); !ok || encodeWireName(wireKey{CapabilityID: id}) != name {
+	if _, ok := parseCapabilityID(id); !ok || encodeWireName(wireKey{CapabilityID: id}, 0) != name {
 		return "", false
 	}
 	return id, true
