@@ -168,13 +168,13 @@ func (r *Registry) admit(ctx context.Context, a *attempt) *Error {
 		a.admitted = e == nil
 		return e
 	}
-	r.observeQueued(a) // observe: the call waits for a slot
+	r.observePhase(a, PhaseEvent{Phase: PhaseQueued}) // observe: the call waits for a slot
 	start := r.now()
 	defer func() { a.queueWait = r.now().Sub(start) }()
 	select {
 	case <-w.ch:
 		a.admitted = true
-		r.observeAdmitted(a, start) // observe: admitted after waiting since start
+		r.observePhase(a, PhaseEvent{Phase: PhaseAdmitted, QueueWait: r.now().Sub(start)}) // observe: admitted after waiting
 		return nil
 	case <-ctx.Done():
 		e = NewError(CodeCancelled, "", nil)

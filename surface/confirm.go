@@ -472,7 +472,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 	if e != nil {
 		return e
 	}
-	r.observeRequested(a, view) // observe: the user's approval is requested
+	r.observePhase(a, requestedPhase(view)) // observe: the user's approval is requested
 	return confirmationRequired(view)
 }
 
