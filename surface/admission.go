@@ -219,12 +219,7 @@ func (r *Registry) admitCall(a *attempt) (*waiter, *Error) {
 // groupKey computes a key-mode call's queue key; the key function is user
 // code, so a panic (or an input that does not decode) fails the call.
 func (r *Registry) groupKey(a *attempt) (key string, e *Error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("the concurrency key", a.inv.CapabilityID, rec)
-			key, e = "", handlerError()
-		}
-	}()
+	defer r.recoverAs(&e, handlerError, "the concurrency key", a.inv.CapabilityID)
 	key, err := a.cap.def.conc.key(a.in)
 	if err != nil {
 		r.log.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)

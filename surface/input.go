@@ -59,18 +59,16 @@ func (r *Registry) actionInput(a *attempt) *Error {
 // decode decodes the input into the handler's type, which may have an
 // UnmarshalJSON of its own: a failure or a panic there is INVALID_INPUT.
 func (r *Registry) decode(a *attempt, raw []byte) (in any, e *Error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("decoding the input", a.inv.CapabilityID, rec)
-			in, e = nil, invalidInput(Issue{Path: "", Message: msgShape})
-		}
-	}()
+	defer r.recoverAs(&e, badShape, "decoding the input", a.inv.CapabilityID)
 	in, err := a.cap.def.decode(raw)
 	if err != nil {
-		return nil, invalidInput(Issue{Path: "", Message: msgShape})
+		return nil, badShape()
 	}
 	return in, nil
 }
+
+// badShape is the INVALID_INPUT of an input the handler's type cannot hold.
+func badShape() *Error { return invalidInput(Issue{Path: "", Message: msgShape}) }
 
 // procedureInput builds the effective input of a procedure call
 // (semantics §15): the agent's object, no locked field, valid against the
@@ -219,12 +217,7 @@ func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
 	if d.kind != KindAction || d.precondition == nil {
 		return nil
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("the precondition", a.inv.CapabilityID, rec)
-			e = handlerError()
-		}
-	}()
+	defer r.recoverAs(&e, handlerError, "the precondition", a.inv.CapabilityID)
 	if err := d.precondition(ctx, &a.call, a.in); err != nil {
 		return r.userError(a, err, "precondition")
 	}
