@@ -63,8 +63,11 @@ func (a *attempt) canonicalInput() {
 	}
 	var err error
 	a.input, err = canonical.Canonicalize(a.inv.Input)
-	if err != nil {
-		a.inputBad, a.inputDeep = true, errors.Is(err, canonical.ErrTooDeep)
+	switch {
+	case errors.Is(err, canonical.ErrTooDeep):
+		a.inputBad = msgTooDeep
+	case err != nil:
+		a.inputBad = msgInvalidJSON
 	}
 }
 
@@ -74,11 +77,3 @@ const (
 	msgTooDeep     = "input is nested too deeply (more than 1000 levels of arrays and objects)"
 	msgShape       = "input does not match the expected shape"
 )
-
-// inputIssue is the issue of an input that is not usable JSON.
-func (a *attempt) inputIssue() Issue {
-	if a.inputDeep {
-		return Issue{Path: "", Message: msgTooDeep}
-	}
-	return Issue{Path: "", Message: msgInvalidJSON}
-}

@@ -13,15 +13,17 @@ import (
 
 // effectiveInput runs phase 5: the action's validated, decoded input, or
 // the procedure's input merged with its live bound values. Observations
-// take none.
+// take none (and ignore input that is not JSON).
 func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
-	switch a.cap.def.kind {
-	case KindAction:
+	switch kind := a.cap.def.kind; {
+	case kind == KindObservation:
+		return nil
+	case a.inputBad != "":
+		return invalidInput(Issue{Path: "", Message: a.inputBad})
+	case kind == KindAction:
 		return r.actionInput(a)
-	case KindProcedure:
-		return r.procedureInput(ctx, a)
 	}
-	return nil
+	return r.procedureInput(ctx, a)
 }
 
 // actionInput validates the action input against its schema and decodes
@@ -29,9 +31,6 @@ func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
 // schema.
 func (r *Registry) actionInput(a *attempt) *Error {
 	d := a.cap.def
-	if a.inputBad {
-		return invalidInput(a.inputIssue())
-	}
 	raw := a.input
 	if raw == nil {
 		raw = []byte("null")
@@ -77,9 +76,6 @@ func badShape() *Error { return invalidInput(Issue{Path: "", Message: msgShape})
 // confirmation sees it.
 func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	b := a.cap.bound
-	if a.inputBad {
-		return invalidInput(a.inputIssue())
-	}
 	raw := a.input
 	if raw == nil {
 		raw = []byte("{}")
