@@ -10,16 +10,8 @@ import (
 
 // checkRequest begins phase 1: it bounds what an agent chose before the
 // registry keeps any of it (in the idempotency cache, the audit trail, the
-// events, the confirmation store). Every id of the request is at most
-// [MaxIDLength] bytes, the spec's fixed id limit (semantics §1, §18), and
-// the input at most Limits.MaxInputBytes, measured before it is parsed.
-//
-// A capability or instance id that is too long names nothing (semantics
-// §1: an over-long id resolves to nothing): CAPABILITY_NOT_FOUND. Any
-// other id that is too long (invocationId, registrationId,
-// confirmationId, surfaceVersion), or an input that is too large, is a
-// malformed request: INVALID_INPUT with one issue whose path is the
-// request field ("" for the input) and details.field naming it.
+// events, the confirmation store), as [Registry.Invoke] states (semantics
+// §1, §18: an over-long capability or instance id names nothing).
 func (r *Registry) checkRequest(inv *Invocation) *Error {
 	for _, f := range [...]struct {
 		name, id string
