@@ -70,7 +70,7 @@ type concurrency struct {
 // compileConcurrency checks c and resolves its defaults. decode turns the
 // pipeline's input of the capability into In for the key function.
 func compileConcurrency[In any](c Concurrency[In], dflt ConcurrencyMode, decode func(in any) (In, error)) (concurrency, *DefinitionError) {
-	out := concurrency{mode: c.Mode, max: 1, depth: -1}
+	out := concurrency{mode: c.Mode, max: max(c.Max, 1), depth: -1} // Max is checked below: 0 outside parallel mode
 	bad := func(msg string) (concurrency, *DefinitionError) {
 		return concurrency{}, defErr(DefinitionInvalid, "concurrency", msg)
 	}
@@ -92,9 +92,6 @@ func compileConcurrency[In any](c Concurrency[In], dflt ConcurrencyMode, decode 
 		return bad("Key applies to key mode only")
 	case c.QueueDepth != nil && *c.QueueDepth < 0:
 		return bad("QueueDepth must not be negative")
-	}
-	if out.mode == ConcurrencyParallel {
-		out.max = c.Max
 	}
 	if c.QueueDepth != nil {
 		out.depth = *c.QueueDepth

@@ -233,13 +233,6 @@ func newBindSpec(input *schema.Schema, bound, overridable []string, hasBind bool
 	if len(bound) == 0 {
 		return sp, nil
 	}
-	for _, k := range bound {
-		locked := !slices.Contains(overridable, k)
-		if locked {
-			sp.locked = append(sp.locked, k)
-		}
-		sp.fields = append(sp.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
-	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(input.JSON()), &doc); err != nil || doc["type"] != "object" {
 		return nil, defErr(DefinitionInvalid, "input", "bound fields need an object input schema")
@@ -249,9 +242,12 @@ func newBindSpec(input *schema.Schema, bound, overridable []string, hasBind bool
 		if _, ok := props[k]; !ok {
 			return nil, defErr(DefinitionInvalid, "bound", fmt.Sprintf("bound field %q is not a property of the input schema", k))
 		}
-	}
-	for _, k := range sp.locked {
-		delete(props, k)
+		locked := !slices.Contains(overridable, k)
+		if locked {
+			sp.locked = append(sp.locked, k)
+			delete(props, k)
+		}
+		sp.fields = append(sp.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
 	}
 	for _, k := range overridable {
 		p, _ := props[k].(map[string]any)
