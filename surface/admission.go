@@ -70,7 +70,7 @@ type concurrency struct {
 // compileConcurrency checks c and resolves its defaults. decode turns the
 // pipeline's input of the capability into In for the key function.
 func compileConcurrency[In any](c Concurrency[In], dflt ConcurrencyMode, decode func(in any) (In, error)) (concurrency, *DefinitionError) {
-	out := concurrency{mode: c.Mode, max: 1, depth: -1}
+	out := concurrency{mode: c.Mode, max: max(c.Max, 1), depth: -1} // Max is checked below: 0 outside parallel mode
 	bad := func(msg string) (concurrency, *DefinitionError) {
 		return concurrency{}, defErr(DefinitionInvalid, "concurrency", msg)
 	}
@@ -92,9 +92,6 @@ func compileConcurrency[In any](c Concurrency[In], dflt ConcurrencyMode, decode 
 		return bad("Key applies to key mode only")
 	case c.QueueDepth != nil && *c.QueueDepth < 0:
 		return bad("QueueDepth must not be negative")
-	}
-	if out.mode == ConcurrencyParallel {
-		out.max = c.Max
 	}
 	if c.QueueDepth != nil {
 		out.depth = *c.QueueDepth
@@ -168,13 +165,13 @@ func (r *Registry) admit(ctx context.Context, a *attempt) *Error {
 		a.admitted = e == nil
 		return e
 	}
-	r.observeQueued(a) // observe: the call waits for a slot
+	r.observePhase(a, PhaseEvent{Phase: PhaseQueued}) // observe: the call waits for a slot
 	start := r.now()
 	defer func() { a.queueWait = r.now().Sub(start) }()
 	select {
 	case <-w.ch:
 		a.admitted = true
-		r.observeAdmitted(a, start) // observe: admitted after waiting since start
+		r.observePhase(a, PhaseEvent{Phase: PhaseAdmitted, QueueWait: r.now().Sub(start)}) // observe: admitted after waiting
 		return nil
 	case <-ctx.Done():
 		e = NewError(CodeCancelled, "", nil)
@@ -219,12 +216,7 @@ func (r *Registry) admitCall(a *attempt) (*waiter, *Error) {
 // groupKey computes a key-mode call's queue key; the key function is user
 // code, so a panic (or an input that does not decode) fails the call.
 func (r *Registry) groupKey(a *attempt) (key string, e *Error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("the concurrency key", a.inv.CapabilityID, rec)
-			key, e = "", handlerError()
-		}
-	}()
+	defer r.recoverAs(&e, handlerError, "the concurrency key", a.inv.CapabilityID)
 	key, err := a.cap.def.conc.key(a.in)
 	if err != nil {
 		r.log.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)

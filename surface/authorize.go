@@ -150,6 +150,16 @@ func guarded[T any](r *Registry, what, capabilityID string, fallback T, f func()
 	return f()
 }
 
+// recoverAs, deferred by a function that calls user code, turns a panic
+// into the error fallback makes, stored in *e, and logs it (what panicked,
+// for which capability).
+func (r *Registry) recoverAs(e **Error, fallback func() *Error, what, capabilityID string) {
+	if rec := recover(); rec != nil {
+		r.logPanic(what, capabilityID, rec)
+		*e = fallback()
+	}
+}
+
 // logPanic logs a panic recovered from user code.
 func (r *Registry) logPanic(what, capabilityID string, rec any) {
 	r.log.Error("surface: "+what+" panicked", "capabilityId", capabilityID, "panic", fmt.Sprint(rec))

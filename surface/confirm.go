@@ -79,7 +79,6 @@ type confirmRecord struct {
 	digest     string
 	state      confirmState
 	approvedAt time.Time
-	denyReason string
 	timer      *time.Timer
 	resolved   chan struct{} // closed when it leaves pending
 }
@@ -131,12 +130,12 @@ func (c *Confirmations) Resolve(id string, res Resolution) bool {
 	if res.Approved {
 		outcome = OutcomeApproved
 	}
-	return c.finish(id, outcome, res)
+	return c.finish(id, outcome, res.Actor)
 }
 
 // Expire expires a pending request now, as its timer would.
 func (c *Confirmations) Expire(id string) bool {
-	return c.finish(id, OutcomeExpired, Resolution{})
+	return c.finish(id, OutcomeExpired, "")
 }
 
 // Wait blocks until the request leaves pending and returns how it ended:
@@ -216,7 +215,7 @@ func notifyAll[T any](log *slog.Logger, what string, subs []*func(T), arg func()
 }
 
 // finish moves a pending record to its outcome.
-func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resolution) bool {
+func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor string) bool {
 	r := c.r
 	c.mu.Lock()
 	rec := c.byID[id]
@@ -229,7 +228,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 	case OutcomeApproved:
 		rec.state, rec.approvedAt = cApproved, now
 	case OutcomeDenied:
-		rec.state, rec.denyReason = cDenied, res.Reason
+		rec.state = cDenied
 	default:
 		rec.state = cExpired
 		rec.view.ExpiresAt = now
@@ -243,7 +242,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, res Resol
 	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
 	typ := map[ConfirmationOutcome]AuditType{OutcomeApproved: AuditConfirmationApproved, OutcomeDenied: AuditConfirmationDenied, OutcomeExpired: AuditConfirmationExpired}[outcome]
 	ev := c.auditEvent(typ, view, rec.level)
-	ev.Actor = res.Actor
+	ev.Actor = actor
 	r.audit(ev)
 	c.notify(subs, list)
 	return true
@@ -472,7 +471,7 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 	if e != nil {
 		return e
 	}
-	r.observeRequested(a, view) // observe: the user's approval is requested
+	r.observePhase(a, requestedPhase(view)) // observe: the user's approval is requested
 	return confirmationRequired(view)
 }
 

@@ -3,6 +3,7 @@ package surface
 import (
 	"errors"
 	"fmt"
+	"unicode/utf16"
 )
 
 // DefinitionCode classifies a structural defect in a component definition.
@@ -219,14 +220,9 @@ func clip(s string, max int) string {
 	}
 	n := 0
 	for i, r := range s {
-		w := 1
-		if r > 0xFFFF {
-			w = 2
-		}
-		if n+w > max-1 {
+		if n += utf16.RuneLen(r); n > max-1 {
 			return s[:i] + "…"
 		}
-		n += w
 	}
 	return s
 }

@@ -81,7 +81,7 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 		a.consumed = true
 	}
 	a.executed = true
-	r.observeExecuting(a) // observe: the handler or executor is called next
+	r.observePhase(a, PhaseEvent{Phase: PhaseExecuting}) // observe: the handler or executor is called next
 	if r.isolate {
 		r.runIsolated(ctx, hctx, a, x, timeout)
 	} else {

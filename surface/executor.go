@@ -35,14 +35,14 @@ type ProcedureCall struct {
 // ProcedureExecutor performs domain procedures on behalf of the registry.
 // Install one with [Registry.SetProcedureExecutor].
 //
-// Execute is called on its own goroutine with a context that ends on
-// timeout (Limits.ProcedureTimeout by default), cancellation or Close; it
-// returns the procedure's JSON output. It may return a *Error to fail with
-// that code (a server NOT_AUTHORIZED with details origin "server", a
-// server approval demand as CONFIRMATION_REQUIRED with origin "server");
-// any other error becomes EXECUTION_FAILED (reason "transport", retry
-// after a delay when the error is [Transient]). Error text never reaches
-// the agent.
+// Execute is called as a handler is (see [Registry.Invoke]), with a
+// context that ends on timeout (Limits.ProcedureTimeout by default),
+// cancellation or Close; it returns the procedure's JSON output. It may
+// return a *Error to fail with that code (a server NOT_AUTHORIZED with
+// details origin "server", a server approval demand as
+// CONFIRMATION_REQUIRED with origin "server"); any other error becomes
+// EXECUTION_FAILED (reason "transport", retry after a delay when the
+// error is [Transient]). Error text never reaches the agent.
 //
 // Paths lists the procedure paths the executor exposes — its manifest.
 // Procedure references to other paths are rejected at registration, so a

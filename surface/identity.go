@@ -10,16 +10,8 @@ import (
 
 // checkRequest begins phase 1: it bounds what an agent chose before the
 // registry keeps any of it (in the idempotency cache, the audit trail, the
-// events, the confirmation store). Every id of the request is at most
-// [MaxIDLength] bytes, the spec's fixed id limit (semantics §1, §18), and
-// the input at most Limits.MaxInputBytes, measured before it is parsed.
-//
-// A capability or instance id that is too long names nothing (semantics
-// §1: an over-long id resolves to nothing): CAPABILITY_NOT_FOUND. Any
-// other id that is too long (invocationId, registrationId,
-// confirmationId, surfaceVersion), or an input that is too large, is a
-// malformed request: INVALID_INPUT with one issue whose path is the
-// request field ("" for the input) and details.field naming it.
+// events, the confirmation store), as [Registry.Invoke] states (semantics
+// §1, §18: an over-long capability or instance id names nothing).
 func (r *Registry) checkRequest(inv *Invocation) *Error {
 	for _, f := range [...]struct {
 		name, id string
@@ -63,8 +55,11 @@ func (a *attempt) canonicalInput() {
 	}
 	var err error
 	a.input, err = canonical.Canonicalize(a.inv.Input)
-	if err != nil {
-		a.inputBad, a.inputDeep = true, errors.Is(err, canonical.ErrTooDeep)
+	switch {
+	case errors.Is(err, canonical.ErrTooDeep):
+		a.inputBad = msgTooDeep
+	case err != nil:
+		a.inputBad = msgInvalidJSON
 	}
 }
 
@@ -74,11 +69,3 @@ const (
 	msgTooDeep     = "input is nested too deeply (more than 1000 levels of arrays and objects)"
 	msgShape       = "input does not match the expected shape"
 )
-
-// inputIssue is the issue of an input that is not usable JSON.
-func (a *attempt) inputIssue() Issue {
-	if a.inputDeep {
-		return Issue{Path: "", Message: msgTooDeep}
-	}
-	return Issue{Path: "", Message: msgInvalidJSON}
-}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // Plane separates view capabilities (observations and actions of live
@@ -133,12 +132,8 @@ func isAlnum(c byte) bool {
 // jsLen is the length of s in UTF-16 code units, the unit of every
 // character limit of the spec.
 func jsLen(s string) int {
-	i := 0
-	for i < len(s) && s[i] < utf8.RuneSelf { // ASCII: one unit per byte
-		i++
-	}
-	n := i
-	for _, r := range s[i:] {
+	n := 0
+	for _, r := range s { // an invalid byte reads as U+FFFD: one unit
 		n += utf16.RuneLen(r)
 	}
 	return n

@@ -13,15 +13,17 @@ import (
 
 // effectiveInput runs phase 5: the action's validated, decoded input, or
 // the procedure's input merged with its live bound values. Observations
-// take none.
+// take none (and ignore input that is not JSON).
 func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
-	switch a.cap.def.kind {
-	case KindAction:
+	switch kind := a.cap.def.kind; {
+	case kind == KindObservation:
+		return nil
+	case a.inputBad != "":
+		return invalidInput(Issue{Path: "", Message: a.inputBad})
+	case kind == KindAction:
 		return r.actionInput(a)
-	case KindProcedure:
-		return r.procedureInput(ctx, a)
 	}
-	return nil
+	return r.procedureInput(ctx, a)
 }
 
 // actionInput validates the action input against its schema and decodes
@@ -29,9 +31,6 @@ func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
 // schema.
 func (r *Registry) actionInput(a *attempt) *Error {
 	d := a.cap.def
-	if a.inputBad {
-		return invalidInput(a.inputIssue())
-	}
 	raw := a.input
 	if raw == nil {
 		raw = []byte("null")
@@ -59,18 +58,16 @@ func (r *Registry) actionInput(a *attempt) *Error {
 // decode decodes the input into the handler's type, which may have an
 // UnmarshalJSON of its own: a failure or a panic there is INVALID_INPUT.
 func (r *Registry) decode(a *attempt, raw []byte) (in any, e *Error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("decoding the input", a.inv.CapabilityID, rec)
-			in, e = nil, invalidInput(Issue{Path: "", Message: msgShape})
-		}
-	}()
+	defer r.recoverAs(&e, badShape, "decoding the input", a.inv.CapabilityID)
 	in, err := a.cap.def.decode(raw)
 	if err != nil {
-		return nil, invalidInput(Issue{Path: "", Message: msgShape})
+		return nil, badShape()
 	}
 	return in, nil
 }
+
+// badShape is the INVALID_INPUT of an input the handler's type cannot hold.
+func badShape() *Error { return invalidInput(Issue{Path: "", Message: msgShape}) }
 
 // procedureInput builds the effective input of a procedure call
 // (semantics §15): the agent's object, no locked field, valid against the
@@ -79,9 +76,6 @@ func (r *Registry) decode(a *attempt, raw []byte) (in any, e *Error) {
 // confirmation sees it.
 func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	b := a.cap.bound
-	if a.inputBad {
-		return invalidInput(a.inputIssue())
-	}
 	raw := a.input
 	if raw == nil {
 		raw = []byte("{}")
@@ -219,12 +213,7 @@ func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
 	if d.kind != KindAction || d.precondition == nil {
 		return nil
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("the precondition", a.inv.CapabilityID, rec)
-			e = handlerError()
-		}
-	}()
+	defer r.recoverAs(&e, handlerError, "the precondition", a.inv.CapabilityID)
 	if err := d.precondition(ctx, &a.call, a.in); err != nil {
 		return r.userError(a, err, "precondition")
 	}

@@ -157,6 +157,7 @@ type attempt struct {
 	startVersion uint64
 	timeout      time.Duration // InvokeOptions.Timeout
 	input        []byte        // canonical input; nil when absent or not JSON
+	inputBad     string        // why the input is not usable JSON (the message), or ""
 
 	// What handlers see, by pointer (a handler may keep it): the
 	// invocation id (sent or minted) and the consumer (normalized) from
@@ -184,8 +185,6 @@ type attempt struct {
 
 	rec InvocationRecorder // observe: the Telemetry's recorder of this invocation, or nil
 
-	inputBad   bool // the input is not JSON
-	inputDeep  bool // … because it nests too deeply
 	unresolved bool // resolution failed: the settlement is audited anyway
 	consumed   bool // the evidence is spent, execution having started
 	queued     bool // reached admission
@@ -267,7 +266,7 @@ func (a *attempt) fingerprint(seed maphash.Seed) uint64 {
 		h.WriteString(id)
 	}
 	switch {
-	case a.inputBad:
+	case a.inputBad != "":
 		writeHead(&h, 'x', len(inv.Input))
 		h.Write(inv.Input)
 	case a.input == nil:

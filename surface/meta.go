@@ -195,12 +195,10 @@ func (ts *Toolset) discover(args map[string]any) Result {
 		}
 	}
 	scope, rejected, empty := intersectScope(ts.opts.Scope, requested)
-	var snap Snapshot
 	if empty {
-		snap = ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: []string{"\x00none"}})
-	} else {
-		snap = ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: scope, Budget: ts.opts.Budget})
+		scope = []string{"\x00none"} // a prefix no component type has
 	}
+	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: scope, Budget: ts.opts.Budget})
 	body, _ := json.Marshal(snap)
 	if len(rejected) > 0 {
 		extra, _ := json.Marshal(map[string]any{"prefixes": rejected})

@@ -240,10 +240,19 @@ func planeOf(id string) Plane {
 	return ""
 }
 
+// observePhase reports a phase the invocation reached to its recorder.
+func (r *Registry) observePhase(a *attempt, e PhaseEvent) {
+	if a.rec == nil {
+		return
+	}
+	defer r.telemetryPanic("Phase")
+	a.rec.Phase(e)
+}
+
 // observeResolved reports PhaseResolved for the attempt's target.
 func (r *Registry) observeResolved(a *attempt) {
 	if a.rec != nil {
-		r.phase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
+		r.observePhase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
 			RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap}.instance()})
 	}
 }
@@ -263,44 +272,15 @@ func (r *Registry) observePresented(a *attempt, id string, rec *confirmRecord, p
 	case pending != nil:
 		e.RequestedAt, e.ExpiresAt = pending.RequestedAt, pending.ExpiresAt
 	}
-	r.phase(a, e)
+	r.observePhase(a, e)
 	if pending != nil {
-		r.observeRequested(a, *pending)
+		r.observePhase(a, requestedPhase(*pending))
 	}
 }
 
-// observeRequested reports PhaseConfirmationRequested.
-func (r *Registry) observeRequested(a *attempt, v PendingConfirmation) {
-	if a.rec != nil {
-		r.phase(a, PhaseEvent{Phase: PhaseConfirmationRequested, ConfirmationID: v.ConfirmationID, RequestedAt: v.RequestedAt, ExpiresAt: v.ExpiresAt})
-	}
-}
-
-// observeQueued reports PhaseQueued.
-func (r *Registry) observeQueued(a *attempt) {
-	if a.rec != nil {
-		r.phase(a, PhaseEvent{Phase: PhaseQueued})
-	}
-}
-
-// observeAdmitted reports PhaseAdmitted after a wait that began at start.
-func (r *Registry) observeAdmitted(a *attempt, start time.Time) {
-	if a.rec != nil {
-		r.phase(a, PhaseEvent{Phase: PhaseAdmitted, QueueWait: r.now().Sub(start)})
-	}
-}
-
-// observeExecuting reports PhaseExecuting.
-func (r *Registry) observeExecuting(a *attempt) {
-	if a.rec != nil {
-		r.phase(a, PhaseEvent{Phase: PhaseExecuting})
-	}
-}
-
-// phase calls the recorder's Phase.
-func (r *Registry) phase(a *attempt, e PhaseEvent) {
-	defer r.telemetryPanic("Phase")
-	a.rec.Phase(e)
+// requestedPhase is the PhaseConfirmationRequested of a pending request.
+func requestedPhase(v PendingConfirmation) PhaseEvent {
+	return PhaseEvent{Phase: PhaseConfirmationRequested, ConfirmationID: v.ConfirmationID, RequestedAt: v.RequestedAt, ExpiresAt: v.ExpiresAt}
 }
 
 // observeSettled reports the settlement, d after the start.

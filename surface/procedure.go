@@ -26,11 +26,6 @@ import (
 // agent's input and validated against the full schema before any policy or
 // confirmation sees them, so an approval binds exactly the values that
 // execute.
-//
-// Which fields are bound is declared in Bound, not learned by calling
-// Bind when the component registers (as the reference implementation
-// does): what the agent may send then never depends on whether the live
-// state was ready at mount time.
 type ProcedureDef[In, Out any] struct {
 	// ID is the capability id, "domain:" + the procedure path
 	// ("domain:devices.disable"), at most 128 long.
@@ -60,10 +55,12 @@ type ProcedureDef[In, Out any] struct {
 	// Bound declares the input fields filled from live UI state (the
 	// current selection, the open record): top-level properties of the
 	// input schema, which must then be an object. The declaration is
-	// static, so what the agent may set never depends on live state: a
-	// bound field not listed in Overridable is locked, absent from the
-	// agent's schema and refused (INVALID_INPUT with lockedFields) when
-	// an agent sends it, whatever Bind does. Bound needs Bind.
+	// static (the reference implementation learns the fields by calling
+	// Bind at mount), so what the agent may set never depends on whether
+	// live state was ready: a bound field not listed in Overridable is
+	// locked, absent from the agent's schema and refused (INVALID_INPUT
+	// with lockedFields) when an agent sends it, whatever Bind does.
+	// Bound needs Bind.
 	Bound []string
 	// Overridable lists the bound fields the agent may set; they default
 	// to the bound value. Each must be listed in Bound.
@@ -236,13 +233,6 @@ func newBindSpec(input *schema.Schema, bound, overridable []string, hasBind bool
 	if len(bound) == 0 {
 		return sp, nil
 	}
-	for _, k := range bound {
-		locked := !slices.Contains(overridable, k)
-		if locked {
-			sp.locked = append(sp.locked, k)
-		}
-		sp.fields = append(sp.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
-	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(input.JSON()), &doc); err != nil || doc["type"] != "object" {
 		return nil, defErr(DefinitionInvalid, "input", "bound fields need an object input schema")
@@ -252,9 +242,12 @@ func newBindSpec(input *schema.Schema, bound, overridable []string, hasBind bool
 		if _, ok := props[k]; !ok {
 			return nil, defErr(DefinitionInvalid, "bound", fmt.Sprintf("bound field %q is not a property of the input schema", k))
 		}
-	}
-	for _, k := range sp.locked {
-		delete(props, k)
+		locked := !slices.Contains(overridable, k)
+		if locked {
+			sp.locked = append(sp.locked, k)
+			delete(props, k)
+		}
+		sp.fields = append(sp.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
 	}
 	for _, k := range overridable {
 		p, _ := props[k].(map[string]any)
@@ -344,7 +337,7 @@ func AddFunc[In, Out any](x *FuncExecutor, path string, fn func(ctx context.Cont
 	x.funcs[path] = func(ctx context.Context, call *ProcedureCall) (json.RawMessage, error) {
 		var in In
 		if err := json.Unmarshal(call.Input, &in); err != nil {
-			return nil, NewError(CodeInvalidInput, "", map[string]any{"issues": []Issue{{Path: "", Message: msgShape}}})
+			return nil, badShape()
 		}
 		out, err := fn(ctx, call, in)
 		if err != nil {

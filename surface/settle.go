@@ -26,12 +26,7 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	if d.output == nil {
 		return "", nil
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic("encoding the output", a.inv.CapabilityID, rec)
-			text, e = "", handlerError()
-		}
-	}()
+	defer r.recoverAs(&e, handlerError, "encoding the output", a.inv.CapabilityID)
 	invalid := func(err error) (JSONText, *Error) {
 		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 		if r.env.isDev() {
