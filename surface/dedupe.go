@@ -23,19 +23,34 @@ type dedupeKey struct {
 	invocationID string
 }
 
+// consumerID names a consumer: kind and id, kept apart so that no id can
+// impersonate another consumer's.
+type consumerID struct {
+	kind ConsumerKind
+	id   string
+}
+
+// dedupeConsumer holds the keys of one consumer, by invocation id, while
+// it has any.
+type dedupeConsumer struct {
+	id      consumerID
+	key     string // kind:id, shared by its entries' calls and audit records
+	entries map[string]*dedupeEntry
+}
+
 // dedupeEntry is one idempotency key: in flight until settled, then
 // terminal (cached) or removed. Its fields are guarded by the cache's
 // lock; result is written once, before done is closed, and never again.
 type dedupeEntry struct {
-	key         dedupeKey
-	consumerKey string // kind:id, shared with the previous entry of the same consumer
-	fingerprint uint64
-	done        chan struct{} // made for the first joiner, closed when the entry settles; joiners got it from begin
-	result      Result
-	terminal    bool
-	expires     time.Time
-	order       links // in dedupeCache.order
-	expiry      links // in dedupeCache.expiry, once terminal
+	owner        *dedupeConsumer
+	invocationID string
+	fingerprint  uint64
+	done         chan struct{} // made for the first joiner, closed when the entry settles; joiners got it from begin
+	result       Result
+	terminal     bool
+	expires      time.Time
+	order        links // in dedupeCache.order
+	expiry       links // in dedupeCache.expiry, once terminal
 }
 
 // links place an entry in one of the cache's lists.
@@ -73,27 +88,28 @@ func (l *entryList) remove(e *dedupeEntry) {
 	*k = links{}
 }
 
-// dedupeCache maps consumer + invocation id to requests, bounded by size
-// and TTL (semantics §6): one FIFO under one lock, so that the size most
+// dedupeCache maps each consumer's invocation ids to requests, bounded by
+// size and TTL (semantics §6): one FIFO under one lock, so that the size most
 // recent keys are kept, whoever made them. Entries keep their insertion
 // position when they become terminal; hits do not refresh it; entries in
 // flight are never evicted. Because the TTL is constant, terminal entries
 // expire in the order they settled: expiry lists them in that order, so
 // pruning only ever looks at its front.
 type dedupeCache struct {
-	mu      sync.Mutex
-	size    int
-	entries map[dedupeKey]*dedupeEntry
-	order   entryList // every entry, oldest first
-	expiry  entryList // terminal entries, soonest to expire first
+	mu        sync.Mutex
+	size      int
+	n         int // entries
+	consumers map[consumerID]*dedupeConsumer
+	order     entryList // every entry, oldest first
+	expiry    entryList // terminal entries, soonest to expire first
 }
 
 func newDedupeCache(size int) *dedupeCache {
 	return &dedupeCache{
-		size:    size,
-		entries: make(map[dedupeKey]*dedupeEntry),
-		order:   entryList{links: func(e *dedupeEntry) *links { return &e.order }},
-		expiry:  entryList{links: func(e *dedupeEntry) *links { return &e.expiry }},
+		size:      size,
+		consumers: make(map[consumerID]*dedupeConsumer),
+		order:     entryList{links: func(e *dedupeEntry) *links { return &e.order }},
+		expiry:    entryList{links: func(e *dedupeEntry) *links { return &e.expiry }},
 	}
 }
 
@@ -102,22 +118,25 @@ func newDedupeCache(size int) *dedupeCache {
 // the request as in flight before any pipeline work is observable. As in
 // semantics §6, eviction comes before the new key is added, so the cache
 // may hold size + 1 entries until the next begin. On a miss the entry
-// returned carries the consumer's key string. On a join or a replay it
-// returns the entry found; a joiner also gets the channel closed when the
-// entry settles, after which it may read the entry's result.
+// returned carries the consumer's key string (owner.key). On a join or a
+// replay it returns the entry found; a joiner also gets the channel
+// closed when the entry settles, after which it may read the entry's
+// result.
 func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEntry, dedupeHit, <-chan struct{}) {
 	// Made before the lock is taken, so that the other callers never wait
 	// for an allocation (and the garbage-collection work it may do).
-	fresh := &dedupeEntry{key: key, fingerprint: fp}
+	fresh := &dedupeEntry{invocationID: key.invocationID, fingerprint: fp}
+	cid := consumerID{key.kind, key.consumer}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for e := c.expiry.head; e != nil && !e.expires.After(now); e = c.expiry.head {
 		c.remove(e)
 	}
-	for len(c.entries) > c.size && c.order.head.terminal {
+	for c.n > c.size && c.order.head.terminal {
 		c.remove(c.order.head)
 	}
-	if e := c.entries[key]; e != nil {
+	owner := c.consumers[cid]
+	if e := owner.lookup(key.invocationID); e != nil {
 		switch {
 		case e.fingerprint != fp:
 			return nil, dedupeConflict, nil
@@ -129,22 +148,24 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEnt
 		}
 		return e, dedupeJoin, e.done
 	}
+	if owner == nil {
+		owner = &dedupeConsumer{id: cid, key: Consumer{Kind: cid.kind, ID: cid.id}.Key(), entries: make(map[string]*dedupeEntry)}
+		c.consumers[cid] = owner
+	}
 	e := fresh
-	e.consumerKey = c.consumerKeyLocked(key)
+	e.owner = owner
+	owner.entries[e.invocationID] = e
 	c.order.pushBack(e)
-	c.entries[key] = e
+	c.n++
 	return e, dedupeMiss, nil
 }
 
-// consumerKeyLocked returns the consumer key (kind:id) of key: the string
-// of the newest entry when it has the same consumer, so that the calls of
-// one consumer in a row (one agent's session) share one string, in the
-// cache and in the audit records that hold it.
-func (c *dedupeCache) consumerKeyLocked(key dedupeKey) string {
-	if t := c.order.tail; t != nil && t.key.kind == key.kind && t.key.consumer == key.consumer {
-		return t.consumerKey
+// lookup returns the consumer's entry for an invocation id, or nil.
+func (o *dedupeConsumer) lookup(invocationID string) *dedupeEntry {
+	if o == nil {
+		return nil
 	}
-	return Consumer{Kind: key.kind, ID: key.consumer}.Key()
+	return o.entries[invocationID]
 }
 
 // finish stores the result of an entry in flight and wakes its joiners. A
@@ -166,9 +187,13 @@ func (c *dedupeCache) finish(e *dedupeEntry, res Result, cache bool, now time.Ti
 	c.expiry.pushBack(e)
 }
 
-// remove drops e from the cache.
+// remove drops e from the cache, and its consumer with its last entry.
 func (c *dedupeCache) remove(e *dedupeEntry) {
-	delete(c.entries, e.key)
+	delete(e.owner.entries, e.invocationID)
+	if len(e.owner.entries) == 0 {
+		delete(c.consumers, e.owner.id)
+	}
+	c.n--
 	c.order.remove(e)
 	if e.terminal {
 		c.expiry.remove(e)
@@ -179,5 +204,5 @@ func (c *dedupeCache) remove(e *dedupeEntry) {
 func (c *dedupeCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.entries)
+	return c.n
 }

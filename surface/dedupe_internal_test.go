@@ -148,3 +148,65 @@ func TestDedupeJoinRacesSettlement_AS_IDENT_001(t *testing.T) {
 		}
 	})
 }
+
+// AS-IDENT-001, AS-BOUND-002: property — with several consumers using the
+// same invocation ids (two of them with the same "kind:id" text), the
+// cache still answers as the model does for the key (consumer, id): one
+// FIFO bound across consumers, each consumer's keys its own, a replay
+// getting the result stored for its own consumer and id; and a consumer
+// is forgotten with its last key.
+func TestDedupeConsumersMatchModel_AS_IDENT_001(t *testing.T) {
+	consumers := []consumerID{{"test", "c"}, {"agent", "c"}, {"a", "b:c"}, {"a:b", "c"}}
+	rapid.Check(t, func(rt *rapid.T) {
+		size := rapid.IntRange(1, 8).Draw(rt, "size")
+		c := newDedupeCache(size)
+		model := dedupeModel{size: size}
+		now := time.Unix(0, 0)
+		const ttl = time.Minute
+		inflight := map[string]*dedupeEntry{}
+		var keys []string // in flight, in the order they began
+		for step := range rapid.IntRange(1, 300).Draw(rt, "steps") {
+			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
+			case op <= 4: // begin
+				who := rapid.IntRange(0, len(consumers)-1).Draw(rt, "consumer")
+				id := "k" + strconv.Itoa(rapid.IntRange(0, 2*size).Draw(rt, "key"))
+				key := strconv.Itoa(who) + " " + id
+				fp := uint64(rapid.IntRange(1, 2).Draw(rt, "fp"))
+				cid := consumers[who]
+				e, hit, _ := c.begin(dedupeKey{kind: cid.kind, consumer: cid.id, invocationID: id}, fp, now)
+				if want := model.begin(key, fp, now); hit != want {
+					rt.Fatalf("step %d: begin %s (fp %d) = %d, model says %d", step, key, fp, hit, want)
+				}
+				switch hit {
+				case dedupeMiss:
+					if want := (Consumer{Kind: cid.kind, ID: cid.id}).Key(); e.owner.key != want {
+						rt.Fatalf("step %d: consumer key %q, want %q", step, e.owner.key, want)
+					}
+					inflight[key] = e
+					keys = append(keys, key)
+				case dedupeReplay:
+					if e.result.InvocationID != key {
+						rt.Fatalf("replay of %s got the result of %s", key, e.result.InvocationID)
+					}
+				}
+			case op <= 7 && len(keys) > 0: // finish one in flight
+				k := rapid.IntRange(0, len(keys)-1).Draw(rt, "flight")
+				key := keys[k]
+				keys = slices.Delete(keys, k, k+1)
+				cache := rapid.IntRange(0, 3).Draw(rt, "cache") > 0
+				c.finish(inflight[key], Result{InvocationID: key}, cache, now, ttl)
+				delete(inflight, key)
+				model.finish(key, cache, now, ttl)
+			default: // time passes
+				now = now.Add(time.Duration(rapid.IntRange(0, 40).Draw(rt, "seconds")) * time.Second)
+			}
+			owners := map[string]bool{}
+			for _, e := range model.entries {
+				owners[e.key[:1]] = true
+			}
+			if c.len() != len(model.entries) || len(c.consumers) != len(owners) {
+				rt.Fatalf("step %d: %d entries of %d consumers, model has %d of %d", step, c.len(), len(c.consumers), len(model.entries), len(owners))
+			}
+		}
+	})
+}

@@ -136,7 +136,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	if hit != dedupeMiss {
 		return r.known(ctx, a, entry, hit, settled)
 	}
-	a.consumerKey = entry.consumerKey
+	a.consumerKey = entry.owner.key
 	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
 	ctx = r.observeStart(ctx, a) // observe: the invocation starts; ctx may become the hook's
 
