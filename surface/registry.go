@@ -255,8 +255,6 @@ type registration struct {
 	nObs        int      // observations
 	nView       int      // observations and actions
 
-	descs atomic.Pointer[descriptors] // snapshot entries, made by the first snapshot that lists it
-
 	h Handle // the one handle of this registration
 
 	// Guarded by xmu, taken after Registry.mu when both are held.

@@ -92,51 +92,6 @@ type capView struct {
 	reason    string
 }
 
-// descriptors are the parts of a registration's snapshot entry that never
-// change (semantics §10.8: the structure is built once per registration),
-// every capability available. A snapshot copies them, then applies the
-// live states.
-type descriptors struct {
-	comp ComponentDescriptor // without Parent, Observations and Actions
-	obs  []ObservationDescriptor
-	acts []ActionDescriptor
-}
-
-// descriptors returns the registration's snapshot entry parts, made on
-// first use. Two snapshots may make them at once; either copy serves.
-func (reg *registration) descriptors() *descriptors {
-	if d := reg.descs.Load(); d != nil {
-		return d
-	}
-	d := &descriptors{
-		comp: ComponentDescriptor{Type: reg.typ, InstanceID: reg.instance, RegistrationID: reg.id, Description: reg.description, Meta: reg.meta},
-		obs:  make([]ObservationDescriptor, reg.nObs),
-		acts: make([]ActionDescriptor, reg.nView-reg.nObs),
-	}
-	for i := range d.obs {
-		rc := &reg.caps[i]
-		d.obs[i] = ObservationDescriptor{
-			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
-			OutputSchema: JSONText(rc.def.output.JSON()), Available: true, Meta: rc.meta,
-		}
-	}
-	for i := range d.acts {
-		rc := &reg.caps[reg.nObs+i]
-		def := rc.def
-		d.acts[i] = ActionDescriptor{
-			CapabilityID: rc.id, Name: rc.name, Description: def.description,
-			InputSchema: JSONText(def.input.JSON()), Effect: def.effect,
-			Idempotent: def.idempotent, Reversible: def.reversible, Confirmation: def.confirmation,
-			Available: true, Meta: rc.meta,
-		}
-		if def.output != nil {
-			d.acts[i].OutputSchema = JSONText(def.output.JSON())
-		}
-	}
-	reg.descs.Store(d)
-	return d
-}
-
 // entries are the arrays one snapshot's component entries are cut from,
 // each allocated once at its final size.
 type entries struct {
@@ -147,31 +102,48 @@ type entries struct {
 }
 
 // add appends the component entry of reg, whose capabilities have the
-// states views (nil: all available).
+// states views (nil: all available), building each descriptor in its
+// place in the snapshot's arrays.
 func (es *entries) add(reg *registration, views []capView) {
-	d := reg.descriptors()
-	es.comps = append(es.comps, d.comp)
+	es.comps = append(es.comps, ComponentDescriptor{Type: reg.typ, InstanceID: reg.instance, RegistrationID: reg.id, Description: reg.description, Meta: reg.meta})
 	c := &es.comps[len(es.comps)-1]
 	if reg.parent != (Parent{}) {
 		es.parents = append(es.parents, reg.parent)
 		c.Parent = &es.parents[len(es.parents)-1]
 	}
-	o0, a0 := len(es.obs), len(es.acts)
-	if views == nil {
-		es.obs = append(es.obs, d.obs...)
-		es.acts = append(es.acts, d.acts...)
-	} else {
-		for i, od := range d.obs {
-			if v := views[i]; !v.omitted {
-				od.Available, od.UnavailableReason = v.available, v.reason
-				es.obs = append(es.obs, od)
-			}
+	view := func(i int) capView {
+		if views == nil {
+			return capView{available: true}
 		}
-		for i, ad := range d.acts {
-			if v := views[reg.nObs+i]; !v.omitted {
-				ad.Available, ad.UnavailableReason = v.available, v.reason
-				es.acts = append(es.acts, ad)
-			}
+		return views[i]
+	}
+	o0, a0 := len(es.obs), len(es.acts)
+	for i := range reg.nObs {
+		v := view(i)
+		if v.omitted {
+			continue
+		}
+		rc := &reg.caps[i]
+		es.obs = append(es.obs, ObservationDescriptor{
+			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
+			OutputSchema: JSONText(rc.def.output.JSON()), Available: v.available, UnavailableReason: v.reason, Meta: rc.meta,
+		})
+	}
+	for i := reg.nObs; i < reg.nView; i++ {
+		v := view(i)
+		if v.omitted {
+			continue
+		}
+		rc := &reg.caps[i]
+		def := rc.def
+		es.acts = append(es.acts, ActionDescriptor{
+			CapabilityID: rc.id, Name: rc.name, Description: def.description,
+			InputSchema: JSONText(def.input.JSON()), Effect: def.effect,
+			Idempotent: def.idempotent, Reversible: def.reversible, Confirmation: def.confirmation,
+			Available: v.available, UnavailableReason: v.reason, Meta: rc.meta,
+		})
+		if def.output != nil {
+			es.acts[len(es.acts)-1].OutputSchema = JSONText(def.output.JSON())
 		}
 	}
 	// Capped, so that appending to one entry's slices cannot write into
