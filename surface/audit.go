@@ -70,6 +70,9 @@ type AuditEvent struct {
 	Payload *AuditPayload `json:"payload,omitempty"`
 	// Actor is who resolved a confirmation, when the host said.
 	Actor string `json:"actor,omitempty"`
+	// Reason is the reason a user gave for denying a confirmation
+	// ([Resolution.Reason]). It is for operators: no agent ever sees it.
+	Reason string `json:"reason,omitempty"`
 }
 
 // AuditPayload is the input and output recorded at audit level full.
@@ -163,7 +166,7 @@ func position[T comparable](table []T, v T) (uint8, bool) {
 func compact(e AuditEvent) memRecord {
 	rec := memRecord{at: e.At, capabilityID: e.CapabilityID, registrationID: e.RegistrationID,
 		invocationID: e.InvocationID, consumerID: e.ConsumerID}
-	fits := e.ConfirmationID == "" && e.Actor == "" && e.Payload == nil
+	fits := e.ConfirmationID == "" && e.Actor == "" && e.Reason == "" && e.Payload == nil
 	var ok [3]bool
 	rec.typ, ok[0] = position(auditTypes[:], e.Type)
 	rec.status, ok[1] = position(resultStatuses[:], e.Status)
@@ -321,8 +324,9 @@ func NewSlogSink(logger *slog.Logger) *SlogSink {
 
 // Record implements AuditSink. The message is "audit"; the attributes
 // come in a fixed order: type, at, capabilityId, registrationId,
-// invocationId, consumerId, status, code, durationMs, queueWaitMs,
-// executionMs, actor, then input, output and truncated for a payload.
+// invocationId, confirmationId, consumerId, status, code, durationMs,
+// queueWaitMs, executionMs, actor, reason, then input, output and
+// truncated for a payload.
 // Empty fields are left out.
 func (s *SlogSink) Record(ctx context.Context, e AuditEvent) error {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", e.attrs()...)
@@ -355,6 +359,7 @@ func (e AuditEvent) attrs() []slog.Attr {
 		}
 	}
 	add("actor", e.Actor)
+	add("reason", e.Reason)
 	if p := e.Payload; p != nil {
 		add("input", string(p.Input))
 		add("output", string(p.Output))

@@ -368,6 +368,7 @@ func TestMemorySinkKeepsEveryField_AS_OBSV_001(t *testing.T) {
 			Status: surface.StatusError, Code: surface.CodeStaleCapability, DurationMs: ms(0)},
 		{At: time.Now(), Type: surface.AuditInvocationStarted, CapabilityID: "view:t.a", RegistrationID: "reg_0001abcdef", InvocationID: "inv_3", ConsumerID: "test:t"},
 		{At: at, Type: surface.AuditConfirmationApproved, CapabilityID: "view:t.b", ConfirmationID: "cnf_1", ConsumerID: "agent:a", Actor: "alice"},
+		{At: at, Type: surface.AuditConfirmationDenied, CapabilityID: "view:t.b", ConsumerID: "agent:a", Reason: "not now"},
 		{At: at, Type: surface.AuditInvocationSettled, CapabilityID: "view:t.b", Status: surface.StatusOK, DurationMs: ms(1),
 			Payload: &surface.AuditPayload{Input: `{"a":1}`, Output: `{}`, Truncated: true}},
 		{At: at, Type: "custom-type", Status: "partial", Code: "CUSTOM_CODE"},

@@ -29,7 +29,7 @@ type Resolution struct {
 	// Approved approves; false denies.
 	Approved bool
 	// Reason explains a denial. It stays internal: agents only learn
-	// "denied".
+	// "denied"; the denial's audit record keeps it ([AuditEvent.Reason]).
 	Reason string
 	// Actor identifies who resolved, for the audit trail.
 	Actor string
@@ -130,12 +130,12 @@ func (c *Confirmations) Resolve(id string, res Resolution) bool {
 	if res.Approved {
 		outcome = OutcomeApproved
 	}
-	return c.finish(id, outcome, res.Actor)
+	return c.finish(id, outcome, res.Actor, res.Reason)
 }
 
 // Expire expires a pending request now, as its timer would.
 func (c *Confirmations) Expire(id string) bool {
-	return c.finish(id, OutcomeExpired, "")
+	return c.finish(id, OutcomeExpired, "", "")
 }
 
 // Wait blocks until the request leaves pending and returns how it ended:
@@ -215,7 +215,7 @@ func notifyAll[T any](log *slog.Logger, what string, subs []*func(T), arg func()
 }
 
 // finish moves a pending record to its outcome.
-func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor string) bool {
+func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor, reason string) bool {
 	r := c.r
 	c.mu.Lock()
 	rec := c.byID[id]
@@ -243,6 +243,9 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor str
 	typ := map[ConfirmationOutcome]AuditType{OutcomeApproved: AuditConfirmationApproved, OutcomeDenied: AuditConfirmationDenied, OutcomeExpired: AuditConfirmationExpired}[outcome]
 	ev := c.auditEvent(typ, view, rec.level)
 	ev.Actor = actor
+	if outcome == OutcomeDenied {
+		ev.Reason = reason
+	}
 	r.audit(ev)
 	c.notify(subs, list)
 	return true

@@ -376,12 +376,17 @@ func TestConfirmationAuditRecords(t *testing.T) {
 	retry.ConfirmationID = full
 	surfacetest.RequireOK(t, reg.Invoke(bg, retry, as("a")))
 	meta := requireConfirmation(t, reg.Invoke(bg, wipe("w1", `{"ids":["d2"]}`, ""), as("a")))
-	reg.Confirmations().Resolve(meta, surface.Resolution{Approved: false})
+	reg.Confirmations().Resolve(meta, surface.Resolution{Approved: false, Actor: "bob", Reason: "not on a Friday"})
 
 	seen := map[string][]string{}
 	for _, e := range sink.Events() {
 		if !strings.HasPrefix(string(e.Type), "confirmation-") {
 			continue
+		}
+		// The user's reason for a denial is kept for operators, on the
+		// denial's record only (AS-CONFIRM-006: the agent never sees it).
+		if wantReason := map[bool]string{true: "not on a Friday"}[e.Type == surface.AuditConfirmationDenied]; e.Reason != wantReason {
+			t.Fatalf("%s reason %q, want %q", e.Type, e.Reason, wantReason)
 		}
 		if e.ConfirmationID != full && e.ConfirmationID != meta {
 			t.Fatalf("%s names confirmation %q", e.Type, e.ConfirmationID)
