@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"reflect"
@@ -221,10 +222,7 @@ func Observation[Out any](def ObservationDef[Out]) Capability {
 func Action[In, Out any](def ActionDef[In, Out]) Capability {
 	d := newCapDef(KindAction, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent, d.reversible = def.Effect, def.Idempotent, !def.Irreversible
-	d.confirmation, d.audit = def.Confirmation.orDefault(), def.Audit
-	if d.audit == "" {
-		d.audit = AuditLevelMetadata
-	}
+	d.confirmation, d.audit = cmp.Or(def.Confirmation, ConfirmNever), cmp.Or(def.Audit, AuditLevelMetadata)
 	inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
 	switch {
 	case def.Execute == nil:
@@ -276,11 +274,10 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 // newCapDef holds what every kind of capability definition has in common.
 func newCapDef(kind Kind, description string, meta map[string]any, policies []Policy, timeout time.Duration,
 	when func() bool, reason string, reasonFn func() string) *capDef {
-	d := &capDef{
+	return &capDef{
 		kind: kind, description: description, meta: meta, policies: slices.Clone(policies),
 		timeout: timeout, when: when, reason: reason, reasonFn: reasonFn,
 	}
-	return d
 }
 
 // check reports a structural defect of the capability under the

@@ -51,14 +51,6 @@ func (c Confirmation) valid() bool {
 	return c == "" || c == ConfirmNever || c == ConfirmOptional || c == ConfirmRequired
 }
 
-// orDefault returns c, or [ConfirmNever] when c is empty.
-func (c Confirmation) orDefault() Confirmation {
-	if c == "" {
-		return ConfirmNever
-	}
-	return c
-}
-
 // AuditLevel is how much of an invocation the audit trail records. The zero
 // value means the default for the capability kind ([AuditLevelMetadata] for
 // actions; observations are always [AuditLevelNone]).
