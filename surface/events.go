@@ -297,40 +297,39 @@ func (r *Registry) SubscribeTo(fn func(Event), types ...Event) (unsubscribe func
 func (r *Registry) subscribe(fn func(Event), wants eventKind) (unsubscribe func()) {
 	l := &listener{fn: fn, wants: wants}
 	r.evMu.Lock()
-	if !r.closedFlag.Load() {
-		r.setListenersLocked(append(slices.Clone(r.listenersLocked()), l))
+	if !r.closing() {
+		ls := append(slices.Clone(r.loadListeners()), l)
+		r.listeners.Store(&ls)
 	}
 	r.evMu.Unlock()
 	return func() {
 		r.evMu.Lock()
 		defer r.evMu.Unlock()
-		if ls := r.listenersLocked(); slices.Contains(ls, l) {
-			r.setListenersLocked(slices.DeleteFunc(slices.Clone(ls), func(x *listener) bool { return x == l }))
+		if ls := r.loadListeners(); slices.Contains(ls, l) {
+			ls = slices.DeleteFunc(slices.Clone(ls), func(x *listener) bool { return x == l })
+			r.listeners.Store(&ls)
 		}
 	}
 }
 
-func (r *Registry) listenersLocked() []*listener {
+// loadListeners returns the current listeners. The list is replaced,
+// never changed, so it is read without a lock.
+func (r *Registry) loadListeners() []*listener {
 	if ls := r.listeners.Load(); ls != nil {
 		return *ls
 	}
 	return nil
 }
 
-// setListenersLocked publishes a new listener list (lists are replaced,
-// never changed, so deliveries read them without the lock) and the union
-// of what they want.
-func (r *Registry) setListenersLocked(ls []*listener) {
-	var wanted eventKind
-	for _, l := range ls {
-		wanted |= l.wants
-	}
-	r.listeners.Store(&ls)
-	r.wanted.Store(uint32(wanted))
-}
-
 // wants reports whether some listener wants events of kind k.
-func (r *Registry) wants(k eventKind) bool { return eventKind(r.wanted.Load())&k != 0 }
+func (r *Registry) wants(k eventKind) bool {
+	for _, l := range r.loadListeners() {
+		if l.wants&k != 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // Batch runs fn and delivers the events of the mutations it makes (from
 // any goroutine) when it returns, so that a burst of mutations — a page
@@ -376,14 +375,15 @@ func emitLocked[E Event](r *Registry, e E) {
 // enqueueLocked appends e to the delivery queue, under evMu, keeping at
 // most one SurfaceChanged, at the tail.
 func (r *Registry) enqueueLocked(e Event) {
-	if _, sc := e.(SurfaceChanged); sc {
-		if r.scPending {
-			i := slices.IndexFunc(r.queue, func(q Event) bool { _, ok := q.(SurfaceChanged); return ok })
-			r.queue = slices.Delete(r.queue, i, i+1)
-		}
-		r.scPending = true
+	if isSurfaceChanged(e) {
+		r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged)
 	}
 	r.queue = append(r.queue, e)
+}
+
+func isSurfaceChanged(e Event) bool {
+	_, ok := e.(SurfaceChanged)
+	return ok
 }
 
 // unlockAndDrain ends a mutation: it queues the mutation's events,
@@ -419,8 +419,7 @@ func (r *Registry) drain() {
 		e := r.queue[0]
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
-		if _, sc := e.(SurfaceChanged); sc {
-			r.scPending = false
+		if isSurfaceChanged(e) {
 			e = SurfaceChanged{SurfaceVersion: strconv.FormatUint(r.queuedVersion, 10)}
 		}
 		r.evMu.Unlock()
@@ -435,12 +434,8 @@ func (r *Registry) drain() {
 }
 
 func (r *Registry) deliver(e Event) {
-	ls := r.listeners.Load()
-	if ls == nil {
-		return
-	}
 	k := e.kind()
-	for _, l := range *ls {
+	for _, l := range r.loadListeners() {
 		if l.wants&k != 0 {
 			r.call(l, e)
 		}

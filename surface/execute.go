@@ -93,13 +93,13 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 
 // startExecution checks the guards and records x as in flight, under the
 // registration's execution lock: an unmount or Close either finds x in
-// flight or is seen here (Close sets the flag before it aborts each
+// flight or is seen here (Close closes closingCh before it aborts each
 // registration's executions).
 func (r *Registry) startExecution(ctx context.Context, reg *registration, x *execution) *Error {
 	reg.xmu.Lock()
 	defer reg.xmu.Unlock()
 	switch {
-	case r.closedFlag.Load():
+	case r.closing():
 		return cancelledByClose()
 	case reg.gone:
 		return NewError(CodeComponentUnmounted, "", map[string]any{"phase": "mid-flight"})

@@ -117,7 +117,7 @@ func (res Result) clone() Result {
 // not remembered, audited or emitted as an event.
 func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOptions) Result {
 	a := r.newAttempt(inv, opts)
-	if r.closedFlag.Load() {
+	if r.closing() {
 		return a.result(r, cancelledByClose())
 	}
 	if !a.call.Consumer.Kind.Valid() {

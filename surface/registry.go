@@ -197,14 +197,10 @@ type Registry struct {
 	executor atomic.Pointer[executorBox]
 	suffix   SuffixPolicy
 
-	// listeners is replaced, never mutated (copy on write), under evMu;
-	// wanted is the union of the event kinds they want.
-	listeners atomic.Pointer[[]*listener]
-	wanted    atomic.Uint32
+	listeners atomic.Pointer[[]*listener] // replaced, never changed, under evMu
 
-	counter    atomic.Uint64 // registration ids; rejected handles take one too
-	version    atomic.Uint64 // written under mu, read anywhere
-	closedFlag atomic.Bool   // Close has begun (a check without the lock)
+	counter atomic.Uint64 // registration ids; rejected handles take one too
+	version atomic.Uint64 // written under mu, read anywhere
 
 	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
 	closed  bool                                // Close has begun
@@ -219,11 +215,10 @@ type Registry struct {
 	unmounting     []chan struct{} // registrations gone with inline handlers still running
 	pending        []Event         // events of the mutation in progress
 
-	evMu      sync.Mutex // guards the fields below; taken after mu when both are held
-	queue     []Event    // undelivered events, in emission order
-	scPending bool       // queue holds a SurfaceChanged placeholder
-	draining  bool       // some goroutine is delivering the queue
-	batches   int        // open Batch calls: delivery waits
+	evMu     sync.Mutex // guards the fields below; taken after mu when both are held
+	queue    []Event    // undelivered events, in emission order
+	draining bool       // some goroutine is delivering the queue
+	batches  int        // open Batch calls: delivery waits
 	// queuedVersion is the version after the last mutation whose events
 	// were queued: what a surface-changed delivered now carries.
 	queuedVersion uint64
@@ -528,7 +523,6 @@ func (r *Registry) Close() error {
 		return nil
 	}
 	r.closed = true
-	r.closedFlag.Store(true)
 	close(r.closingCh)
 	gone := r.liveByType(r.orderedLocked()) // observe: what Close removes, reported below
 	for _, reg := range r.orderedLocked() {
@@ -541,18 +535,16 @@ func (r *Registry) Close() error {
 	unmounting := r.unmounting
 	r.unmounting = nil
 	r.ordered, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, tombstones{}
-	r.pending = slices.DeleteFunc(r.pending, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
+	// No surface-changed after Close.
+	r.pending = slices.DeleteFunc(r.pending, isSurfaceChanged)
 	r.evMu.Lock()
-	if r.scPending { // no surface-changed after Close
-		r.queue = slices.DeleteFunc(r.queue, func(e Event) bool { _, sc := e.(SurfaceChanged); return sc })
-		r.scPending = false
-	}
+	r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged)
 	r.evMu.Unlock()
 	r.unlockAndDrain()
 	r.observeClosed(gone) // observe: the registrations removed
 	r.confirm.closeAll()  // pending confirmations expire; their events still go out
 	r.evMu.Lock()
-	r.setListenersLocked(nil)
+	r.listeners.Store(nil)
 	r.evMu.Unlock()
 	r.ctxWG.Wait()
 	for _, ch := range unmounting { // inline handlers, on their callers' goroutines
@@ -565,6 +557,16 @@ func (r *Registry) Close() error {
 // Done returns a channel that is closed when Close begins, for adapters
 // that hold per-registry resources.
 func (r *Registry) Done() <-chan struct{} { return r.closingCh }
+
+// closing reports whether Close has begun, without the lock.
+func (r *Registry) closing() bool {
+	select {
+	case <-r.closingCh:
+		return true
+	default:
+		return false
+	}
+}
 
 // freezeMeta encodes a meta record as canonical JSON within the byte limit.
 func freezeMeta(m map[string]any, field string, max int) (JSONText, *DefinitionError) {

@@ -313,7 +313,7 @@ func (ts *Toolset) build() *Catalog {
 	ts.mu.Unlock()
 	// Close drops every registration without a version bump: a closed
 	// registry always takes the snapshot (it is empty).
-	if d != nil && d.static && ts.r.version.Load() == d.verNum && !ts.r.closedFlag.Load() {
+	if d != nil && d.static && ts.r.version.Load() == d.verNum && !ts.r.closing() {
 		return d.catalog(ts, d.tools) // nothing can have changed: no snapshot needed
 	}
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
@@ -540,7 +540,7 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage, 
 // it does not exist for this consumer, or the registry is closed.
 func (r *Registry) unknownTool(invocationID, name string) Result {
 	e := NewError(CodeCapabilityNotFound, "", nil)
-	if r.closedFlag.Load() {
+	if r.closing() {
 		e = cancelledByClose()
 	}
 	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name, Error: e, SurfaceVersion: r.Version()}
