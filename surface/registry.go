@@ -200,10 +200,10 @@ type Registry struct {
 	listeners atomic.Pointer[[]*listener] // replaced, never changed, under evMu
 
 	counter atomic.Uint64 // registration ids; rejected handles take one too
-	version atomic.Uint64 // written under mu, read anywhere
 
 	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
 	closed  bool                                // Close has begun
+	version uint64                              // the surface version
 	ordered []*registration                     // active registrations in snapshot order; nil when out of date
 	byType  map[string]map[string]*registration // active registrations by type, then instance id
 	// spareInstances is the empty map of the last type whose instances
@@ -340,7 +340,13 @@ func (r *Registry) SurfaceID() string { return r.surfaceID }
 
 // Version is the current surface version, a decimal string starting at
 // "0". Compare versions for equality only.
-func (r *Registry) Version() string { return strconv.FormatUint(r.version.Load(), 10) }
+func (r *Registry) Version() string { return strconv.FormatUint(r.versionNow(), 10) }
+
+func (r *Registry) versionNow() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.version
+}
 
 // Environment returns the registry's environment.
 func (r *Registry) Environment() Environment { return r.env }
@@ -503,7 +509,7 @@ func (r *Registry) stopCtxLocked(reg *registration) {
 
 // bumpLocked increments the version and queues a surface-changed event.
 func (r *Registry) bumpLocked() {
-	r.version.Add(1)
+	r.version++
 	emitLocked(r, SurfaceChanged{})
 }
 
