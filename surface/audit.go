@@ -182,23 +182,24 @@ func compact(e AuditEvent) memRecord {
 		return rec
 	}
 	full := e
-	for _, d := range [3]**int64{&full.DurationMs, &full.QueueWaitMs, &full.ExecutionMs} {
+	full.ownDurations()
+	return memRecord{full: &full}
+}
+
+// ownDurations points e's durations at copies of their own.
+func (e *AuditEvent) ownDurations() {
+	for _, d := range [3]**int64{&e.DurationMs, &e.QueueWaitMs, &e.ExecutionMs} {
 		if *d != nil {
-			*d = new(**d) // the record's own copy
+			*d = new(**d)
 		}
 	}
-	return memRecord{full: &full}
 }
 
 // event returns the record as the caller's own AuditEvent.
 func (rec *memRecord) event() AuditEvent {
 	if rec.full != nil {
 		e := *rec.full
-		for _, d := range [3]**int64{&e.DurationMs, &e.QueueWaitMs, &e.ExecutionMs} {
-			if *d != nil {
-				*d = new(**d)
-			}
-		}
+		e.ownDurations()
 		return e
 	}
 	e := AuditEvent{At: rec.at, Type: auditTypes[rec.typ], CapabilityID: rec.capabilityID,
@@ -382,7 +383,6 @@ type AsyncSink struct {
 	inner   AuditSink
 	ch      chan asyncRecord
 	done    chan struct{}
-	once    sync.Once
 	mu      sync.RWMutex // Record (read) vs Close (write)
 	closed  bool
 	dropped atomic.Uint64
@@ -452,12 +452,12 @@ func (s *AsyncSink) Failed() uint64 { return s.failed.Load() }
 // Close delivers the buffered records to the inner sink and stops the
 // goroutine. It is idempotent.
 func (s *AsyncSink) Close() error {
-	s.once.Do(func() {
-		s.mu.Lock()
+	s.mu.Lock()
+	if !s.closed {
 		s.closed = true
 		close(s.ch)
-		s.mu.Unlock()
-	})
+	}
+	s.mu.Unlock()
 	<-s.done
 	return nil
 }
