@@ -96,10 +96,9 @@ type Confirmations struct {
 	byID     map[string]*confirmRecord
 	byDigest map[string]*confirmRecord // pending records
 	order    []*confirmRecord          // every kept record, creation order
-	pending  int
-	byKey    map[string]int // pending records per consumer key
-	resolved int
-	keep     int // resolved records kept; 0 means maxResolvedConfirmations
+	pending  int                       // len(byDigest)
+	byKey    map[string]int            // pending records per consumer key
+	keep     int                       // resolved records kept; 0 means maxResolvedConfirmations
 	subs     []*func([]PendingConfirmation)
 }
 
@@ -272,13 +271,10 @@ func (c *Confirmations) leavePendingLocked(rec *confirmRecord) {
 	}
 	rec.timer = nil
 	close(rec.resolved)
-	c.resolved++
-	for c.resolved > cmp.Or(c.keep, maxResolvedConfirmations) { // drop the oldest resolved
+	for len(c.order)-c.pending > cmp.Or(c.keep, maxResolvedConfirmations) { // drop the oldest resolved
 		i := slices.IndexFunc(c.order, func(x *confirmRecord) bool { return x.state != cPending })
-		old := c.order[i]
+		delete(c.byID, c.order[i].view.ConfirmationID)
 		c.order = slices.Delete(c.order, i, i+1)
-		delete(c.byID, old.view.ConfirmationID)
-		c.resolved--
 	}
 }
 
