@@ -181,7 +181,7 @@ type Registry struct {
 	route         func() *Route
 	limits        Limits
 	log           *slog.Logger
-	clock         func() time.Time // Options.Now; nil for time.Now
+	clock         func() time.Time // Options.Now
 	isolate       bool             // Options.IsolateHandlers
 	surfaceID     string
 	sink          AuditSink
@@ -315,6 +315,9 @@ func New(opts *Options) *Registry {
 	default:
 		r.log = discardLogger
 	}
+	if r.clock == nil {
+		r.clock = time.Now
+	}
 	if r.sink == nil {
 		r.sink = NewMemorySink(defaultMemoryCapacity)
 	}
@@ -327,12 +330,7 @@ func New(opts *Options) *Registry {
 }
 
 // now reads the registry's clock.
-func (r *Registry) now() time.Time {
-	if r.clock == nil {
-		return time.Now()
-	}
-	return r.clock()
-}
+func (r *Registry) now() time.Time { return r.clock() }
 
 // SurfaceID identifies this registry ("srf_" + 22 base62 characters); a
 // new registry (a page reload) has a new one.
@@ -370,10 +368,7 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	}
 	var verdict Verdict
 	if r.onRegister != nil {
-		origin := c.Origin
-		if origin == "" {
-			origin = "first-party"
-		}
+		origin := cmp.Or(c.Origin, "first-party")
 		if verdict = r.guard(c, origin); verdict.Reject {
 			r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance, "origin", origin)
 			r.mu.Lock()
