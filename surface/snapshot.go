@@ -102,8 +102,8 @@ type entries struct {
 }
 
 // add appends the component entry of reg, whose capabilities have the
-// states views (nil: all available), building each descriptor in its
-// place in the snapshot's arrays.
+// states views, building each descriptor in its place in the snapshot's
+// arrays.
 func (es *entries) add(reg *registration, views []capView) {
 	es.comps = append(es.comps, ComponentDescriptor{Type: reg.typ, InstanceID: reg.instance, RegistrationID: reg.id, Description: reg.description, Meta: reg.meta})
 	c := &es.comps[len(es.comps)-1]
@@ -111,15 +111,9 @@ func (es *entries) add(reg *registration, views []capView) {
 		es.parents = append(es.parents, reg.parent)
 		c.Parent = &es.parents[len(es.parents)-1]
 	}
-	view := func(i int) capView {
-		if views == nil {
-			return capView{available: true}
-		}
-		return views[i]
-	}
 	o0, a0 := len(es.obs), len(es.acts)
 	for i := range reg.nObs {
-		v := view(i)
+		v := views[i]
 		if v.omitted {
 			continue
 		}
@@ -130,7 +124,7 @@ func (es *entries) add(reg *registration, views []capView) {
 		})
 	}
 	for i := reg.nObs; i < reg.nView; i++ {
-		v := view(i)
+		v := views[i]
 		if v.omitted {
 			continue
 		}
@@ -299,13 +293,14 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	}
 
 	var pc *PolicyContext // built on the first capability with discovery policies
-	var scratch []capView // the capability states of one registration, when not all available
+	var buf [8]capView    // room for the states of most registrations' capabilities
+	views := buf[:0]      // the capability states of one registration
 	for k, reg := range live {
 		listed := inScope(reg.typ, opts.Scope)
 		if !listed && reg.nView == len(reg.caps) {
 			continue // out of scope, and no procedures that could be in it
 		}
-		var views []capView // nil: every capability available
+		views = slices.Grow(views[:0], len(reg.caps))[:len(reg.caps)]
 		hidden := 0
 		for i := range reg.caps {
 			rc := &reg.caps[i]
@@ -331,16 +326,6 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			default:
 				avail, reason = r.availability(stateOf(k), rc)
 			}
-			if avail && views == nil {
-				continue
-			}
-			if views == nil { // on the first capability that is not plainly available
-				scratch = slices.Grow(scratch[:0], len(reg.caps))[:len(reg.caps)]
-				views = scratch
-				for j := range i {
-					views[j] = capView{available: true}
-				}
-			}
 			views[i] = capView{available: avail, reason: reason,
 				omitted: decision.verdict == hide || !avail && opts.OmitUnavailable}
 		}
@@ -363,14 +348,10 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 }
 
 // procedureDescriptors appends the listed procedure references of one
-// registration, whose capabilities have the states views (nil: all
-// available).
+// registration, whose capabilities have the states views.
 func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registration, views []capView, scope []string) []ProcedureDescriptor {
 	for i := reg.nView; i < len(reg.caps); i++ {
-		st := capView{available: true}
-		if views != nil {
-			st = views[i]
-		}
+		st := views[i]
 		rc := &reg.caps[i]
 		b := rc.bound
 		if st.omitted {
