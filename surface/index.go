@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -14,16 +15,7 @@ import (
 // entryCmp orders registrations by priority desc, type asc, instance asc.
 // Live registrations never compare equal.
 func entryCmp(a, b *registration) int {
-	if a.priority != b.priority {
-		if a.priority > b.priority {
-			return -1
-		}
-		return 1
-	}
-	if c := strings.Compare(a.typ, b.typ); c != 0 {
-		return c
-	}
-	return strings.Compare(a.instance, b.instance)
+	return cmp.Or(cmp.Compare(b.priority, a.priority), strings.Compare(a.typ, b.typ), strings.Compare(a.instance, b.instance))
 }
 
 // instanceLocked returns the live registration of a type and instance, or
