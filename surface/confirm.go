@@ -223,13 +223,14 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor, re
 		return false
 	}
 	now := r.now()
+	var typ AuditType
 	switch outcome {
 	case OutcomeApproved:
-		rec.state, rec.approvedAt = cApproved, now
+		rec.state, rec.approvedAt, typ = cApproved, now, AuditConfirmationApproved
 	case OutcomeDenied:
-		rec.state = cDenied
+		rec.state, typ = cDenied, AuditConfirmationDenied
 	default:
-		rec.state = cExpired
+		rec.state, typ = cExpired, AuditConfirmationExpired
 		rec.view.ExpiresAt = now
 	}
 	c.leavePendingLocked(rec)
@@ -239,7 +240,6 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor, re
 
 	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
 	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
-	typ := map[ConfirmationOutcome]AuditType{OutcomeApproved: AuditConfirmationApproved, OutcomeDenied: AuditConfirmationDenied, OutcomeExpired: AuditConfirmationExpired}[outcome]
 	ev := c.auditEvent(typ, view, rec.level)
 	ev.Actor = actor
 	if outcome == OutcomeDenied {
