@@ -283,8 +283,8 @@ func (r *Registry) Subscribe(fn func(Event)) (unsubscribe func()) {
 //
 //	reg.SubscribeTo(refresh, surface.SurfaceChanged{})
 //
-// An adapter that only follows surface changes adds nothing to the cost
-// of an invocation.
+// An adapter that only follows surface changes does not make invocations
+// emit events.
 // Without types it subscribes to nothing.
 func (r *Registry) SubscribeTo(fn func(Event), types ...Event) (unsubscribe func()) {
 	var wants eventKind
@@ -295,35 +295,12 @@ func (r *Registry) SubscribeTo(fn func(Event), types ...Event) (unsubscribe func
 }
 
 func (r *Registry) subscribe(fn func(Event), wants eventKind) (unsubscribe func()) {
-	l := &listener{fn: fn, wants: wants}
-	r.evMu.Lock()
-	if !r.closing() {
-		ls := append(slices.Clone(r.loadListeners()), l)
-		r.listeners.Store(&ls)
-	}
-	r.evMu.Unlock()
-	return func() {
-		r.evMu.Lock()
-		defer r.evMu.Unlock()
-		if ls := r.loadListeners(); slices.Contains(ls, l) {
-			ls = slices.DeleteFunc(slices.Clone(ls), func(x *listener) bool { return x == l })
-			r.listeners.Store(&ls)
-		}
-	}
+	return subscribe(&r.evMu, &r.listeners, listener{fn: fn, wants: wants}, func() bool { return !r.closing() })
 }
 
-// loadListeners returns the current listeners. The list is replaced,
-// never changed, so it is read without a lock.
-func (r *Registry) loadListeners() []*listener {
-	if ls := r.listeners.Load(); ls != nil {
-		return *ls
-	}
-	return nil
-}
-
-// wants reports whether some listener wants events of kind k.
-func (r *Registry) wants(k eventKind) bool {
-	for _, l := range r.loadListeners() {
+// wantsLocked reports whether some listener wants events of kind k.
+func (r *Registry) wantsLocked(k eventKind) bool {
+	for _, l := range r.listeners {
 		if l.wants&k != 0 {
 			return true
 		}
@@ -353,13 +330,15 @@ func (r *Registry) Batch(fn func()) {
 // confirmation and lint events), without the registry lock; nothing when
 // no listener wants it. It is generic so that e is boxed only when queued.
 func emit[E Event](r *Registry, e E) {
-	if !r.wants(e.kind()) {
-		return
-	}
 	r.evMu.Lock()
-	r.enqueueLocked(e)
+	wanted := r.wantsLocked(e.kind())
+	if wanted {
+		r.enqueueLocked(e)
+	}
 	r.evMu.Unlock()
-	r.drain()
+	if wanted {
+		r.drain()
+	}
 }
 
 // emitLocked records an event of the mutation in progress, under r.mu; it
@@ -367,7 +346,10 @@ func emit[E Event](r *Registry, e E) {
 // delivered before the mutation completed. A SurfaceChanged is a
 // placeholder whose version is filled in at delivery.
 func emitLocked[E Event](r *Registry, e E) {
-	if r.wants(e.kind()) {
+	r.evMu.Lock()
+	wanted := r.wantsLocked(e.kind())
+	r.evMu.Unlock()
+	if wanted {
 		r.pending = append(r.pending, e)
 	}
 }
@@ -422,8 +404,9 @@ func (r *Registry) drain() {
 		if isSurfaceChanged(e) {
 			e = SurfaceChanged{SurfaceVersion: strconv.FormatUint(r.queuedVersion, 10)}
 		}
+		ls := r.listeners
 		r.evMu.Unlock()
-		r.deliver(e)
+		r.deliver(e, ls)
 		r.evMu.Lock()
 	}
 	if len(r.queue) == 0 {
@@ -433,9 +416,9 @@ func (r *Registry) drain() {
 	r.evMu.Unlock()
 }
 
-func (r *Registry) deliver(e Event) {
+func (r *Registry) deliver(e Event, ls []*listener) {
 	k := e.kind()
-	for _, l := range r.loadListeners() {
+	for _, l := range ls {
 		if l.wants&k != 0 {
 			r.call(l, e)
 		}

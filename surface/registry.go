@@ -197,8 +197,6 @@ type Registry struct {
 	executor atomic.Pointer[executorBox]
 	suffix   SuffixPolicy
 
-	listeners atomic.Pointer[[]*listener] // replaced, never changed, under evMu
-
 	counter atomic.Uint64 // registration ids; rejected handles take one too
 
 	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
@@ -215,10 +213,11 @@ type Registry struct {
 	unmounting     []chan struct{} // registrations gone with inline handlers still running
 	pending        []Event         // events of the mutation in progress
 
-	evMu     sync.Mutex // guards the fields below; taken after mu when both are held
-	queue    []Event    // undelivered events, in emission order
-	draining bool       // some goroutine is delivering the queue
-	batches  int        // open Batch calls: delivery waits
+	evMu      sync.Mutex  // guards the fields below; taken after mu when both are held
+	listeners []*listener // replaced, never changed: a delivery ranges over the one it read
+	queue     []Event     // undelivered events, in emission order
+	draining  bool        // some goroutine is delivering the queue
+	batches   int         // open Batch calls: delivery waits
 	// queuedVersion is the version after the last mutation whose events
 	// were queued: what a surface-changed delivered now carries.
 	queuedVersion uint64
@@ -545,7 +544,7 @@ func (r *Registry) Close() error {
 	r.observeClosed(gone) // observe: the registrations removed
 	r.confirm.closeAll()  // pending confirmations expire; their events still go out
 	r.evMu.Lock()
-	r.listeners.Store(nil)
+	r.listeners = nil
 	r.evMu.Unlock()
 	r.ctxWG.Wait()
 	for _, ch := range unmounting { // inline handlers, on their callers' goroutines
