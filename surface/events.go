@@ -379,7 +379,7 @@ func (r *Registry) unlockAndDrain() {
 		for _, e := range r.pending {
 			r.enqueueLocked(e)
 		}
-		r.queuedVersion = r.version // no mutation can bump it meanwhile: we hold mu
+		r.queuedVersion = r.version.Load() // no mutation can bump it meanwhile: we hold mu
 		r.evMu.Unlock()
 		clear(r.pending)
 		r.pending = r.pending[:0]

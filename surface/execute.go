@@ -59,8 +59,13 @@ func (x *execution) outcome() (any, *Error, bool) {
 // ctx.Deadline(); an unmount or Close cancels it with its CancelFunc.
 func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	timeout := a.budget(r)
-	a.execAt = r.now().Sub(a.start)
-	hctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimedOut) // on the runtime's clock, whatever Options.Now says
+	start := r.now()
+	a.execAt = start.Sub(a.start)
+	deadline := start.Add(timeout)
+	if r.clock != nil { // a clock of the application's: deadlines run on the runtime's
+		deadline = time.Now().Add(timeout)
+	}
+	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
 	defer cancel()
 	x := &a.exec
 	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation

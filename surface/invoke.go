@@ -197,7 +197,7 @@ func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
 	a := &attempt{
 		inv:          inv,
 		start:        r.now(),
-		startVersion: r.versionNow(),
+		startVersion: r.version.Load(),
 		timeout:      opts.Timeout,
 	}
 	a.call.InvocationID, a.call.Consumer = inv.InvocationID, opts.Consumer.normalized()
@@ -239,7 +239,7 @@ func (a *attempt) result(r *Registry, e *Error) Result {
 	if e != nil {
 		res.Status, res.Error = StatusError, e
 	}
-	v := r.versionNow()
+	v := r.version.Load()
 	res.SurfaceVersion = strconv.FormatUint(v, 10)
 	res.SurfaceChanged = v != a.startVersion
 	return res

@@ -181,7 +181,7 @@ type Registry struct {
 	route         func() *Route
 	limits        Limits
 	log           *slog.Logger
-	clock         func() time.Time // Options.Now
+	clock         func() time.Time // Options.Now; nil for time.Now
 	isolate       bool             // Options.IsolateHandlers
 	surfaceID     string
 	sink          AuditSink
@@ -198,10 +198,10 @@ type Registry struct {
 	suffix   SuffixPolicy
 
 	counter atomic.Uint64 // registration ids; rejected handles take one too
+	version atomic.Uint64 // written under mu, read anywhere
 
 	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
 	closed  bool                                // Close has begun
-	version uint64                              // the surface version
 	ordered []*registration                     // active registrations in snapshot order; nil when out of date
 	byType  map[string]map[string]*registration // active registrations by type, then instance id
 	// spareInstances is the empty map of the last type whose instances
@@ -314,9 +314,6 @@ func New(opts *Options) *Registry {
 	default:
 		r.log = discardLogger
 	}
-	if r.clock == nil {
-		r.clock = time.Now
-	}
 	if r.sink == nil {
 		r.sink = NewMemorySink(defaultMemoryCapacity)
 	}
@@ -329,7 +326,12 @@ func New(opts *Options) *Registry {
 }
 
 // now reads the registry's clock.
-func (r *Registry) now() time.Time { return r.clock() }
+func (r *Registry) now() time.Time {
+	if r.clock == nil {
+		return time.Now()
+	}
+	return r.clock()
+}
 
 // SurfaceID identifies this registry ("srf_" + 22 base62 characters); a
 // new registry (a page reload) has a new one.
@@ -337,13 +339,7 @@ func (r *Registry) SurfaceID() string { return r.surfaceID }
 
 // Version is the current surface version, a decimal string starting at
 // "0". Compare versions for equality only.
-func (r *Registry) Version() string { return strconv.FormatUint(r.versionNow(), 10) }
-
-func (r *Registry) versionNow() uint64 {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.version
-}
+func (r *Registry) Version() string { return strconv.FormatUint(r.version.Load(), 10) }
 
 // Environment returns the registry's environment.
 func (r *Registry) Environment() Environment { return r.env }
@@ -503,7 +499,7 @@ func (r *Registry) stopCtxLocked(reg *registration) {
 
 // bumpLocked increments the version and queues a surface-changed event.
 func (r *Registry) bumpLocked() {
-	r.version++
+	r.version.Add(1)
 	emitLocked(r, SurfaceChanged{})
 }
 

@@ -3,7 +3,6 @@ package surface
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -36,7 +35,7 @@ func (r *Registry) resolve(a *attempt) (*regState, *Error) {
 	a.reg, a.cap = picked.reg, picked.cap
 	// The version gate: a stale hint only stops dangerous procedures.
 	if e := a.cap.def.effect; inv.SurfaceVersion != "" && (e == EffectDestructive || e == EffectExternalSideEffect) &&
-		inv.SurfaceVersion != strconv.FormatUint(r.version, 10) {
+		inv.SurfaceVersion != r.Version() {
 		return nil, NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
 	}
 	return picked.reg.st, nil

@@ -232,7 +232,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 	// provider) runs after.
 	consumer := opts.Consumer.normalized()
 	r.mu.Lock()
-	version := r.version
+	version := r.version.Load()
 	closed := r.closed
 	var live []*registration
 	if consumer.Kind.Valid() { // a consumer of unknown kind sees nothing

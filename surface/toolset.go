@@ -313,7 +313,7 @@ func (ts *Toolset) build() *Catalog {
 	ts.mu.Unlock()
 	// Close drops every registration without a version bump: a closed
 	// registry always takes the snapshot (it is empty).
-	if d != nil && d.static && ts.r.versionNow() == d.verNum && !ts.r.closing() {
+	if d != nil && d.static && ts.r.version.Load() == d.verNum && !ts.r.closing() {
 		return d.catalog(ts, d.tools) // nothing can have changed: no snapshot needed
 	}
 	snap := ts.r.Snapshot(SnapshotOptions{Consumer: ts.opts.Consumer, Scope: ts.opts.Scope})
