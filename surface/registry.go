@@ -531,10 +531,8 @@ func (r *Registry) Close() error {
 	unmounting := r.unmounting
 	r.unmounting = nil
 	r.ordered, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, tombstones{}
-	// No surface-changed after Close.
-	r.pending = slices.DeleteFunc(r.pending, isSurfaceChanged)
 	r.evMu.Lock()
-	r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged)
+	r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged) // no surface-changed after Close
 	r.evMu.Unlock()
 	r.unlockAndDrain()
 	r.observeClosed(gone) // observe: the registrations removed
