@@ -31,7 +31,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
 	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
-	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error")
+	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY.\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -47,6 +47,11 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *approve && !*scripted {
 		fmt.Fprintln(stderr, "agentsurface demo: --approve needs --scripted")
 		return exitUsage
+	}
+	levelSet := false
+	fs.Visit(func(f *flag.Flag) { levelSet = levelSet || f.Name == "log-level" })
+	if *scripted && !levelSet {
+		*logLevel = "warn"
 	}
 	level, err := parseLogLevel(*logLevel)
 	if err != nil {

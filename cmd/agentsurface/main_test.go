@@ -80,6 +80,14 @@ func TestDemoScripted(t *testing.T) {
 			t.Fatalf("the output lacks %q:\n%s", want, out)
 		}
 	}
+	// The transcript is not interleaved with per-session info lines,
+	// unless --log-level asks for them.
+	if strings.Contains(errOut, "level=INFO") {
+		t.Errorf("--scripted logged at info by default:\n%s", errOut)
+	}
+	if _, _, errOut := cli(t, "demo", "--scripted", "--approve", "--addr", "127.0.0.1:0", "--log-level", "info"); !strings.Contains(errOut, "level=INFO") {
+		t.Errorf("--log-level info logged nothing at info:\n%s", errOut)
+	}
 }
 
 // inspect lists an endpoint's tools; call prints the envelope and exits
