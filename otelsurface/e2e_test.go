@@ -16,8 +16,6 @@ import (
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
-	"github.com/agentsurface/agentsurface/surface/httpexec"
-	"github.com/agentsurface/agentsurface/surface/surfacetest"
 )
 
 // One trace end to end (AS-OBSV-001): an agent framework's span, sent by
@@ -41,24 +39,7 @@ func TestMCPToBackendOneTrace(t *testing.T) {
 		_, _ = w.Write([]byte(`{"disabled":1}`))
 	}))
 	defer backend.Close()
-	exec, err := httpexec.New(&httpexec.Options{BaseURL: backend.URL + "/rpc", Paths: []string{"devices.disable"},
-		Client: &http.Client{Transport: h.tel.Transport(backend.Client().Transport)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exec.CloseIdleConnections()
-
-	reg := h.registry(t, nil)
-	reg.SetProcedureExecutor(exec)
-	type in struct {
-		IDs []string `json:"ids"`
-	}
-	type out struct {
-		Disabled int `json:"disabled"`
-	}
-	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices", Procedures: []surface.Capability{
-		surface.Procedure(surface.ProcedureDef[in, out]{ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectServerQuery}),
-	}})
+	reg := h.disableOverHTTP(t, backend)
 
 	handler := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
 		return reg, surface.Consumer{ID: "agent"}, nil

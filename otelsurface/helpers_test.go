@@ -3,6 +3,8 @@ package otelsurface_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/agentsurface/agentsurface/otelsurface"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/httpexec"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
 )
 
@@ -56,6 +59,31 @@ func (h *harness) registry(t testing.TB, opts *surface.Options) *surface.Registr
 	}
 	o.Telemetry = h.tel.Telemetry()
 	return surfacetest.NewRegistry(t, &o)
+}
+
+// disableOverHTTP returns an instrumented registry whose procedure
+// domain:devices.disable is executed by httpexec against backend, through
+// the Instrumentation's propagating Transport.
+func (h *harness) disableOverHTTP(t testing.TB, backend *httptest.Server) *surface.Registry {
+	t.Helper()
+	exec, err := httpexec.New(&httpexec.Options{BaseURL: backend.URL + "/rpc", Paths: []string{"devices.disable"},
+		Client: &http.Client{Transport: h.tel.Transport(backend.Client().Transport)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(exec.CloseIdleConnections)
+	reg := h.registry(t, nil)
+	reg.SetProcedureExecutor(exec)
+	type in struct {
+		IDs []string `json:"ids"`
+	}
+	type out struct {
+		Disabled int `json:"disabled"`
+	}
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices", Procedures: []surface.Capability{
+		surface.Procedure(surface.ProcedureDef[in, out]{ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectServerQuery}),
+	}})
+	return reg
 }
 
 // tracer is a tracer of the harness's provider, for the test's own spans.

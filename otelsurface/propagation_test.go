@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentsurface/agentsurface/surface"
-	"github.com/agentsurface/agentsurface/surface/httpexec"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
 )
 
@@ -33,24 +32,7 @@ func TestHTTPExecTraceparent(t *testing.T) {
 		_, _ = w.Write([]byte(`{"disabled":1}`))
 	}))
 	defer backend.Close()
-	client := &http.Client{Transport: h.tel.Transport(backend.Client().Transport)}
-	exec, err := httpexec.New(&httpexec.Options{BaseURL: backend.URL + "/rpc", Paths: []string{"devices.disable"}, Client: client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exec.CloseIdleConnections()
-
-	reg := h.registry(t, nil)
-	reg.SetProcedureExecutor(exec)
-	type in struct {
-		IDs []string `json:"ids"`
-	}
-	type out struct {
-		Disabled int `json:"disabled"`
-	}
-	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Devices", Procedures: []surface.Capability{
-		surface.Procedure(surface.ProcedureDef[in, out]{ID: "domain:devices.disable", Description: "Disable devices", Effect: surface.EffectServerQuery}),
-	}})
+	reg := h.disableOverHTTP(t, backend)
 	ctx, parent := h.tracer().Start(context.Background(), "agent turn")
 	res := reg.Invoke(ctx, surface.Invocation{CapabilityID: "domain:devices.disable", Input: json.RawMessage(`{"ids":["d1"]}`)}, agent)
 	parent.End()
