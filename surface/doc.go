@@ -91,6 +91,12 @@
 // or a capability. Built-ins: [Authenticated], [HasPermission],
 // [TenantBoundary], [OnlyIn], [RateLimit], [RequireConfirmation], [Audit].
 //
+// [Registry.Explain] tells a developer why a capability is missing or
+// disabled for a consumer: every capability in scope, hidden ones
+// included, with the layer and vote of each policy of its chain and the
+// outcome the consumer's snapshot shows. It is for developers, tests and
+// operator tools; no agent-facing path reaches it.
+//
 // # Confirmation
 //
 // A capability whose confirmation level is required (declared, or

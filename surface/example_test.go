@@ -177,3 +177,46 @@ func ExampleProcedure() {
 	// CONFIRMATION_REQUIRED {"ids":["d1","d2"],"reason":"maintenance"}
 	// {"disabled":2}
 }
+
+// A developer asks why an agent does not see a capability. Explain lists
+// it with the policy that hid it; the agent's own snapshot has no trace of
+// it.
+func ExampleRegistry_Explain() {
+	readOnly := surface.Policy{Name: "read-only-agents", Discover: func(pc *surface.PolicyContext) surface.Decision {
+		if pc.Consumer.Kind == surface.ConsumerMCPBridge && pc.Kind != surface.KindObservation {
+			return surface.Hide()
+		}
+		return surface.Expose()
+	}}
+	reg := surface.New(&surface.Options{Policies: []surface.Policy{readOnly}})
+	defer reg.Close()
+	_, err := reg.Register(surface.Component{
+		Type: "devices.table", Description: "Devices table",
+		Observations: map[string]surface.Capability{"readRows": surface.Observation(surface.ObservationDef[[]string]{
+			Description: "Visible rows",
+			Read:        func(context.Context, *surface.Call) ([]string, error) { return []string{"d1"}, nil },
+		})},
+		Actions: map[string]surface.Capability{"clearSelection": surface.Action(surface.ActionDef[surface.None, surface.None]{
+			Description: "Clear the selection", Effect: surface.EffectLocalState,
+			Execute: func(context.Context, *surface.Call, surface.None) (surface.None, error) { return surface.None{}, nil },
+		})},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	agent := surface.SnapshotOptions{Consumer: surface.Consumer{ID: "claude", Kind: surface.ConsumerMCPBridge}}
+	fmt.Println("actions the agent sees:", len(reg.Snapshot(agent).Components[0].Actions))
+	for _, c := range reg.Explain(agent).Capabilities {
+		fmt.Print(c.CapabilityID, ": ", c.Outcome)
+		for _, p := range c.Policies {
+			fmt.Printf(" (%s policy %s votes %s)", p.Layer, p.Name, p.Vote)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// actions the agent sees: 0
+	// view:devices.table.readRows: exposed (registry policy read-only-agents votes expose)
+	// view:devices.table.clearSelection: hidden (registry policy read-only-agents votes hide)
+}

@@ -144,24 +144,30 @@ func (r *Registry) discover(chain []Policy, pc *PolicyContext) Decision {
 		if chain[i].Discover == nil {
 			continue
 		}
-		d := r.discoverOne(&chain[i], pc)
-		switch {
-		case d.verdict == hide:
-			return d
-		case d.verdict == disable && out.verdict == expose:
-			out = d
+		d, _ := r.discoverOne(&chain[i], pc)
+		if out = stricter(out, d); out.verdict == hide {
+			return out
 		}
 	}
 	return out
 }
 
-// discoverOne runs one Discover hook; a panic hides.
-func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision) {
+// stricter composes a chain's decision so far with one more vote: any hide
+// wins, else the first disable.
+func stricter(out, d Decision) Decision {
+	if d.verdict == hide || d.verdict == disable && out.verdict == expose {
+		return d
+	}
+	return out
+}
+
+// discoverOne runs one Discover hook; a panic hides, and reports panicked.
+func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision, panicked bool) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			r.log.Error("surface: policy Discover panicked; the capability is hidden", "policy", p.Name, "capabilityId", pc.CapabilityID, "panic", fmt.Sprint(rec))
-			d = Hide()
+			d, panicked = Hide(), true
 		}
 	}()
-	return p.Discover(pc)
+	return p.Discover(pc), false
 }

@@ -249,6 +249,10 @@ type registration struct {
 	nObs        int      // observations
 	nView       int      // observations and actions
 
+	// The lengths of the component and guard layers of each chain
+	// (registry, component, guard, capability), for Explain.
+	nComponentPolicies, nGuardPolicies int
+
 	h Handle // the one handle of this registration
 
 	// Guarded by xmu, taken after Registry.mu when both are held.
@@ -432,6 +436,7 @@ func (r *Registry) guard(c Component, origin string) Verdict {
 // restrictions, capability. Without component, guard or capability
 // policies the registry's slice is shared.
 func (reg *registration) bindPolicies(registry, component, restrictions []Policy) {
+	reg.nComponentPolicies, reg.nGuardPolicies = len(component), len(restrictions)
 	for i := range reg.caps {
 		rc := &reg.caps[i]
 		if len(component) == 0 && len(restrictions) == 0 && len(rc.def.policies) == 0 {

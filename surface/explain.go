@@ -1,0 +1,235 @@
+package surface
+
+import (
+	"strconv"
+	"time"
+)
+
+// Explanation is the developer's view of a surface for one consumer, from
+// [Registry.Explain]: every capability in scope, hidden ones included,
+// with the vote of each policy of its chain.
+type Explanation struct {
+	SurfaceID      string    `json:"surfaceId"`
+	SurfaceVersion string    `json:"surfaceVersion"`
+	CapturedAt     time.Time `json:"capturedAt"`
+	// Consumer is the consumer the explanation was computed for.
+	Consumer Consumer `json:"consumer"`
+	// Capabilities are in snapshot order: components by priority, type
+	// and instance id, each with its observations, then its actions, then
+	// its procedure references.
+	Capabilities []CapabilityExplanation `json:"capabilities"`
+}
+
+// Outcome is what a consumer's snapshot shows of a capability.
+type Outcome string
+
+// Outcomes.
+const (
+	// OutcomeExposed: listed and available.
+	OutcomeExposed Outcome = "exposed"
+	// OutcomeUnavailable: listed with available false and a reason.
+	OutcomeUnavailable Outcome = "unavailable"
+	// OutcomeHidden: absent; for this consumer the capability does not
+	// exist.
+	OutcomeHidden Outcome = "hidden"
+)
+
+// CapabilityExplanation explains one capability for one consumer.
+type CapabilityExplanation struct {
+	CapabilityID   string `json:"capabilityId"`
+	Kind           Kind   `json:"kind"`
+	Plane          Plane  `json:"plane"`
+	Description    string `json:"description"`
+	RegistrationID string `json:"registrationId"`
+	ComponentType  string `json:"componentType"`
+	InstanceID     string `json:"instanceId"`
+	// Outcome is what the consumer's snapshot shows, with Reason its
+	// unavailableReason: a policy's Disable reason, else the availability
+	// reason. For a consumer of unknown kind, which sees nothing, every
+	// capability is hidden with a Reason saying so, and no policy runs.
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
+	// Available and UnavailableReason are the capability's availability
+	// on its own (component disabled, pushed override, When), whatever the
+	// policies decided: they tell "a policy removed it" from "the current
+	// state does not allow it".
+	Available         bool   `json:"available"`
+	UnavailableReason string `json:"unavailableReason,omitempty"`
+	// Policies is the capability's chain, outermost first: the order its
+	// hooks run in.
+	Policies []PolicyExplanation `json:"policies"`
+}
+
+// PolicyLayer is where a policy of a chain was attached.
+type PolicyLayer string
+
+// Policy layers, outermost first.
+const (
+	// LayerRegistry: Options.Policies.
+	LayerRegistry PolicyLayer = "registry"
+	// LayerComponent: Component.Policies.
+	LayerComponent PolicyLayer = "component"
+	// LayerGuard: the Policies of the registration guard's Verdict.
+	LayerGuard PolicyLayer = "guard"
+	// LayerCapability: the Policies of the capability's definition.
+	LayerCapability PolicyLayer = "capability"
+)
+
+// PolicyExplanation is one policy of a capability's chain and its vote.
+type PolicyExplanation struct {
+	Name  string      `json:"name"`
+	Layer PolicyLayer `json:"layer"`
+	// Hooks are the hooks the policy sets, in pipeline order: "discover",
+	// "authorize", "invoke".
+	Hooks []string `json:"hooks"`
+	// Vote is the Discover hook's decision for this consumer, "expose",
+	// "disable" or "hide"; empty without a Discover hook. Reason is a
+	// disable's reason.
+	Vote   string `json:"vote,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Panicked is set when Discover panicked: the vote is then "hide", as
+	// for the snapshot, but the policy has a defect.
+	Panicked bool `json:"panicked,omitempty"`
+	// RequiresConfirmation marks a [RequireConfirmation] policy.
+	RequiresConfirmation bool `json:"requiresConfirmation,omitempty"`
+}
+
+// unknownKindReason is the Reason of every capability explained for a
+// consumer of unknown kind.
+const unknownKindReason = "the consumer's kind is unknown: it sees nothing"
+
+// Explain answers the developer's question a snapshot cannot: why is this
+// capability missing, or disabled, for this consumer? It lists every
+// capability in opts.Scope that the snapshot for opts.Consumer would
+// consider, hidden ones included, with its outcome (equal to that
+// snapshot's), its availability on its own, and each policy's layer and
+// vote.
+//
+// An explanation is for developers, tests and operator tools, never for
+// an agent: that a hidden capability exists is information its consumer is
+// not owed. No toolset, meta tool or adapter of this module calls Explain,
+// and nothing an agent can call returns one.
+//
+// Explain ignores OmitUnavailable and Budget: it withholds nothing. Like
+// Snapshot it calls Discover hooks and When predicates, never handlers,
+// and never while holding the registry lock; unlike Snapshot it runs every
+// Discover hook of a chain, also after one has hidden the capability.
+func (r *Registry) Explain(opts SnapshotOptions) Explanation {
+	consumer := opts.Consumer.normalized()
+	r.mu.Lock() // orderedLocked may rebuild the order
+	version := r.version.Load()
+	live := r.orderedLocked() // never changed once made: read on after unlocking
+	states := make([]*regState, len(live))
+	for i, reg := range live {
+		states[i] = reg.st
+	}
+	r.mu.Unlock()
+
+	ex := Explanation{
+		SurfaceID:      r.surfaceID,
+		SurfaceVersion: strconv.FormatUint(version, 10),
+		CapturedAt:     r.now(),
+		Consumer:       consumer,
+		Capabilities:   []CapabilityExplanation{},
+	}
+	known := consumer.Kind.Valid()
+	var pc *PolicyContext
+	if known {
+		pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, r: r}
+	}
+	for k, reg := range live {
+		for i := range reg.caps {
+			rc := &reg.caps[i]
+			if !explained(reg, i, opts.Scope) {
+				continue
+			}
+			ce := CapabilityExplanation{
+				CapabilityID: rc.id, Kind: rc.def.kind, Plane: PlaneView, Description: rc.def.description,
+				RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance,
+			}
+			if rc.def.kind == KindProcedure {
+				ce.Plane = PlaneDomain
+			}
+			ce.Available, ce.UnavailableReason = r.availability(states[k], rc)
+			if !known {
+				ce.Outcome, ce.Reason = OutcomeHidden, unknownKindReason
+				ex.Capabilities = append(ex.Capabilities, ce)
+				continue
+			}
+			pc.fill(reg, rc)
+			var decision Decision
+			decision, ce.Policies = r.explainChain(reg, rc, pc)
+			switch decision.verdict {
+			case hide:
+				ce.Outcome = OutcomeHidden
+			case disable:
+				ce.Outcome, ce.Reason = OutcomeUnavailable, decision.reason
+			default:
+				ce.Outcome = OutcomeExposed
+				if !ce.Available {
+					ce.Outcome, ce.Reason = OutcomeUnavailable, ce.UnavailableReason
+				}
+			}
+			ex.Capabilities = append(ex.Capabilities, ce)
+		}
+	}
+	return ex
+}
+
+// explained reports whether capability i of reg is one a snapshot with
+// this scope considers: a view capability when its component's type is in
+// scope, a procedure reference when its context's type (or, without one,
+// its path) is.
+func explained(reg *registration, i int, scope []string) bool {
+	if i < reg.nView {
+		return inScope(reg.typ, scope)
+	}
+	rc := &reg.caps[i]
+	if c := rc.bound.context; c != nil {
+		return inScope(c.Type, scope)
+	}
+	return inScope(rc.name, scope)
+}
+
+// explainChain runs every Discover hook of rc's chain and returns the
+// chain's decision, composed as [Registry.discover] composes it, with each
+// policy's layer and vote.
+func (r *Registry) explainChain(reg *registration, rc *regCap, pc *PolicyContext) (Decision, []PolicyExplanation) {
+	out := Decision{}
+	pols := make([]PolicyExplanation, len(rc.chain))
+	nReg := len(r.policies)
+	for k := range rc.chain {
+		p := &rc.chain[k]
+		pe := PolicyExplanation{Name: p.Name, RequiresConfirmation: p.escalate != nil, Hooks: []string{}}
+		switch {
+		case k < nReg:
+			pe.Layer = LayerRegistry
+		case k < nReg+reg.nComponentPolicies:
+			pe.Layer = LayerComponent
+		case k < nReg+reg.nComponentPolicies+reg.nGuardPolicies:
+			pe.Layer = LayerGuard
+		default:
+			pe.Layer = LayerCapability
+		}
+		if p.Discover != nil {
+			pe.Hooks = append(pe.Hooks, "discover")
+			var d Decision
+			d, pe.Panicked = r.discoverOne(p, pc)
+			pe.Vote, pe.Reason = d.verdict.String(), d.reason
+			out = stricter(out, d)
+		}
+		if p.Authorize != nil {
+			pe.Hooks = append(pe.Hooks, "authorize")
+		}
+		if p.Invoke != nil || p.escalate != nil {
+			pe.Hooks = append(pe.Hooks, "invoke")
+		}
+		pols[k] = pe
+	}
+	return out, pols
+}
+
+// String returns "expose", "disable" or "hide".
+func (v verdict) String() string {
+	return [...]string{expose: "expose", disable: "disable", hide: "hide"}[v]
+}
