@@ -239,9 +239,10 @@ func discovered(t *testing.T, res surface.Result) (types []string, rejected []st
 	return types, rejected, out.Truncated != nil
 }
 
-// AS-META-001, 002, 005, 006; AS-ADAPTER-005: the configured scope is a
-// floor the model can only narrow; refused prefixes are reported; the meta
-// tool block is constant.
+// AS-META-001, AS-META-002, AS-META-005, AS-META-006, AS-ADAPTER-005:
+// the configured scope is a floor the model can only narrow; a disjoint
+// scope gives nothing, not the floor; refused prefixes are reported; the
+// meta tool block is constant.
 func TestMetaDiscover_AS_META_001_002_005_006_AS_ADAPTER_005(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, nil)
 	for _, typ := range []string{"devices.table", "devices.drawer", "settings.users", "billing"} {
