@@ -38,7 +38,7 @@ type disableOut struct {
 func (d *devices) selection() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.Clone(d.selected)
+	return append([]string{}, d.selected...) // [] rather than null when empty
 }
 
 // executor is the domain side of devices.disable.
