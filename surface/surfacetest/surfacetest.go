@@ -1,10 +1,45 @@
 // Package surfacetest provides helpers for testing code that uses package
-// surface, in the spirit of net/http/httptest: a registry bound to a test's
-// lifetime, a test consumer, an event recorder, quick capabilities, and
-// assertions on definition errors.
+// surface, in the spirit of net/http/httptest. It is the Go form of the
+// testing harness of the runtime semantics (§17).
 //
-// Helpers take a testing.TB, register cleanups with it, and fail the test
-// on misuse.
+// # The harness
+//
+// New returns a Surface: a registry (its own, or one given) with a test
+// consumer, {id: "test", kind: "test"}. It invokes as an agent would,
+// attaching the registration id it would have discovered; reads
+// observations and checks they leave the surface alone; captures
+// references to replay later as a stale agent; switches the host context
+// (As); approves, denies and expires confirmation requests; and records
+// every event and audit record:
+//
+//	s := surfacetest.New(t, nil)
+//	s.Register(myComponent)
+//	surfacetest.RequireExposed(t, s, "view:devices.table.selectRows", "")
+//	surfacetest.RequireOK(t, s.Invoke("view:devices.table.selectRows", in, surfacetest.InvokeOptions{}))
+//	state := surfacetest.ObserveAs[TableState](s, "view:devices.table.readState", "")
+//
+// # Matchers
+//
+// RequireExposed, RequireExposedUnavailable, RequireOK and RequireFailWith
+// (and RequireCode, RequireDefinitionError) fail the test unless a
+// snapshot or a result is as expected. Failure messages tell a hidden
+// capability from an unavailable one.
+//
+// # Semantic snapshots
+//
+// SemanticSnapshot writes a snapshot in a normalized, deterministic JSON
+// form for golden files: no surface id or capture time, registration ids
+// as <reg#N>. RequireGolden compares output with a file under testdata
+// and rewrites it when the test binary runs with -update;
+// RequireSnapshotGolden does both for a snapshot.
+//
+// # Smaller helpers
+//
+// NewRegistry, MustRegister, Record, Invoke and the capability builders
+// Value and Noop serve tests that drive a registry directly.
+//
+// Helpers take a testing.TB, call its Helper method, register cleanups
+// with it, and fail the test on misuse.
 package surfacetest
 
 import (
@@ -95,13 +130,15 @@ type Recorder struct {
 // Record subscribes a new Recorder to reg until the test ends.
 func Record(tb testing.TB, reg *surface.Registry) *Recorder {
 	rec := &Recorder{}
-	unsubscribe := reg.Subscribe(func(e surface.Event) {
-		rec.mu.Lock()
-		rec.events = append(rec.events, e)
-		rec.mu.Unlock()
-	})
-	tb.Cleanup(unsubscribe)
+	tb.Cleanup(reg.Subscribe(rec.add))
 	return rec
+}
+
+// add records e.
+func (r *Recorder) add(e surface.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
 }
 
 // Events returns a copy of the events recorded so far.
