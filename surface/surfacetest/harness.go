@@ -155,6 +155,14 @@ func (s *Surface) Snapshot(opts surface.SnapshotOptions) surface.Snapshot {
 	return s.reg.Snapshot(opts)
 }
 
+// Explain returns the registry's explanation for opts.Consumer or, when
+// it is the zero value, for the harness's consumer: why each capability is
+// exposed, unavailable or hidden, policy by policy.
+func (s *Surface) Explain(opts surface.SnapshotOptions) surface.Explanation {
+	opts.Consumer = s.consumerOr(opts.Consumer)
+	return s.reg.Explain(opts)
+}
+
 func (s *Surface) consumerOr(c surface.Consumer) surface.Consumer {
 	if isZeroConsumer(c) {
 		return s.consumer
