@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,29 @@ type demo struct {
 	store *domain.Store
 	app   *console.App
 	srv   *httptest.Server
+	reqs  *requestLog
+}
+
+// requestLog records the requests a demo's server received.
+type requestLog struct {
+	mu   sync.Mutex
+	uris []string
+}
+
+func (l *requestLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.uris = append(l.uris, r.Method+" "+r.URL.RequestURI())
+		l.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// requests returns the requests received so far, as "METHOD /path?query".
+func (l *requestLog) requests() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.uris)
 }
 
 func newDemo(t testing.TB, opts console.Options) *demo {
@@ -44,13 +68,14 @@ func newDemo(t testing.TB, opts console.Options) *demo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(app)
+	reqs := &requestLog{}
+	srv := httptest.NewServer(reqs.wrap(app))
 	t.Cleanup(func() {
 		_ = app.Close() // ends the event streams first
 		srv.Close()
 		_ = store.Close()
 	})
-	return &demo{store: store, app: app, srv: srv}
+	return &demo{store: store, app: app, srv: srv, reqs: reqs}
 }
 
 func (d *demo) mcpURL() string { return d.srv.URL + "/mcp" }
