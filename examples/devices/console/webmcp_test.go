@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -56,17 +57,26 @@ func (b *browser) webmcpTools() offeredList {
 // status and the body.
 func (b *browser) webmcpPost(body string) (int, string) {
 	b.t.Helper()
+	code, out, err := b.tryWebMCPPost(body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return code, out
+}
+
+// tryWebMCPPost is webmcpPost for goroutines other than the test's.
+func (b *browser) tryWebMCPPost(body string) (int, string, error) {
 	req, _ := http.NewRequest(http.MethodPost, b.d.srv.URL+"/webmcp/call", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	res, err := b.client.Do(req)
 	if err != nil {
-		b.t.Fatal(err)
+		return 0, "", err
 	}
 	defer res.Body.Close()
 	var sb strings.Builder
 	_, _ = bufioCopy(&sb, res)
-	return res.StatusCode, sb.String()
+	return res.StatusCode, sb.String(), nil
 }
 
 // webmcpCall calls tool name of the list of version, as an offered tool's
@@ -240,10 +250,10 @@ func TestWebMCPCallWaitsForApproval_AS_ADAPTER_003(t *testing.T) {
 		done = make(chan surface.Result, 1)
 		go func() {
 			body, _ := json.Marshal(map[string]any{"name": toolDisable, "surfaceVersion": l.SurfaceVersion, "input": map[string]any{"reason": "offline during the maintenance window"}})
-			code, out := b.webmcpPost(string(body))
+			code, out, err := b.tryWebMCPPost(string(body))
 			var res surface.Result
-			if code != http.StatusOK || json.Unmarshal([]byte(out), &res) != nil {
-				res.Status = "transport: " + surface.ResultStatus(out)
+			if err != nil || code != http.StatusOK || json.Unmarshal([]byte(out), &res) != nil {
+				res.Status = surface.ResultStatus(fmt.Sprintf("transport: %d %s %v", code, out, err))
 			}
 			done <- res
 		}()
@@ -310,8 +320,9 @@ func TestWebMCPCallWaitsForApproval_AS_ADAPTER_003(t *testing.T) {
 
 // Calls refer to the list they came from: a tool whose component was
 // replaced or unmounted since answers the registry's staleness verdict,
-// never the new registration; an unknown tool or list answers
-// CAPABILITY_NOT_FOUND; the endpoints refuse requests without the
+// never the new registration; an unknown tool, or a list unknown or
+// older than the 16 a session keeps, answers CAPABILITY_NOT_FOUND; the
+// endpoints refuse requests without the
 // session's cookie, cross-site posts and malformed bodies.
 // AS-ADAPTER-003, AS-STALE-001, AS-LIFE-005.
 func TestWebMCPStaleAndUnknown_AS_ADAPTER_003(t *testing.T) {
@@ -361,6 +372,19 @@ func TestWebMCPStaleAndUnknown_AS_ADAPTER_003(t *testing.T) {
 		t.Fatalf("unknown list: %+v", res)
 	}
 	requireCode(t, b.webmcpCall(toolOpen, "", `{"id":"d3"}`), string(surface.CodeCapabilityNotFound))
+	// A session keeps the last 16 lists: older ones are unknown.
+	for i := range 17 {
+		if code, _ := b.post("/ui/toggle", url.Values{"id": {"d3"}}); code != http.StatusNoContent {
+			t.Fatalf("toggle: %d", code)
+		}
+		if l := b.webmcpTools(); l.SurfaceVersion == v {
+			t.Fatalf("toggle %d did not change the surface version", i)
+		}
+	}
+	requireCode(t, b.webmcpCall(toolReadState, v, `{}`), string(surface.CodeCapabilityNotFound))
+	if res := b.webmcpCall(toolReadState, b.webmcpTools().SurfaceVersion, `{}`); res.Status != surface.StatusOK {
+		t.Fatalf("readState through the newest list: %+v", res.Error)
+	}
 
 	// Refusals before any call.
 	if code, _ := b.webmcpPost(`{"surfaceVersion":"` + v + `"}`); code != http.StatusBadRequest {
