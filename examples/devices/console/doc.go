@@ -40,7 +40,7 @@
 // embedded topology, where a call that needs approval waits for the
 // user's click. Either way, calls refer to the catalog the agent was last
 // shown, so a tool whose component unmounted or was replaced answers
-// COMPONENT_UNMOUNTED or STALE_CAPABILITY (catalog.go).
+// COMPONENT_UNMOUNTED or STALE_CAPABILITY ([surface.Catalog]).
 //
 // # WebMCP
 //
