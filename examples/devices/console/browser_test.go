@@ -37,23 +37,17 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
-// The console in a real headless Chromium while the scripted agent works
-// over MCP: the agent's selection is highlighted in the DOM, its
-// destructive call shows an approval card with the devices by name, a
-// click on Approve lets the agent's retry run, and the table shows the
-// new statuses without a reload. A screenshot of the page with the
-// pending approval is saved as an artifact.
-func TestBrowserApprovesAgentRequest(t *testing.T) {
+// headless starts a headless Chromium for the test, or skips the test
+// when none is installed. Tabs made with chromedp.NewContext from the
+// returned context share the browser; it stops when the test ends, before
+// the cleanups registered earlier: call it after newDemo, so that the
+// pages close before the server does.
+func headless(t *testing.T) context.Context {
+	t.Helper()
 	bin := chromium()
 	if bin == "" {
 		t.Skip("no Chromium binary: install Debian's chromium package (apt-get install -y chromium) to run the browser test")
 	}
-	d := newDemo(t, console.Options{})
-	s, err := d.app.NewSession(console.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(bin),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
@@ -64,10 +58,28 @@ func TestBrowserApprovesAgentRequest(t *testing.T) {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1400, 1000),
 	)
-	defer cancelAlloc()
 	ctx, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// The console in a real headless Chromium while the scripted agent works
+// over MCP: the agent's selection is highlighted in the DOM, its
+// destructive call shows an approval card with the devices by name, a
+// click on Approve lets the agent's retry run, and the table shows the
+// new statuses without a reload. A screenshot of the page with the
+// pending approval is saved as an artifact.
+func TestBrowserApprovesAgentRequest(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	browser := headless(t)
+	s, err := d.app.NewSession(console.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
 	defer cancel()
 
 	// Open the page of the session, as the demo's printed link does.

@@ -4,8 +4,9 @@
 //
 // An [App] is an http.Handler. It serves the page (html/template and
 // embedded assets), its event stream (server-sent events with a small
-// script of its own, no build step), its form posts, and the MCP endpoint
-// /mcp. Run it with the CLI: go run ./cmd/agentsurface demo.
+// script of its own, no build step), its form posts, the MCP endpoint
+// /mcp and the WebMCP endpoints /webmcp/tools and /webmcp/call. Run it
+// with the CLI: go run ./cmd/agentsurface demo.
 //
 // # One registry per browser session
 //
@@ -39,7 +40,26 @@
 // embedded topology, where a call that needs approval waits for the
 // user's click. Either way, calls refer to the catalog the agent was last
 // shown, so a tool whose component unmounted or was replaced answers
-// COMPONENT_UNMOUNTED or STALE_CAPABILITY (catalog.go).
+// COMPONENT_UNMOUNTED or STALE_CAPABILITY ([surface.Catalog]).
+//
+// # WebMCP
+//
+// An agent in the user's own browser gets the session's tools through
+// WebMCP, the proposed browser API for pages to offer tools
+// (webmcp.go). The page's script feature-detects a model context
+// (document.modelContext, or navigator.modelContext of earlier drafts);
+// without one it does nothing. With one, its event stream
+// (/events?webmcp=1) carries the tools to offer — exactly the tools available now to
+// [WebMCPConsumer], each with its wire name, description and input schema
+// — at once and whenever they change, and the page replaces what it
+// offers with them (registerTool with an abort signal, or unregisterTool,
+// or provideContext, whichever the browser has). GET /webmcp/tools
+// answers the same list. A tool's execute posts to /webmcp/call, which
+// runs the call through the session's toolset and the catalog the tool
+// came from, so policies, availability, staleness and confirmations
+// apply as for MCP clients, and answers the result envelope, which the
+// page returns to the agent. A call that needs approval waits for the
+// user's click in the page.
 //
 // # Host API
 //

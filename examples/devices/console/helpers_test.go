@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,29 @@ type demo struct {
 	store *domain.Store
 	app   *console.App
 	srv   *httptest.Server
+	reqs  *requestLog
+}
+
+// requestLog records the requests a demo's server received.
+type requestLog struct {
+	mu   sync.Mutex
+	uris []string
+}
+
+func (l *requestLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.uris = append(l.uris, r.Method+" "+r.URL.RequestURI())
+		l.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// requests returns the requests received so far, as "METHOD /path?query".
+func (l *requestLog) requests() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.uris)
 }
 
 func newDemo(t testing.TB, opts console.Options) *demo {
@@ -44,13 +68,14 @@ func newDemo(t testing.TB, opts console.Options) *demo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(app)
+	reqs := &requestLog{}
+	srv := httptest.NewServer(reqs.wrap(app))
 	t.Cleanup(func() {
 		_ = app.Close() // ends the event streams first
 		srv.Close()
 		_ = store.Close()
 	})
-	return &demo{store: store, app: app, srv: srv}
+	return &demo{store: store, app: app, srv: srv, reqs: reqs}
 }
 
 func (d *demo) mcpURL() string { return d.srv.URL + "/mcp" }
@@ -151,8 +176,11 @@ func bufioCopy(sb *strings.Builder, res *http.Response) (int64, error) {
 // stream is an open event stream of a browser tab.
 type stream struct {
 	patches chan map[string]string
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// tools receives the data of "tools" events (streams opened with
+	// ?webmcp=1).
+	tools  chan string
+	cancel context.CancelFunc
+	done   chan struct{}
 	// last holds the latest html of every fragment seen.
 	last map[string]string
 }
@@ -160,8 +188,14 @@ type stream struct {
 // events opens the page's event stream.
 func (b *browser) events() *stream {
 	b.t.Helper()
+	return b.eventsAt("/events")
+}
+
+// eventsAt opens the event stream at path ("/events?webmcp=1").
+func (b *browser) eventsAt(path string) *stream {
+	b.t.Helper()
 	ctx, cancel := context.WithCancel(bg)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.d.srv.URL+"/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.d.srv.URL+path, nil)
 	res, err := b.client.Do(req)
 	if err != nil {
 		cancel()
@@ -172,7 +206,7 @@ func (b *browser) events() *stream {
 		res.Body.Close()
 		b.t.Fatalf("events: %s", res.Status)
 	}
-	s := &stream{patches: make(chan map[string]string, 64), cancel: cancel, done: make(chan struct{}), last: map[string]string{}}
+	s := &stream{patches: make(chan map[string]string, 64), tools: make(chan string, 64), cancel: cancel, done: make(chan struct{}), last: map[string]string{}}
 	go func() {
 		defer close(s.done)
 		defer res.Body.Close()
@@ -182,6 +216,7 @@ func (b *browser) events() *stream {
 			line, err := r.ReadString('\n')
 			if err != nil {
 				close(s.patches)
+				close(s.tools)
 				return
 			}
 			line = strings.TrimRight(line, "\n")
@@ -193,6 +228,8 @@ func (b *browser) events() *stream {
 				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &p) == nil {
 					s.patches <- p
 				}
+			case strings.HasPrefix(line, "data: ") && event == "tools":
+				s.tools <- strings.TrimPrefix(line, "data: ")
 			}
 		}
 	}()

@@ -37,6 +37,7 @@ type Session struct {
 	reg       *surface.Registry
 	activity  *activity
 	console   *agentConsole
+	webmcp    *webmcpTools  // the tools the page offers through WebMCP
 	done      chan struct{} // closed by Close
 
 	// mount serializes mounting and unmounting of the views' components;
@@ -88,6 +89,7 @@ func newSession(a *App, o SessionOptions, cookie, token, join string) *Session {
 	s.reg.Subscribe(func(surface.Event) { s.changed() })
 	s.reg.Confirmations().Subscribe(func([]surface.PendingConfirmation) { s.changed() })
 	s.console = newAgentConsole(s, a.opts.Agent, a.opts.AgentName)
+	s.webmcp = &webmcpTools{reg: s.reg}
 	return s
 }
 
@@ -322,6 +324,7 @@ func (s *Session) Close() {
 	s.mu.Unlock()
 	s.app.forget(s)
 	s.console.close()
+	s.webmcp.close()        // its WebMCP calls waiting for approval return
 	s.app.mcp.Forget(s.reg) // its MCP sessions end
 	_ = s.reg.Close()
 }

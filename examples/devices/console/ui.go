@@ -50,6 +50,8 @@ func (a *App) routes() *http.ServeMux {
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("/mcp", a.serveMCP)
+	mux.HandleFunc("GET /webmcp/tools", a.serveWebMCPTools)
+	mux.Handle("POST /webmcp/call", http.NewCrossOriginProtection().Handler(http.HandlerFunc(a.serveWebMCPCall)))
 	return mux
 }
 
@@ -97,9 +99,12 @@ func baseURL(r *http.Request) string {
 }
 
 // events streams the page's fragments as server-sent events: all of them
-// at once, then those that changed, as the session changes. The stream
-// keeps the page open (see Session); it ends when the client goes, a
-// heartbeat cannot be written, or the session ends.
+// at once, then those that changed, as the session changes. A page that
+// offers tools through WebMCP opens it with ?webmcp=1 and gets, after the
+// fragments, a "tools" event with the tools to offer (webmcpList) at once
+// and whenever they change. The stream keeps the page open (see Session);
+// it ends when the client goes, a heartbeat cannot be written, or the
+// session ends.
 func (a *App) events(w http.ResponseWriter, r *http.Request) {
 	s := a.bySessionCookie(r)
 	if s == nil {
@@ -126,7 +131,8 @@ func (a *App) events(w http.ResponseWriter, r *http.Request) {
 		return rc.Flush() == nil
 	}
 	base := baseURL(r)
-	sent := map[string]string{}
+	webmcp := r.URL.Query().Get("webmcp") == "1"
+	sent, sentTools := map[string]string{}, ""
 	send := func() bool {
 		patch := map[string]string{}
 		for id, html := range s.fragments(r.Context(), base) {
@@ -134,11 +140,25 @@ func (a *App) events(w http.ResponseWriter, r *http.Request) {
 				patch[id], sent[id] = html, html
 			}
 		}
-		if len(patch) == 0 {
+		if len(patch) > 0 {
+			b, _ := json.Marshal(patch)
+			if !write([]byte("event: patch\ndata: " + string(b) + "\n\n")) {
+				return false
+			}
+		}
+		if !webmcp {
 			return true
 		}
-		b, _ := json.Marshal(patch)
-		return write([]byte("event: patch\ndata: " + string(b) + "\n\n"))
+		list, err := s.webmcp.list()
+		if err != nil {
+			return true // the session is ending: "bye" follows
+		}
+		b, _ := json.Marshal(list)
+		if string(b) == sentTools {
+			return true
+		}
+		sentTools = string(b)
+		return write([]byte("event: tools\ndata: " + sentTools + "\n\n"))
 	}
 	if !send() {
 		return

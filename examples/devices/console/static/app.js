@@ -1,6 +1,7 @@
-// The devices console's script: live updates over server-sent events, and
-// forms posted in the background. Without it the page still works: forms
-// post and the page reloads.
+// The devices console's script: live updates over server-sent events,
+// forms posted in the background, and the session's tools offered to the
+// browser's agent where the browser has WebMCP. Without it the page still
+// works: forms post and the page reloads.
 (() => {
   'use strict';
   const banner = (text) => {
@@ -9,7 +10,9 @@
     el.hidden = !text;
   };
 
-  const events = new EventSource('/events');
+  const webmcp = offerTools();
+  const events = new EventSource(webmcp ? '/events?webmcp=1' : '/events');
+  if (webmcp) events.addEventListener('tools', (e) => webmcp.offer(JSON.parse(e.data)));
   events.addEventListener('patch', (e) => {
     const patch = JSON.parse(e.data);
     for (const [id, html] of Object.entries(patch)) {
@@ -20,6 +23,7 @@
   });
   events.addEventListener('bye', (e) => {
     events.close();
+    if (webmcp) webmcp.offer({ surfaceVersion: '', tools: [] });
     banner(e.data);
   });
   events.onerror = () => {
@@ -54,4 +58,106 @@
     const form = e.target.closest('form[data-autosubmit]');
     if (form) form.requestSubmit();
   });
+
+  // WebMCP: when the browser has a model context (a proposed web API:
+  // document.modelContext in the current draft, navigator.modelContext
+  // before), offer the session's available tools to the agent of this
+  // browser. Without one, do nothing. The server sends the tools on the
+  // event stream whenever they change, and offer() replaces the offered
+  // set with them; a tool's execute posts to the server, which runs the
+  // call through the session's surface and answers the result envelope.
+  function offerTools() {
+    let mc = null;
+    try {
+      mc = document.modelContext || navigator.modelContext || null;
+    } catch (_) {
+      mc = null;
+    }
+    if (!mc || typeof mc !== 'object') return null;
+    // registerTool(tool, {signal}) adds one tool, and aborting the signal
+    // withdraws it (older drafts: unregisterTool(name)); the first
+    // drafts only had provideContext({tools}), which replaces them all.
+    const incremental = typeof mc.registerTool === 'function';
+    if (!incremental && typeof mc.provideContext !== 'function') return null;
+
+    // offered: name → {key, version, tool, controller}. key is what an
+    // agent sees of the tool and the registration it reaches; version is
+    // the list the tool's calls refer to.
+    let offered = new Map();
+
+    async function call(name, version, input) {
+      const res = await fetch('/webmcp/call', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        credentials: 'same-origin',
+        body: JSON.stringify({ name, surfaceVersion: version, input }),
+      });
+      if (!res.ok) throw new Error((await res.text()).trim() || res.statusText);
+      const envelope = await res.json();
+      // Capability errors are results, with the envelope intact.
+      return {
+        content: [{ type: 'text', text: JSON.stringify(envelope) }],
+        structuredContent: envelope,
+        isError: envelope.status !== 'ok',
+      };
+    }
+
+    function entry(t, version, key) {
+      const e = { key, version, controller: null };
+      e.tool = {
+        name: t.name,
+        description: t.description,
+        inputSchema: t.inputSchema,
+        execute: (input) => call(t.name, e.version, input),
+      };
+      if (t.annotations) e.tool.annotations = t.annotations;
+      return e;
+    }
+
+    function register(e) {
+      e.controller = new AbortController();
+      try {
+        mc.registerTool(e.tool, { signal: e.controller.signal });
+      } catch (err) {
+        console.warn('WebMCP: the browser refused tool ' + e.tool.name + ': ' + err.message);
+      }
+    }
+
+    function withdraw(e) {
+      if (e.controller) e.controller.abort();
+      if (typeof mc.unregisterTool === 'function') {
+        try {
+          mc.unregisterTool(e.tool.name);
+        } catch (_) {
+          // gone already: the signal withdrew it
+        }
+      }
+    }
+
+    return {
+      // offer makes the offered tools exactly list.tools.
+      offer(list) {
+        const next = new Map();
+        let changed = list.tools.length !== offered.size;
+        for (const t of list.tools) {
+          const key = JSON.stringify([t.description, t.inputSchema, t.annotations || null, t.registrationId]);
+          const cur = offered.get(t.name);
+          if (cur && cur.key === key) {
+            cur.version = list.surfaceVersion; // unchanged: its calls refer to the new list
+            next.set(t.name, cur);
+          } else {
+            next.set(t.name, entry(t, list.surfaceVersion, key));
+            changed = true;
+          }
+        }
+        if (incremental) {
+          for (const [name, e] of offered) if (next.get(name) !== e) withdraw(e);
+          for (const [name, e] of next) if (offered.get(name) !== e) register(e);
+        } else if (changed) {
+          mc.provideContext({ tools: [...next.values()].map((e) => e.tool) });
+        }
+        offered = next;
+      },
+    };
+  }
 })();
