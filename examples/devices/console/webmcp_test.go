@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -475,4 +477,56 @@ func TestWebMCPStreamRefresh_AS_ADAPTER_003(t *testing.T) {
 		t.Fatalf("a plain stream got a tools event: %s", data)
 	default:
 	}
+}
+
+// POST /webmcp/call takes any body from the page (and so from anyone who
+// can run script in it) without panicking or hanging: it answers 200 with
+// a result envelope, 400 or 413. A call that needs approval waits for it;
+// here every request is denied as soon as it is pending.
+// AS-ADAPTER-003.
+func FuzzWebMCPCall(f *testing.F) {
+	d := newDemo(f, console.Options{})
+	s := d.session(f)
+	stop := s.Registry().Confirmations().Subscribe(func(pending []surface.PendingConfirmation) {
+		for _, p := range pending {
+			go s.Decide(p.ConfirmationID, false, "fuzz") // not from the listener: it runs under the store's delivery
+		}
+	})
+	f.Cleanup(stop)
+	b := d.browser(f)
+	if code, _ := b.get(s.JoinPath()); code != http.StatusSeeOther {
+		f.Fatalf("join: %d", code)
+	}
+	list := b.webmcpTools()
+	for _, seed := range []string{
+		`{"name":"view_devices__table__setFilter","surfaceVersion":"` + list.SurfaceVersion + `","input":{"status":"offline"}}`,
+		`{"name":"view_devices__table__readState","surfaceVersion":"` + list.SurfaceVersion + `"}`,
+		`{"name":"view_devices__table__selectRows","surfaceVersion":"` + list.SurfaceVersion + `","input":{"ids":["d1",7]}}`,
+		`{"name":"nope","surfaceVersion":"0","input":[]}`, `{"name":""}`, `[]`, `null`, `{"name":"x"} {}`, `{"name":"x","input":"{}"}`,
+		`{"name":"view_devices__table__setFilter","surfaceVersion":"` + list.SurfaceVersion + `","input":{"status":"offline","status":"online"}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.srv.URL+"/webmcp/call", strings.NewReader(body))
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		res, err := b.client.Do(req)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		defer res.Body.Close()
+		out, _ := io.ReadAll(res.Body)
+		switch res.StatusCode {
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		case http.StatusOK:
+			var r surface.Result
+			if err := json.Unmarshal(out, &r); err != nil || (r.Status != surface.StatusOK && (r.Status != surface.StatusError || r.Error == nil)) {
+				t.Fatalf("%q: not an envelope: %s", body, out)
+			}
+		default:
+			t.Fatalf("%q: status %d %s", body, res.StatusCode, out)
+		}
+	})
 }
