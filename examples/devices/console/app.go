@@ -63,6 +63,12 @@ type Options struct {
 	// e.g. an otelsurface.Instrumentation's, for traces and metrics of
 	// every governed call.
 	Telemetry *surface.Telemetry
+	// Policies, if set, govern every session's registry, outermost in
+	// every chain (surface.Options.Policies): for instance a policy that
+	// hides the domain procedures from MCP clients. The page's Live
+	// surface card explains, capability by capability, which policies
+	// judged it and why it is hidden or unavailable.
+	Policies []surface.Policy
 	// TraceContext, if set, is the /mcp endpoint's
 	// mcpsurface.Options.TraceContext: it continues the trace an MCP
 	// client sends in a tool call's _meta (otelsurface's ExtractMeta).

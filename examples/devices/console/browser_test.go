@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/surface"
 	"github.com/chromedp/chromedp"
 )
 
@@ -160,4 +161,52 @@ func TestBrowserApprovesAgentRequest(t *testing.T) {
 	if ds := s.Decisions(); len(ds) != 1 || !strings.HasPrefix(ds[0].Actor, "olivia") {
 		t.Fatalf("decisions %+v", ds)
 	}
+}
+
+// In a real browser, the Live surface card explains what policies did: a
+// capability hidden from the agent is struck out and tagged with the
+// policy that hid it. A screenshot of the card is saved as an artifact.
+// AS-EXPLAIN-001.
+func TestBrowserSurfaceCardExplains(t *testing.T) {
+	hideMutations := surface.Policy{Name: "agents-read-only", Discover: func(pc *surface.PolicyContext) surface.Decision {
+		if pc.Plane == surface.PlaneDomain && pc.Effect != surface.EffectServerQuery && pc.Consumer.ID == console.ConsoleConsumer.ID {
+			return surface.Hide()
+		}
+		return surface.Expose()
+	}}
+	d := newDemo(t, console.Options{Policies: []surface.Policy{hideMutations}})
+	browser := headless(t)
+	s, err := d.app.NewSession(console.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(d.srv.URL+s.JoinPath()),
+		chromedp.WaitVisible(`#surface li.hidden`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll('#surface li.hidden')].map(li => li.querySelector('code').textContent + ' | ' + li.querySelector('.policy').textContent + ' | ' + getComputedStyle(li.querySelector('code')).textDecorationLine)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"domain:devices.disable | agents-read-only (registry): hide | line-through",
+		"domain:devices.enable | agents-read-only (registry): hide | line-through",
+	}
+	if !slices.Equal(hidden, want) {
+		t.Fatalf("hidden rows:\n got %q\nwant %q", hidden, want)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.Screenshot(`#surface`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(artifactDir(t), "console-explained-surface.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the explained surface card: %s", path)
 }

@@ -42,6 +42,13 @@
 // shown, so a tool whose component unmounted or was replaced answers
 // COMPONENT_UNMOUNTED or STALE_CAPABILITY ([surface.Catalog]).
 //
+// The page's Live surface card lists what the page's agent may use,
+// from [surface.Registry.Explain]: a capability that a policy
+// ([Options.Policies]) hides is struck out and tagged with the policy, its
+// layer and its vote, and a disabled one shows the policy's reason. The
+// explanation is for the user at the page; no agent-facing endpoint
+// serves it.
+//
 // # WebMCP
 //
 // An agent in the user's own browser gets the session's tools through

@@ -514,3 +514,57 @@ func rowHTML(table, id string) string {
 	}
 	return table[i : i+j]
 }
+
+// The Live surface card explains the surface for the page's agent: a
+// capability that a policy hides is listed struck out, with the policy,
+// its layer and its vote, and one that a policy disables shows the
+// policy's reason; the agent itself has no trace of the hidden ones.
+// AS-EXPLAIN-001, AS-EXPLAIN-004.
+func TestSurfaceCardExplainsPolicies(t *testing.T) {
+	noMutationsForAgents := surface.Policy{Name: "agents-read-only", Discover: func(pc *surface.PolicyContext) surface.Decision {
+		if pc.Plane == surface.PlaneDomain && pc.Effect != surface.EffectServerQuery && pc.Consumer.ID == console.ConsoleConsumer.ID {
+			return surface.Hide()
+		}
+		return surface.Expose()
+	}}
+	noSorting := surface.Policy{Name: "no-sorting", Discover: func(pc *surface.PolicyContext) surface.Decision {
+		if pc.CapabilityID == "view:devices.table.sortBy" {
+			return surface.Disable("Sorting is paused.")
+		}
+		return surface.Expose()
+	}}
+	d := newDemo(t, console.Options{Policies: []surface.Policy{noMutationsForAgents, noSorting}})
+	s := d.session(t)
+	b := d.browser(t)
+	if code, _ := b.get(s.JoinPath()); code != http.StatusSeeOther {
+		t.Fatalf("join: %d", code)
+	}
+	code, page := b.get("/")
+	if code != http.StatusOK {
+		t.Fatalf("page: %d", code)
+	}
+	card := page[strings.Index(page, `<div id="surface"`):]
+	card = card[:strings.Index(card, "</ul>")]
+	for _, want := range []string{
+		`<li class="hidden"><code>` + domain.DisableID + `</code> <span class="muted">— hidden from the agent</span>`,
+		`<span class="policy">agents-read-only (registry): hide</span>`,
+		`<li class="unavailable"><code>view:devices.table.sortBy</code> <span class="muted">— Sorting is paused.</span><span class="policies"><span class="policy">no-sorting (registry): disable</span></span></li>`,
+		`<li class="hidden"><code>` + domain.EnableID + `</code>`,
+		`<li class="exposed"><code>view:devices.table.readState</code></li>`,
+		`<li class="exposed"><code>` + domain.ListID + `</code></li>`,
+	} {
+		if !strings.Contains(card, want) {
+			t.Errorf("the surface card lacks %s:\n%s", want, card)
+		}
+	}
+	ts, err := surface.NewToolset(s.Registry(), surface.ToolsetOptions{Consumer: console.ConsoleConsumer, Topology: surface.TopologyEmbedded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	for _, tool := range ts.Tools() {
+		if tool.CapabilityID == domain.DisableID || tool.CapabilityID == domain.EnableID {
+			t.Fatalf("the agent sees the hidden %s", tool.CapabilityID)
+		}
+	}
+}

@@ -82,6 +82,7 @@ func newSession(a *App, o SessionOptions, cookie, token, join string) *Session {
 		Logger:    a.log,
 		Limits:    surface.Limits{ConfirmationTTL: a.opts.ConfirmationTTL},
 		Telemetry: a.opts.Telemetry,
+		Policies:  a.opts.Policies,
 	})
 	s.reg.SetProcedureExecutor(a.exec)
 	// The page follows the registry: every event and every change of the

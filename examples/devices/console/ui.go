@@ -346,9 +346,13 @@ type connectData struct {
 	URL, Token, Claude, Inspector, CLI string
 }
 
+// surfaceRow is one capability on the Live surface card, as
+// Registry.Explain explains it for the page's agent: its outcome, why,
+// and the policies that judged it.
 type surfaceRow struct {
 	ID, Reason, Note string
-	Available        bool
+	Outcome          surface.Outcome
+	Policies         []string // the policies that hide or disable it: "name (layer): vote"
 }
 
 func (s *Session) pageData(ctx context.Context, base string) pageData {
@@ -402,27 +406,28 @@ func (s *Session) pageData(ctx context.Context, base string) pageData {
 		Inspector: fmt.Sprintf(`npx @modelcontextprotocol/inspector --cli %s --transport http --header "Authorization: Bearer %s" --method tools/list`, url, s.token),
 		CLI:       fmt.Sprintf(`go run ./cmd/agentsurface inspect %s --token %s`, url, s.token),
 	}
+	// The card explains the surface rather than listing the snapshot, so
+	// that a capability a policy hides shows up, struck out, with the
+	// policy that hid it; the snapshot adds the procedures' live notes.
 	snap := s.reg.Snapshot(surface.SnapshotOptions{Consumer: ConsoleConsumer})
-	for _, c := range snap.Components {
-		for _, o := range c.Observations {
-			d.Surface = append(d.Surface, surfaceRow{ID: o.CapabilityID + at(c), Available: o.Available, Reason: o.UnavailableReason})
-		}
-		for _, a := range c.Actions {
-			d.Surface = append(d.Surface, surfaceRow{ID: a.CapabilityID + at(c), Available: a.Available, Reason: a.UnavailableReason})
-		}
-	}
+	notes := map[string]string{}
 	for _, p := range snap.Procedures {
-		d.Surface = append(d.Surface, surfaceRow{ID: p.ProcedureID, Available: p.Available, Reason: p.UnavailableReason, Note: p.ContextualNote})
+		notes[p.RegistrationID+" "+p.ProcedureID] = p.ContextualNote
+	}
+	for _, c := range s.reg.Explain(surface.SnapshotOptions{Consumer: ConsoleConsumer}).Capabilities {
+		row := surfaceRow{ID: c.CapabilityID, Outcome: c.Outcome, Reason: c.Reason, Note: notes[c.RegistrationID+" "+c.CapabilityID]}
+		if c.Kind != surface.KindProcedure && c.InstanceID != "main" {
+			row.ID += " @" + c.InstanceID
+		}
+		for _, p := range c.Policies {
+			if p.Vote == "hide" || p.Vote == "disable" {
+				row.Policies = append(row.Policies, p.Name+" ("+string(p.Layer)+"): "+p.Vote)
+			}
+		}
+		d.Surface = append(d.Surface, row)
 	}
 	d.Version = snap.SurfaceVersion
 	return d
-}
-
-func at(c surface.ComponentDescriptor) string {
-	if c.InstanceID == "main" {
-		return ""
-	}
-	return " @" + c.InstanceID
 }
 
 // card is the approval card of a pending confirmation: the exact input,
