@@ -219,6 +219,18 @@ func (a *App) bySessionCookie(r *http.Request) *Session {
 	return a.byCookie[c.Value]
 }
 
+// activeSession returns the session of r's cookie, touched, or answers 401
+// and returns nil when it has ended.
+func (a *App) activeSession(w http.ResponseWriter, r *http.Request) *Session {
+	s := a.bySessionCookie(r)
+	if s == nil {
+		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusUnauthorized)
+		return nil
+	}
+	s.touch()
+	return s
+}
+
 func (a *App) byJoinCode(code string) *Session {
 	a.mu.Lock()
 	defer a.mu.Unlock()

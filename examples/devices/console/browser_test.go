@@ -67,6 +67,24 @@ func headless(t *testing.T) context.Context {
 	return ctx
 }
 
+// openPage opens the page of a new session of d in a headless Chromium,
+// as the demo's printed link does, and waits until sel is visible. The
+// context ends with the test, after at most a minute.
+func openPage(t *testing.T, d *demo, sel string) (context.Context, *console.Session) {
+	t.Helper()
+	browser := headless(t)
+	s, err := d.app.NewSession(console.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.srv.URL+s.JoinPath()), chromedp.WaitVisible(sel)); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, s
+}
+
 // The console in a real headless Chromium while the scripted agent works
 // over MCP: the agent's selection is highlighted in the DOM, its
 // destructive call shows an approval card with the devices by name, a
@@ -75,21 +93,7 @@ func headless(t *testing.T) context.Context {
 // pending approval is saved as an artifact.
 func TestBrowserApprovesAgentRequest(t *testing.T) {
 	d := newDemo(t, console.Options{})
-	browser := headless(t)
-	s, err := d.app.NewSession(console.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
-	defer cancel()
-
-	// Open the page of the session, as the demo's printed link does.
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(d.srv.URL+s.JoinPath()),
-		chromedp.WaitVisible(`#table tr[data-id="d9"]`),
-	); err != nil {
-		t.Fatal(err)
-	}
+	ctx, s := openPage(t, d, `#table tr[data-id="d9"]`)
 	// A marker that a reload would wipe.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.noReload = true`)); err != nil {
 		t.Fatal(err)
@@ -175,19 +179,7 @@ func TestBrowserSurfaceCardExplains(t *testing.T) {
 		return surface.Expose()
 	}}
 	d := newDemo(t, console.Options{Policies: []surface.Policy{hideMutations}})
-	browser := headless(t)
-	s, err := d.app.NewSession(console.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(d.srv.URL+s.JoinPath()),
-		chromedp.WaitVisible(`#surface li.hidden`),
-	); err != nil {
-		t.Fatal(err)
-	}
+	ctx, _ := openPage(t, d, `#surface li.hidden`)
 	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll('#surface li.hidden')].map(li => li.querySelector('code').textContent + ' | ' + li.querySelector('.policy').textContent + ' | ' + getComputedStyle(li.querySelector('code')).textDecorationLine)`))
 	if err != nil {

@@ -188,12 +188,10 @@ func (a *App) events(w http.ResponseWriter, r *http.Request) {
 // 204 and see the result through their event stream; plain forms are
 // redirected back to the page.
 func (a *App) post(w http.ResponseWriter, r *http.Request) {
-	s := a.bySessionCookie(r)
+	s := a.activeSession(w, r)
 	if s == nil {
-		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusUnauthorized)
 		return
 	}
-	s.touch()
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)

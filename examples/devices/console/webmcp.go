@@ -192,12 +192,10 @@ func (w *webmcpTools) close() {
 // serveWebMCPTools serves GET /webmcp/tools: the tools the page offers
 // now, as the "tools" events of its stream carry them.
 func (a *App) serveWebMCPTools(w http.ResponseWriter, r *http.Request) {
-	s := a.bySessionCookie(r)
+	s := a.activeSession(w, r)
 	if s == nil {
-		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusUnauthorized)
 		return
 	}
-	s.touch()
 	list, err := s.webmcp.list()
 	if err != nil {
 		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusGone)
@@ -210,12 +208,10 @@ func (a *App) serveWebMCPTools(w http.ResponseWriter, r *http.Request) {
 // answered with the registry's result envelope, unchanged, whatever its
 // status. A call that needs the user's approval waits for it.
 func (a *App) serveWebMCPCall(w http.ResponseWriter, r *http.Request) {
-	s := a.bySessionCookie(r)
+	s := a.activeSession(w, r)
 	if s == nil {
-		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusUnauthorized)
 		return
 	}
-	s.touch()
 	var c webmcpCall
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
 	if err := dec.Decode(&c); err != nil || c.Name == "" || dec.Decode(new(json.RawMessage)) != io.EOF {
