@@ -61,7 +61,7 @@ func ExampleNew() {
 	set := attribute.NewSet(span.Attributes...)
 	for _, k := range []attribute.Key{"agentsurface.capability.kind", "agentsurface.capability.effect", "agentsurface.result.status"} {
 		v, _ := set.Value(k)
-		fmt.Printf("  %s=%s\n", k, v.Emit())
+		fmt.Printf("  %s=%s\n", k, v.String())
 	}
 
 	var rm metricdata.ResourceMetrics

@@ -152,7 +152,7 @@ func TestExecutionFailedSpan(t *testing.T) {
 		t.Fatalf("status = %+v", inv.Status)
 	}
 	for _, kv := range inv.Attributes {
-		if kv.Value.Emit() == "disk on fire" {
+		if kv.Value.String() == "disk on fire" {
 			t.Fatal("the cause reached the span; it belongs to the log")
 		}
 	}

@@ -72,13 +72,6 @@ func (f *fakeTB) run(fn func()) (returned bool) {
 	return returned
 }
 
-// reset forgets the recorded failures.
-func (f *fakeTB) reset() {
-	f.mu.Lock()
-	f.errors, f.fatals = nil, nil
-	f.mu.Unlock()
-}
-
 // fatal runs fn with a fake test and fails t unless fn failed fatally
 // exactly once with a message containing each of want; it returns the
 // message.
