@@ -46,8 +46,11 @@
 // from [surface.Registry.Explain]: a capability that a policy
 // ([Options.Policies]) hides is struck out and tagged with the policy, its
 // layer and its vote, and a disabled one shows the policy's reason. The
-// explanation is for the user at the page; no agent-facing endpoint
-// serves it.
+// explanation is for the person at the page: no agent-facing endpoint
+// (MCP, WebMCP tools, the embedded toolset) serves it. An agent that reads
+// the screen instead of using the surface sees it, as it sees the rest of
+// the page; an application where that matters keeps such a card on an
+// operator's page.
 //
 // # WebMCP
 //
