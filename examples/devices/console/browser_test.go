@@ -79,7 +79,9 @@ func openPage(t *testing.T, d *demo, sel string) (context.Context, *console.Sess
 	}
 	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx, chromedp.Navigate(d.srv.URL+s.JoinPath()), chromedp.WaitVisible(sel)); err != nil {
+	// The stream's first patch replaces every fragment: wait for it, so
+	// that no element found here is swapped out under a click.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.srv.URL+s.JoinPath()), chromedp.WaitReady(`body[data-live]`), chromedp.WaitVisible(sel)); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, s

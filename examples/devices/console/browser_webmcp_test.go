@@ -123,6 +123,9 @@ func openTab(t *testing.T, browser context.Context, d *demo, s *console.Session,
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(d.srv.URL+s.JoinPath()),
 		chromedp.WaitVisible(`#table tr[data-id="d9"]`),
+		// The stream's first patch replaces every fragment: wait for it,
+		// so that no element found later is swapped out under a click.
+		chromedp.WaitReady(`body[data-live]`),
 	); err != nil {
 		t.Fatal(err)
 	}

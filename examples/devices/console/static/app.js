@@ -19,6 +19,9 @@
       const el = document.getElementById(id);
       if (el) el.innerHTML = html;
     }
+    // The first patch re-renders every fragment: from here on the page
+    // is live, and its elements stay until the session changes.
+    document.body.dataset.live = 'true';
     banner('');
   });
   events.addEventListener('bye', (e) => {
