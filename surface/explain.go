@@ -20,18 +20,18 @@ type Explanation struct {
 	Capabilities []CapabilityExplanation `json:"capabilities"`
 }
 
-// Outcome is what a consumer's snapshot shows of a capability.
-type Outcome string
+// Visibility is what a consumer's snapshot shows of a capability.
+type Visibility string
 
-// Outcomes.
+// Visibilities.
 const (
-	// OutcomeExposed: listed and available.
-	OutcomeExposed Outcome = "exposed"
-	// OutcomeUnavailable: listed with available false and a reason.
-	OutcomeUnavailable Outcome = "unavailable"
-	// OutcomeHidden: absent; for this consumer the capability does not
+	// VisibilityExposed: listed and available.
+	VisibilityExposed Visibility = "exposed"
+	// VisibilityUnavailable: listed with available false and a reason.
+	VisibilityUnavailable Visibility = "unavailable"
+	// VisibilityHidden: absent; for this consumer the capability does not
 	// exist.
-	OutcomeHidden Outcome = "hidden"
+	VisibilityHidden Visibility = "hidden"
 )
 
 // CapabilityExplanation explains one capability for one consumer.
@@ -47,8 +47,8 @@ type CapabilityExplanation struct {
 	// unavailableReason: a policy's Disable reason, else the availability
 	// reason. For a consumer of unknown kind, which sees nothing, every
 	// capability is hidden with a Reason saying so, and no policy runs.
-	Outcome Outcome `json:"outcome"`
-	Reason  string  `json:"reason,omitempty"`
+	Outcome Visibility `json:"outcome"`
+	Reason  string     `json:"reason,omitempty"`
 	// Available and UnavailableReason are the capability's availability
 	// on its own (component disabled, pushed override, When), whatever the
 	// policies decided: they tell "a policy removed it" from "the current
@@ -152,7 +152,7 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 			}
 			ce.Available, ce.UnavailableReason = r.availability(states[k], rc)
 			if !known {
-				ce.Outcome, ce.Reason = OutcomeHidden, unknownKindReason
+				ce.Outcome, ce.Reason = VisibilityHidden, unknownKindReason
 				ex.Capabilities = append(ex.Capabilities, ce)
 				continue
 			}
@@ -161,13 +161,13 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 			decision, ce.Policies = r.explainChain(reg, rc, pc)
 			switch decision.verdict {
 			case hide:
-				ce.Outcome = OutcomeHidden
+				ce.Outcome = VisibilityHidden
 			case disable:
-				ce.Outcome, ce.Reason = OutcomeUnavailable, decision.reason
+				ce.Outcome, ce.Reason = VisibilityUnavailable, decision.reason
 			default:
-				ce.Outcome = OutcomeExposed
+				ce.Outcome = VisibilityExposed
 				if !ce.Available {
-					ce.Outcome, ce.Reason = OutcomeUnavailable, ce.UnavailableReason
+					ce.Outcome, ce.Reason = VisibilityUnavailable, ce.UnavailableReason
 				}
 			}
 			ex.Capabilities = append(ex.Capabilities, ce)

@@ -62,14 +62,14 @@ func TestExplainShowsHiddenCapability_AS_EXPLAIN_001(t *testing.T) {
 	want := surface.CapabilityExplanation{
 		CapabilityID: "view:devices.table.selectRows", Kind: surface.KindAction, Plane: surface.PlaneView,
 		Description: "Replace the selection", RegistrationID: h.ID(), ComponentType: "devices.table", InstanceID: "main",
-		Outcome: surface.OutcomeHidden, Available: true,
+		Outcome: surface.VisibilityHidden, Available: true,
 		Policies: []surface.PolicyExplanation{{Name: "no-select-for-bob", Layer: surface.LayerRegistry, Hooks: []string{"discover"}, Vote: "hide"}},
 	}
 	if fmt.Sprint(c) != fmt.Sprint(want) {
 		t.Fatalf("explained:\n got %+v\nwant %+v", c, want)
 	}
 	// Another consumer sees it; its explanation says so.
-	if c := explainedCap(t, reg.Explain(surface.SnapshotOptions{}), "view:devices.table.selectRows"); c.Outcome != surface.OutcomeExposed || c.Policies[0].Vote != "expose" {
+	if c := explainedCap(t, reg.Explain(surface.SnapshotOptions{}), "view:devices.table.selectRows"); c.Outcome != surface.VisibilityExposed || c.Policies[0].Vote != "expose" {
 		t.Fatalf("for the anonymous consumer: %+v", c)
 	}
 }
@@ -115,7 +115,7 @@ func TestExplainAttributesPoliciesByLayer_AS_EXPLAIN_002(t *testing.T) {
 		t.Fatalf("chain:\n got %q\nwant %q", got, want)
 	}
 	// Any hide wins over the disable, as in the snapshot.
-	if act.Outcome != surface.OutcomeHidden || act.Reason != "" {
+	if act.Outcome != surface.VisibilityHidden || act.Reason != "" {
 		t.Fatalf("outcome %s %q, want hidden", act.Outcome, act.Reason)
 	}
 	// The observation has no capability layer.
@@ -225,12 +225,12 @@ func TestExplainOutcomeEqualsSnapshot_AS_EXPLAIN_003(t *testing.T) {
 			for _, c := range ex.Capabilities {
 				got, ok := listed[c.RegistrationID+" "+c.CapabilityID]
 				switch {
-				case c.Outcome == surface.OutcomeHidden && ok:
+				case c.Outcome == surface.VisibilityHidden && ok:
 					rt.Fatalf("%s explained hidden, listed %+v (consumer %s)", c.CapabilityID, got, consumer.ID)
-				case c.Outcome == surface.OutcomeHidden:
+				case c.Outcome == surface.VisibilityHidden:
 				case !ok:
 					rt.Fatalf("%s explained %s, not listed (consumer %s)", c.CapabilityID, c.Outcome, consumer.ID)
-				case got != state{c.Outcome == surface.OutcomeExposed, c.Reason}:
+				case got != state{c.Outcome == surface.VisibilityExposed, c.Reason}:
 					rt.Fatalf("%s explained %s %q, listed %+v (consumer %s)", c.CapabilityID, c.Outcome, c.Reason, got, consumer.ID)
 				default:
 					shown++
@@ -275,7 +275,7 @@ func TestExplainUnreachableFromAgent_AS_EXPLAIN_004(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, &surface.Options{Policies: []surface.Policy{hideFrom("secret", "agent", "selectRows")}})
 	surfacetest.MustRegister(t, reg, table("main", nil))
 	agent := surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}
-	if c := explainedCap(t, reg.Explain(surface.SnapshotOptions{Consumer: agent}), "view:devices.table.selectRows"); c.Outcome != surface.OutcomeHidden {
+	if c := explainedCap(t, reg.Explain(surface.SnapshotOptions{Consumer: agent}), "view:devices.table.selectRows"); c.Outcome != surface.VisibilityHidden {
 		t.Fatalf("the test needs a hidden capability: %+v", c)
 	}
 	for _, mode := range []surface.ToolsetMode{surface.ToolsetDirect, surface.ToolsetMeta} {
@@ -322,7 +322,7 @@ func TestExplainUnknownConsumerKind(t *testing.T) {
 		t.Fatalf("explained %d capabilities, %d policy runs", len(ex.Capabilities), ran)
 	}
 	for _, c := range ex.Capabilities {
-		if c.Outcome != surface.OutcomeHidden || !strings.Contains(c.Reason, "unknown") || c.Policies != nil {
+		if c.Outcome != surface.VisibilityHidden || !strings.Contains(c.Reason, "unknown") || c.Policies != nil {
 			t.Fatalf("%+v", c)
 		}
 	}

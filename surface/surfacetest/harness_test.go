@@ -424,7 +424,7 @@ func TestSnapshotConsumer_AS_TEST_001(t *testing.T) {
 	fatal(t, func(tb *fakeTB) { surfacetest.RequireExposed(tb, other, "view:debug.dump", "") }, "absent")
 	surfacetest.RequireFailWith(t, other.Invoke("view:debug.dump", nil, surfacetest.InvokeOptions{}), surface.CodeCapabilityNotFound, nil)
 	// Explain says why, for the harness's consumer by default.
-	for h, want := range map[*surfacetest.Surface]surface.Outcome{s: surface.OutcomeExposed, other: surface.OutcomeHidden} {
+	for h, want := range map[*surfacetest.Surface]surface.Visibility{s: surface.VisibilityExposed, other: surface.VisibilityHidden} {
 		c := h.Explain(surface.SnapshotOptions{}).Capabilities
 		if len(c) != 1 || c[0].Outcome != want || c[0].Policies[0].Name != "tests-only" {
 			t.Fatalf("explained for %s: %+v, want %s", h.Consumer().Kind, c, want)

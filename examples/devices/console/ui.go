@@ -349,7 +349,7 @@ type connectData struct {
 // and the policies that judged it.
 type surfaceRow struct {
 	ID, Reason, Note string
-	Outcome          surface.Outcome
+	Outcome          surface.Visibility
 	Policies         []string // the policies that hide or disable it: "name (layer): vote"
 }
 
