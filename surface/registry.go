@@ -472,14 +472,7 @@ func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 	r.stopCtxLocked(reg)
 	if ch := r.abortInflightLocked(reg, false); ch != nil {
 		// Close will wait for these handlers too. Drop the drained first.
-		r.unmounting = slices.DeleteFunc(r.unmounting, func(ch chan struct{}) bool {
-			select {
-			case <-ch:
-				return true
-			default:
-				return false
-			}
-		})
+		r.unmounting = slices.DeleteFunc(r.unmounting, isClosed)
 		r.unmounting = append(r.unmounting, ch)
 	}
 	r.removeLocked(reg)
@@ -558,9 +551,12 @@ func (r *Registry) Close() error {
 func (r *Registry) Done() <-chan struct{} { return r.closingCh }
 
 // closing reports whether Close has begun, without the lock.
-func (r *Registry) closing() bool {
+func (r *Registry) closing() bool { return isClosed(r.closingCh) }
+
+// isClosed reports whether ch is closed, without blocking.
+func isClosed(ch chan struct{}) bool {
 	select {
-	case <-r.closingCh:
+	case <-ch:
 		return true
 	default:
 		return false
