@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -79,10 +80,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	if !validComponentType(c.Type) {
 		return nil, defErr(DefinitionInvalidID, "type", "component type must be dot-separated segments matching ^[a-z][a-z0-9-]*$, at most 128 long")
 	}
-	instance := c.InstanceID
-	if instance == "" {
-		instance = defaultInstanceID
-	}
+	instance := cmp.Or(c.InstanceID, defaultInstanceID)
 	if !validInstanceID(instance) {
 		return nil, defErr(DefinitionInvalidID, "instanceId", "instance id must match ^[A-Za-z0-9_-]+$, at most 128 long")
 	}
@@ -98,9 +96,7 @@ func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionEr
 	}
 	if p := c.Parent; p != nil {
 		reg.parent = *p
-		if reg.parent.InstanceID == "" {
-			reg.parent.InstanceID = defaultInstanceID
-		}
+		reg.parent.InstanceID = cmp.Or(p.InstanceID, defaultInstanceID)
 		if !validComponentType(reg.parent.Type) || !validInstanceID(reg.parent.InstanceID) {
 			return nil, defErr(DefinitionInvalid, "parent", "parent needs a valid component type and instance id")
 		}
