@@ -222,10 +222,8 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		case box.paths != nil && !slices.Contains(box.paths, path):
 			return defErr(DefinitionPlaneViolation, field, fmt.Sprintf("the executor does not expose %q", path))
 		}
-		for k := reg.nView; k < len(reg.caps); k++ {
-			if reg.caps[k].name == path {
-				return defErr(DefinitionDuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
-			}
+		if slices.ContainsFunc(reg.caps[reg.nView:], func(rc regCap) bool { return rc.name == path }) {
+			return defErr(DefinitionDuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
 		}
 		meta, e := freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes)
 		if e != nil {

@@ -140,10 +140,8 @@ func (h *Handle) Update(u Update) {
 // capabilityID resolves an override key (a name or a full id) to a
 // capability id, else returns the key.
 func (reg *registration) capabilityID(key string) string {
-	for i := range reg.caps {
-		if reg.caps[i].name == key || reg.caps[i].id == key {
-			return reg.caps[i].id
-		}
+	if i := slices.IndexFunc(reg.caps, func(c regCap) bool { return c.name == key || c.id == key }); i >= 0 {
+		return reg.caps[i].id
 	}
 	return key
 }
