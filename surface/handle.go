@@ -159,9 +159,9 @@ func (st *regState) override(c *regCap) (Availability, bool) {
 // capabilities and pushes what changed since the last Refresh (the first
 // Refresh compares against what When said at Register): one
 // availability-changed event per flipped capability and, if anything
-// flipped, one version bump. Go apps
-// have no render loop, so call Refresh when the state behind a When
-// changes; event-driven adapters (MCP tools/list_changed) then see it.
+// flipped, one version bump. Go apps have no render loop, so call Refresh
+// when the state behind a When changes; event-driven adapters (MCP
+// tools/list_changed) then see it.
 func (h *Handle) Refresh() {
 	r, reg := h.r, h.reg
 	if len(reg.caps) == 0 {
@@ -177,17 +177,15 @@ func (h *Handle) Refresh() {
 	st := reg.st
 	changed := false
 	for k := range reg.caps {
-		before := !reg.caps[k].whenOff
-		if now[k] == before {
+		rc := &reg.caps[k]
+		if rc.whenOff == !now[k] {
 			continue
 		}
-		reg.caps[k].whenOff = !now[k]
+		rc.whenOff = !now[k]
 		changed = true
-		avail := now[k] && !st.disabled
-		if a, ok := st.override(&reg.caps[k]); ok && !a.Available {
-			avail = false
-		}
-		emitLocked(r, AvailabilityChanged{RegistrationID: reg.id, CapabilityID: reg.caps[k].id, Available: avail})
+		a, overridden := st.override(rc)
+		avail := now[k] && !st.disabled && (!overridden || a.Available)
+		emitLocked(r, AvailabilityChanged{RegistrationID: reg.id, CapabilityID: rc.id, Available: avail})
 	}
 	if changed {
 		r.bumpLocked()
