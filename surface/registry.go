@@ -390,11 +390,10 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		r.unregisterLocked(old, r.now())
 	}
 	reg.status = HandleActive
-	st := enabledState
+	reg.st = enabledState
 	if c.Disabled {
-		st = disabledState
+		reg.st = disabledState
 	}
-	reg.st = st
 	r.insertLocked(reg)
 	emitLocked(r, ComponentRegistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
