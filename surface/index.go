@@ -2,6 +2,7 @@ package surface
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -31,9 +32,7 @@ func (r *Registry) instanceLocked(typ, instance string) *registration {
 func (r *Registry) orderedLocked() []*registration {
 	if r.ordered == nil {
 		for _, instances := range r.byType {
-			for _, reg := range instances {
-				r.ordered = append(r.ordered, reg)
-			}
+			r.ordered = slices.AppendSeq(r.ordered, maps.Values(instances))
 		}
 		slices.SortFunc(r.ordered, entryCmp)
 	}
