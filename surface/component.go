@@ -236,9 +236,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		if reg.nView > 0 { // a procedure-only registration has no context link
 			owner = &Parent{Type: reg.typ, InstanceID: reg.instance}
 		}
-		b := bindProcedure(d, owner)
-		id := "domain:" + path
-		reg.caps = append(reg.caps, regCap{id: id, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: b, group: reg.staticGroup(d)})
+		reg.caps = append(reg.caps, regCap{id: "domain:" + path, name: path, def: d, meta: meta, metaMap: thawMeta(meta), bound: bindProcedure(d, owner), group: reg.staticGroup(d)})
 	}
 	return nil
 }
