@@ -8,10 +8,8 @@ import (
 	"time"
 )
 
-// The registry's indexes of live registrations, guarded by Registry.mu:
-// byType by type and instance id, byProc by procedure path, and ordered,
-// the live registrations in snapshot order, made again when a snapshot
-// finds it out of date.
+// The registry's indexes of live registrations (Registry.byType, byProc
+// and ordered), guarded by Registry.mu.
 
 // entryCmp orders registrations by priority desc, type asc, instance asc.
 // Live registrations never compare equal.
