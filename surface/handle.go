@@ -67,12 +67,11 @@ func (h *Handle) Unregister() {
 // Invalidate bumps the surface version without changing anything, so
 // consumers re-discover. It does nothing on a dead handle.
 func (h *Handle) Invalidate() {
-	r := h.r
 	if !h.lockActive("Invalidate") {
 		return
 	}
-	r.bumpLocked()
-	r.unlockAndDrain()
+	h.r.bumpLocked()
+	h.r.unlockAndDrain()
 }
 
 // lockActive locks the registry and reports whether the registration is

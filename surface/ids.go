@@ -44,7 +44,7 @@ func (id parsedID) String() string {
 	if id.Plane == PlaneDomain {
 		return "domain:" + id.Path
 	}
-	return "view:" + id.Type + "." + id.Name
+	return viewID(id.Type, id.Name)
 }
 
 // viewID returns the capability id "view:<componentType>.<name>".
