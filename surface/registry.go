@@ -412,11 +412,10 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 	if err != nil {
 		return h, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if h.reg.status != HandleActive || r.closed {
+	if !h.lockActive("") {
 		return h, nil
 	}
+	defer r.mu.Unlock()
 	// ctxWG lets Close wait for an unregistration already triggered by ctx.
 	r.ctxWG.Add(1)
 	h.reg.stopCtx = context.AfterFunc(ctx, func() {
