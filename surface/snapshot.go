@@ -469,31 +469,23 @@ func inScope(typ string, scope []string) bool {
 }
 
 // applyBudget drops components from the end (lowest priority, latest in
-// order) until both caps hold.
+// order) until both caps hold: it keeps the longest prefix that fits.
 func applyBudget(comps []ComponentDescriptor, b *Budget) ([]ComponentDescriptor, *Truncated) {
 	n := len(comps)
 	if b.MaxComponents > 0 && n > b.MaxComponents {
 		n = b.MaxComponents
 	}
 	if b.MaxBytes > 0 {
-		sizes := make([]int, n)
-		total := 2 // the brackets
+		total := 1 // the opening bracket; each component adds itself and a comma or the closing bracket
 		for i := range n {
 			enc, err := json.Marshal(comps[i])
 			if err != nil { // descriptors are built from valid JSON; cannot happen
 				panic("surface: encoding a component descriptor: " + err.Error())
 			}
-			sizes[i] = len(enc)
-			total += len(enc)
-			if i > 0 {
-				total++ // the comma
-			}
-		}
-		for n > 0 && total > b.MaxBytes {
-			n--
-			total -= sizes[n]
-			if n > 0 {
-				total--
+			total += len(enc) + 1
+			if total > b.MaxBytes {
+				n = i
+				break
 			}
 		}
 	}
