@@ -239,14 +239,9 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		live = r.orderedLocked() // never changed once made: read on after unlocking
 	}
 	var states []*regState // nil while every state is the plain enabled one (the usual case)
-	for i, reg := range live {
-		if states == nil && reg.st != enabledState {
-			states = make([]*regState, len(live))
-			for j := range i {
-				states[j] = enabledState
-			}
-		}
-		if states != nil {
+	if slices.ContainsFunc(live, func(reg *registration) bool { return reg.st != enabledState }) {
+		states = make([]*regState, len(live))
+		for i, reg := range live {
 			states[i] = reg.st
 		}
 	}
@@ -262,11 +257,11 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		SurfaceID:      r.surfaceID,
 		SurfaceVersion: strconv.FormatUint(version, 10),
 		CapturedAt:     r.now(),
+		Route:          r.currentRoute(),
 		Procedures:     []ProcedureDescriptor{},
 		Closed:         closed,
 		static:         true,
 	}
-	snap.Route = r.currentRoute()
 	if !consumer.Kind.Valid() {
 		r.logUnknownConsumer(consumer)
 	}
@@ -352,11 +347,11 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registration, views []capView, scope []string) []ProcedureDescriptor {
 	for i := reg.nView; i < len(reg.caps); i++ {
 		st := views[i]
-		rc := &reg.caps[i]
-		b := rc.bound
 		if st.omitted {
 			continue
 		}
+		rc := &reg.caps[i]
+		b := rc.bound
 		scopeKey := rc.name
 		if b.context != nil {
 			scopeKey = b.context.Type
@@ -372,7 +367,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registra
 			Effect:         d.effect, Confirmation: d.confirmation,
 			Available: st.available, UnavailableReason: st.reason,
 			BoundFields:    slices.Clone(b.fields),
-			RegistrationID: reg.id, Meta: rc.meta,
+			RegistrationID: reg.id, Context: b.contextRef(), Meta: rc.meta,
 		}
 		if pd.BoundFields == nil {
 			pd.BoundFields = []BoundField{}
@@ -380,7 +375,6 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registra
 		if d.output != nil {
 			pd.OutputSchema = JSONText(d.output.JSON())
 		}
-		pd.Context = b.contextRef()
 		out = append(out, pd)
 	}
 	return out
@@ -456,16 +450,13 @@ func (r *Registry) unavailableReason(c *regCap) string {
 	return reason
 }
 
+// inScope reports whether typ equals a prefix of scope or starts with it
+// and a '.'; an empty scope admits everything.
 func inScope(typ string, scope []string) bool {
-	if len(scope) == 0 {
-		return true
-	}
-	for _, p := range scope {
-		if typ == p || strings.HasPrefix(typ, p) && len(typ) > len(p) && typ[len(p)] == '.' {
-			return true
-		}
-	}
-	return false
+	return len(scope) == 0 || slices.ContainsFunc(scope, func(p string) bool {
+		rest, ok := strings.CutPrefix(typ, p)
+		return ok && (rest == "" || rest[0] == '.')
+	})
 }
 
 // applyBudget drops components from the end (lowest priority, latest in
