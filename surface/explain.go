@@ -144,11 +144,8 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 				continue
 			}
 			ce := CapabilityExplanation{
-				CapabilityID: rc.id, Kind: rc.def.kind, Plane: PlaneView, Description: rc.def.description,
+				CapabilityID: rc.id, Kind: rc.def.kind, Plane: planeOf(rc.id), Description: rc.def.description,
 				RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance,
-			}
-			if rc.def.kind == KindProcedure {
-				ce.Plane = PlaneDomain
 			}
 			ce.Available, ce.UnavailableReason = r.availability(states[k], rc)
 			if !known {

@@ -399,10 +399,7 @@ func (r *Registry) contextualNote(rc *regCap) string {
 // fill points pc at one capability.
 func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.CapabilityID = rc.id
-	pc.Plane = PlaneView
-	if rc.def.kind == KindProcedure {
-		pc.Plane = PlaneDomain
-	}
+	pc.Plane = planeOf(rc.id)
 	pc.Kind = rc.def.kind
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id
