@@ -459,15 +459,14 @@ func catalog(snap Snapshot) []Tool {
 			})
 		}
 	}
-	type procKey struct{ id, suffix string }
-	seen := map[procKey]int{}
+	seen := map[wireKey]int{} // references per key of a procedure referenced more than once
 	for _, p := range snap.Procedures {
 		suffix := ""
 		if procCount[p.ProcedureID] > 1 {
 			if p.Context != nil {
 				suffix = p.Context.InstanceID
 			}
-			seen[procKey{p.ProcedureID, suffix}]++
+			seen[wireKey{CapabilityID: p.ProcedureID, InstanceID: suffix}]++
 		}
 		tools = append(tools, Tool{
 			Description: toolDescription("domain", p.Effect, p.Confirmation == ConfirmRequired, p.Description), InputSchema: p.InputSchema,
@@ -479,14 +478,12 @@ func catalog(snap Snapshot) []Tool {
 	// Two references to one procedure from components sharing an instance
 	// id would share a key: name them by registration instead (DESIGN
 	// decision 9).
+	keys := make([]wireKey, len(tools))
 	for i := range tools {
 		t := &tools[i]
-		if t.Kind == KindProcedure && seen[procKey{t.CapabilityID, t.InstanceID}] > 1 {
+		if t.Kind == KindProcedure && seen[wireKey{CapabilityID: t.CapabilityID, InstanceID: t.InstanceID}] > 1 {
 			t.InstanceID = safeSuffix(t.RegistrationID)
 		}
-	}
-	keys := make([]wireKey, len(tools))
-	for i, t := range tools {
 		keys[i] = wireKey{CapabilityID: t.CapabilityID, InstanceID: t.InstanceID}
 	}
 	names := assignWireNames(keys)
