@@ -346,15 +346,11 @@ func (c *Catalog) Tools() []Tool { return slices.Clone(c.tools) }
 
 // Tool returns the tool called name.
 func (c *Catalog) Tool(name string) (Tool, bool) {
-	if c.byName == nil { // meta mode
-		for _, t := range c.tools {
-			if t.Name == name {
-				return t, true
-			}
-		}
-		return Tool{}, false
-	}
 	i, ok := c.byName[name]
+	if c.byName == nil { // meta mode
+		i = slices.IndexFunc(c.tools, func(t Tool) bool { return t.Name == name })
+		ok = i >= 0
+	}
 	if !ok {
 		return Tool{}, false
 	}
@@ -555,7 +551,6 @@ func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
 // waitAndRetry waits for the user's decision on the confirmation res asks
 // for and, once approved, calls again with it.
 func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result) Result {
-	opts := InvokeOptions{Consumer: ts.opts.Consumer}
 	cid, _ := res.Error.Details["confirmationId"].(string)
 	if cid == "" {
 		return res
@@ -572,5 +567,5 @@ func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result)
 	// drops the version hint: an unrelated change while the user decided
 	// (an approval dialog mounting) must not turn the approval stale.
 	inv.InvocationID, inv.ConfirmationID, inv.SurfaceVersion = res.InvocationID, cid, ""
-	return ts.r.Invoke(ctx, inv, opts) // a denial comes back as CONFIRMATION_INVALID, never retried
+	return ts.r.Invoke(ctx, inv, InvokeOptions{Consumer: ts.opts.Consumer}) // a denial comes back as CONFIRMATION_INVALID, never retried
 }
