@@ -181,28 +181,14 @@ func wireLooksHashed(name string) bool {
 		return false
 	}
 	tail := name[i+len(wireHashMarker):]
-	if tail == "" {
+	if tail == "" || strings.Trim(tail, "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
 		return false
-	}
-	digits := true
-	for j := 0; j < len(tail); j++ {
-		c := tail[j]
-		switch {
-		case c >= '0' && c <= '9':
-		case c >= 'a' && c <= 'z':
-			digits = false
-		default:
-			return false
-		}
-	}
-	if digits {
-		return true
 	}
 	switch len(tail) {
 	case 7, 9, 11, 13:
 		return true
 	}
-	return false
+	return strings.Trim(tail, "0123456789") == ""
 }
 
 // assignWireNames assigns unique names to a catalog's keys by the §16.2
