@@ -315,10 +315,9 @@ func decodeWireName(name string) (capabilityID string, ok bool) {
 		return "", false
 	}
 	segs := strings.Split(rest, "__")
-	for _, seg := range segs {
-		if seg == "" || strings.IndexByte(seg, '_') >= 0 {
-			return "", false // an empty segment, a leftover '_' or a run of three or more
-		}
+	// An empty segment, a leftover '_' or a run of three or more.
+	if slices.ContainsFunc(segs, func(seg string) bool { return seg == "" || strings.Contains(seg, "_") }) {
+		return "", false
 	}
 	id := plane + ":" + strings.Join(segs, ".")
 	if _, ok := parseCapabilityID(id); !ok || encodeWireName(wireKey{CapabilityID: id}, 0) != name {
