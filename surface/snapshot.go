@@ -347,18 +347,11 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registration, views []capView, scope []string) []ProcedureDescriptor {
 	for i := reg.nView; i < len(reg.caps); i++ {
 		st := views[i]
-		if st.omitted {
+		if st.omitted || !capInScope(reg, i, scope) {
 			continue
 		}
 		rc := &reg.caps[i]
 		b := rc.bound
-		scopeKey := rc.name
-		if b.context != nil {
-			scopeKey = b.context.Type
-		}
-		if !inScope(scopeKey, scope) {
-			continue
-		}
 		d := rc.def
 		pd := ProcedureDescriptor{
 			ProcedureID: rc.id, Description: d.description,
@@ -454,6 +447,21 @@ func inScope(typ string, scope []string) bool {
 		rest, ok := strings.CutPrefix(typ, p)
 		return ok && (rest == "" || rest[0] == '.')
 	})
+}
+
+// capInScope reports whether capability i of reg is one a snapshot with
+// this scope considers: a view capability when its component's type is in
+// scope, a procedure reference when its context's type (or, without one,
+// its path) is.
+func capInScope(reg *registration, i int, scope []string) bool {
+	if i < reg.nView {
+		return inScope(reg.typ, scope)
+	}
+	rc := &reg.caps[i]
+	if c := rc.bound.context; c != nil {
+		return inScope(c.Type, scope)
+	}
+	return inScope(rc.name, scope)
 }
 
 // applyBudget drops components from the end (lowest priority, latest in
