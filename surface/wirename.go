@@ -49,10 +49,8 @@ const maxWireNameLength = 64
 // tools need distinct keys, since [assignWireNames] gives equal keys one
 // name.
 type wireKey struct {
-	// CapabilityID is the capability id ("view:devices.table.selectRows").
 	CapabilityID string
-	// InstanceID is the suffix, or "" for none.
-	InstanceID string
+	InstanceID   string
 }
 
 // Codec constants.
