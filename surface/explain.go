@@ -140,15 +140,12 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 	for k, reg := range live {
 		for i := range reg.caps {
 			rc := &reg.caps[i]
-			if !explained(reg, i, opts.Scope) {
+			if !capInScope(reg, i, opts.Scope) {
 				continue
 			}
 			ce := CapabilityExplanation{
-				CapabilityID: rc.id, Kind: rc.def.kind, Plane: PlaneView, Description: rc.def.description,
+				CapabilityID: rc.id, Kind: rc.def.kind, Plane: planeOf(rc.id), Description: rc.def.description,
 				RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance,
-			}
-			if rc.def.kind == KindProcedure {
-				ce.Plane = PlaneDomain
 			}
 			ce.Available, ce.UnavailableReason = r.availability(states[k], rc)
 			if !known {
@@ -174,21 +171,6 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 		}
 	}
 	return ex
-}
-
-// explained reports whether capability i of reg is one a snapshot with
-// this scope considers: a view capability when its component's type is in
-// scope, a procedure reference when its context's type (or, without one,
-// its path) is.
-func explained(reg *registration, i int, scope []string) bool {
-	if i < reg.nView {
-		return inScope(reg.typ, scope)
-	}
-	rc := &reg.caps[i]
-	if c := rc.bound.context; c != nil {
-		return inScope(c.Type, scope)
-	}
-	return inScope(rc.name, scope)
 }
 
 // explainChain runs every Discover hook of rc's chain and returns the

@@ -43,7 +43,6 @@ var metaFields = map[string][]string{
 // callMeta runs one meta tool call.
 func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessage, opts CallOptions) Result {
 	toolCallID := opts.ToolCallID
-	verb := strings.TrimPrefix(name, "surface_")
 	fields, known := metaFields[name]
 	if !known {
 		return ts.r.unknownTool(cmp.Or(toolCallID, newInvocationID()), name)
@@ -52,7 +51,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	capID, _ := args["capabilityId"].(string)
 	if len(issues) > 0 {
 		if capID == "" {
-			capID = "meta:surface." + verb
+			capID = "meta:surface." + strings.TrimPrefix(name, "surface_")
 		}
 		return Result{Status: StatusError, InvocationID: cmp.Or(toolCallID, newInvocationID()), CapabilityID: capID,
 			Error: NewError(CodeInvalidInput, envelopeMessage(name), map[string]any{"issues": issues}), SurfaceVersion: ts.r.Version()}

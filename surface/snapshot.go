@@ -239,14 +239,9 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		live = r.orderedLocked() // never changed once made: read on after unlocking
 	}
 	var states []*regState // nil while every state is the plain enabled one (the usual case)
-	for i, reg := range live {
-		if states == nil && reg.st != enabledState {
-			states = make([]*regState, len(live))
-			for j := range i {
-				states[j] = enabledState
-			}
-		}
-		if states != nil {
+	if slices.ContainsFunc(live, func(reg *registration) bool { return reg.st != enabledState }) {
+		states = make([]*regState, len(live))
+		for i, reg := range live {
 			states[i] = reg.st
 		}
 	}
@@ -262,11 +257,11 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		SurfaceID:      r.surfaceID,
 		SurfaceVersion: strconv.FormatUint(version, 10),
 		CapturedAt:     r.now(),
+		Route:          r.currentRoute(),
 		Procedures:     []ProcedureDescriptor{},
 		Closed:         closed,
 		static:         true,
 	}
-	snap.Route = r.currentRoute()
 	if !consumer.Kind.Valid() {
 		r.logUnknownConsumer(consumer)
 	}
@@ -352,18 +347,11 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registration, views []capView, scope []string) []ProcedureDescriptor {
 	for i := reg.nView; i < len(reg.caps); i++ {
 		st := views[i]
+		if st.omitted || !capInScope(reg, i, scope) {
+			continue
+		}
 		rc := &reg.caps[i]
 		b := rc.bound
-		if st.omitted {
-			continue
-		}
-		scopeKey := rc.name
-		if b.context != nil {
-			scopeKey = b.context.Type
-		}
-		if !inScope(scopeKey, scope) {
-			continue
-		}
 		d := rc.def
 		pd := ProcedureDescriptor{
 			ProcedureID: rc.id, Description: d.description,
@@ -372,7 +360,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registra
 			Effect:         d.effect, Confirmation: d.confirmation,
 			Available: st.available, UnavailableReason: st.reason,
 			BoundFields:    slices.Clone(b.fields),
-			RegistrationID: reg.id, Meta: rc.meta,
+			RegistrationID: reg.id, Context: b.contextRef(), Meta: rc.meta,
 		}
 		if pd.BoundFields == nil {
 			pd.BoundFields = []BoundField{}
@@ -380,7 +368,6 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registra
 		if d.output != nil {
 			pd.OutputSchema = JSONText(d.output.JSON())
 		}
-		pd.Context = b.contextRef()
 		out = append(out, pd)
 	}
 	return out
@@ -405,10 +392,7 @@ func (r *Registry) contextualNote(rc *regCap) string {
 // fill points pc at one capability.
 func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.CapabilityID = rc.id
-	pc.Plane = PlaneView
-	if rc.def.kind == KindProcedure {
-		pc.Plane = PlaneDomain
-	}
+	pc.Plane = planeOf(rc.id)
 	pc.Kind = rc.def.kind
 	pc.Effect = rc.def.effect
 	pc.RegistrationID = reg.id
@@ -456,44 +440,48 @@ func (r *Registry) unavailableReason(c *regCap) string {
 	return reason
 }
 
+// inScope reports whether typ equals a prefix of scope or starts with it
+// and a '.'; an empty scope admits everything.
 func inScope(typ string, scope []string) bool {
-	if len(scope) == 0 {
-		return true
+	return len(scope) == 0 || slices.ContainsFunc(scope, func(p string) bool {
+		rest, ok := strings.CutPrefix(typ, p)
+		return ok && (rest == "" || rest[0] == '.')
+	})
+}
+
+// capInScope reports whether capability i of reg is one a snapshot with
+// this scope considers: a view capability when its component's type is in
+// scope, a procedure reference when its context's type (or, without one,
+// its path) is.
+func capInScope(reg *registration, i int, scope []string) bool {
+	if i < reg.nView {
+		return inScope(reg.typ, scope)
 	}
-	for _, p := range scope {
-		if typ == p || strings.HasPrefix(typ, p) && len(typ) > len(p) && typ[len(p)] == '.' {
-			return true
-		}
+	rc := &reg.caps[i]
+	if c := rc.bound.context; c != nil {
+		return inScope(c.Type, scope)
 	}
-	return false
+	return inScope(rc.name, scope)
 }
 
 // applyBudget drops components from the end (lowest priority, latest in
-// order) until both caps hold.
+// order) until both caps hold: it keeps the longest prefix that fits.
 func applyBudget(comps []ComponentDescriptor, b *Budget) ([]ComponentDescriptor, *Truncated) {
 	n := len(comps)
 	if b.MaxComponents > 0 && n > b.MaxComponents {
 		n = b.MaxComponents
 	}
 	if b.MaxBytes > 0 {
-		sizes := make([]int, n)
-		total := 2 // the brackets
+		total := 1 // the opening bracket; each component adds itself and a comma or the closing bracket
 		for i := range n {
 			enc, err := json.Marshal(comps[i])
 			if err != nil { // descriptors are built from valid JSON; cannot happen
 				panic("surface: encoding a component descriptor: " + err.Error())
 			}
-			sizes[i] = len(enc)
-			total += len(enc)
-			if i > 0 {
-				total++ // the comma
-			}
-		}
-		for n > 0 && total > b.MaxBytes {
-			n--
-			total -= sizes[n]
-			if n > 0 {
-				total--
+			total += len(enc) + 1
+			if total > b.MaxBytes {
+				n = i
+				break
 			}
 		}
 	}

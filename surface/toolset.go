@@ -346,15 +346,11 @@ func (c *Catalog) Tools() []Tool { return slices.Clone(c.tools) }
 
 // Tool returns the tool called name.
 func (c *Catalog) Tool(name string) (Tool, bool) {
-	if c.byName == nil { // meta mode
-		for _, t := range c.tools {
-			if t.Name == name {
-				return t, true
-			}
-		}
-		return Tool{}, false
-	}
 	i, ok := c.byName[name]
+	if c.byName == nil { // meta mode
+		i = slices.IndexFunc(c.tools, func(t Tool) bool { return t.Name == name })
+		ok = i >= 0
+	}
 	if !ok {
 		return Tool{}, false
 	}
@@ -459,15 +455,14 @@ func catalog(snap Snapshot) []Tool {
 			})
 		}
 	}
-	type procKey struct{ id, suffix string }
-	seen := map[procKey]int{}
+	seen := map[wireKey]int{} // references per key of a procedure referenced more than once
 	for _, p := range snap.Procedures {
 		suffix := ""
 		if procCount[p.ProcedureID] > 1 {
 			if p.Context != nil {
 				suffix = p.Context.InstanceID
 			}
-			seen[procKey{p.ProcedureID, suffix}]++
+			seen[wireKey{CapabilityID: p.ProcedureID, InstanceID: suffix}]++
 		}
 		tools = append(tools, Tool{
 			Description: toolDescription("domain", p.Effect, p.Confirmation == ConfirmRequired, p.Description), InputSchema: p.InputSchema,
@@ -479,14 +474,12 @@ func catalog(snap Snapshot) []Tool {
 	// Two references to one procedure from components sharing an instance
 	// id would share a key: name them by registration instead (DESIGN
 	// decision 9).
+	keys := make([]wireKey, len(tools))
 	for i := range tools {
 		t := &tools[i]
-		if t.Kind == KindProcedure && seen[procKey{t.CapabilityID, t.InstanceID}] > 1 {
+		if t.Kind == KindProcedure && seen[wireKey{CapabilityID: t.CapabilityID, InstanceID: t.InstanceID}] > 1 {
 			t.InstanceID = safeSuffix(t.RegistrationID)
 		}
-	}
-	keys := make([]wireKey, len(tools))
-	for i, t := range tools {
 		keys[i] = wireKey{CapabilityID: t.CapabilityID, InstanceID: t.InstanceID}
 	}
 	names := assignWireNames(keys)
@@ -558,7 +551,6 @@ func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
 // waitAndRetry waits for the user's decision on the confirmation res asks
 // for and, once approved, calls again with it.
 func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result) Result {
-	opts := InvokeOptions{Consumer: ts.opts.Consumer}
 	cid, _ := res.Error.Details["confirmationId"].(string)
 	if cid == "" {
 		return res
@@ -575,5 +567,5 @@ func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result)
 	// drops the version hint: an unrelated change while the user decided
 	// (an approval dialog mounting) must not turn the approval stale.
 	inv.InvocationID, inv.ConfirmationID, inv.SurfaceVersion = res.InvocationID, cid, ""
-	return ts.r.Invoke(ctx, inv, opts) // a denial comes back as CONFIRMATION_INVALID, never retried
+	return ts.r.Invoke(ctx, inv, InvokeOptions{Consumer: ts.opts.Consumer}) // a denial comes back as CONFIRMATION_INVALID, never retried
 }

@@ -49,10 +49,8 @@ const maxWireNameLength = 64
 // tools need distinct keys, since [assignWireNames] gives equal keys one
 // name.
 type wireKey struct {
-	// CapabilityID is the capability id ("view:devices.table.selectRows").
 	CapabilityID string
-	// InstanceID is the suffix, or "" for none.
-	InstanceID string
+	InstanceID   string
 }
 
 // Codec constants.
@@ -181,28 +179,14 @@ func wireLooksHashed(name string) bool {
 		return false
 	}
 	tail := name[i+len(wireHashMarker):]
-	if tail == "" {
+	if tail == "" || strings.Trim(tail, "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
 		return false
-	}
-	digits := true
-	for j := 0; j < len(tail); j++ {
-		c := tail[j]
-		switch {
-		case c >= '0' && c <= '9':
-		case c >= 'a' && c <= 'z':
-			digits = false
-		default:
-			return false
-		}
-	}
-	if digits {
-		return true
 	}
 	switch len(tail) {
 	case 7, 9, 11, 13:
 		return true
 	}
-	return false
+	return strings.Trim(tail, "0123456789") == ""
 }
 
 // assignWireNames assigns unique names to a catalog's keys by the §16.2
@@ -329,10 +313,9 @@ func decodeWireName(name string) (capabilityID string, ok bool) {
 		return "", false
 	}
 	segs := strings.Split(rest, "__")
-	for _, seg := range segs {
-		if seg == "" || strings.IndexByte(seg, '_') >= 0 {
-			return "", false // an empty segment, a leftover '_' or a run of three or more
-		}
+	// An empty segment, a leftover '_' or a run of three or more.
+	if slices.ContainsFunc(segs, func(seg string) bool { return seg == "" || strings.Contains(seg, "_") }) {
+		return "", false
 	}
 	id := plane + ":" + strings.Join(segs, ".")
 	if _, ok := parseCapabilityID(id); !ok || encodeWireName(wireKey{CapabilityID: id}, 0) != name {
