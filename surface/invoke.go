@@ -362,21 +362,17 @@ func (r *Registry) afterInvokePolicies(ctx context.Context, a *attempt) Result {
 
 	// Phase 10 begins: the output is encoded and checked.
 	output, e := r.encodeOutput(a, out)
-	if e != nil {
-		return a.result(r, e)
-	}
-	res := a.result(r, nil)
-	res.Output = output
+	res := a.result(r, e)
+	res.Output = output // empty on error
 	return res
 }
 
 // envelope gives a result that came back through policies (which may
 // have replaced it) the envelope of this invocation.
 func (a *attempt) envelope(r *Registry, res Result) Result {
-	if res.Error != nil {
-		return a.result(r, res.Error)
+	out := a.result(r, res.Error)
+	if res.Error == nil {
+		out.Output = res.Output
 	}
-	out := a.result(r, nil)
-	out.Output = res.Output
 	return out
 }
