@@ -322,7 +322,7 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	if e := r.authorizeDiscovery(a); e != nil {
 		return a.result(r, e)
 	}
-	return a.envelope(r, r.authorize(ctx, a, (*Registry).afterAuthorization))
+	return a.envelope(r, r.authorize(ctx, a))
 }
 
 // afterAuthorization runs phases 5 to 9 inside the authorize hooks.
@@ -333,7 +333,7 @@ func (r *Registry) afterAuthorization(ctx context.Context, a *attempt) Result {
 	}
 
 	// Phase 6: the invoke hooks, which wrap the later phases.
-	return r.invokePolicies(ctx, a, (*Registry).afterInvokePolicies)
+	return r.invokePolicies(ctx, a)
 }
 
 // afterInvokePolicies runs the confirmation gate (the innermost layer of
