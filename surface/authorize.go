@@ -5,15 +5,6 @@ import (
 	"fmt"
 )
 
-// checkAvailable runs phase 3: the capability's availability, evaluated
-// live (semantics §8.4).
-func (r *Registry) checkAvailable(a *attempt, st *regState) *Error {
-	if ok, reason := r.availability(st, a.cap); !ok {
-		return NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason})
-	}
-	return nil
-}
-
 // authorizeDiscovery begins phase 4: it reads the host context once, makes
 // what handlers and policies see, and re-runs the discovery hooks for this
 // consumer (DESIGN decision 2), so that a capability hidden from the

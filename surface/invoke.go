@@ -312,9 +312,9 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	// An approval reserved for a call that fails before it executes stands.
 	defer r.releaseEvidence(a)
 
-	// Phase 3: availability, live.
-	if e := r.checkAvailable(a, st); e != nil {
-		return a.result(r, e)
+	// Phase 3: availability, evaluated live (semantics §8.4).
+	if ok, reason := r.availability(st, a.cap); !ok {
+		return a.result(r, NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason}))
 	}
 
 	// Phase 4: authorization. Discovery first, then the authorize hooks,
