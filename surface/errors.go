@@ -336,9 +336,7 @@ func asError(err error) *Error {
 	}
 	var c Code
 	if errors.As(err, &c) {
-		if _, known := errorMatrix[c]; known {
-			return NewError(c, "", nil)
-		}
+		return wellFormed(&Error{Code: c})
 	}
 	return nil
 }
