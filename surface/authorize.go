@@ -148,6 +148,14 @@ func (r *Registry) recoverAs(e **Error, fallback func() *Error, what, capability
 	}
 }
 
+// recoverError, deferred by a function that calls user code, turns a panic
+// into a panicError stored in *err.
+func recoverError(err *error) {
+	if rec := recover(); rec != nil {
+		*err = panicError{rec}
+	}
+}
+
 // logPanic logs a panic recovered from user code.
 func (r *Registry) logPanic(what, capabilityID string, rec any) {
 	r.log.Error("surface: "+what+" panicked", "capabilityId", capabilityID, "panic", fmt.Sprint(rec))
