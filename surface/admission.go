@@ -297,9 +297,8 @@ func (g *queueGroup) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.waiters) > 0 {
-		w := g.waiters[0]
+		close(g.waiters[0].ch)
 		g.waiters = slices.Delete(g.waiters, 0, 1)
-		close(w.ch)
 	} else {
 		g.running--
 	}
