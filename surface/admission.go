@@ -152,11 +152,10 @@ type obsPool struct {
 // group or the pool busy waits in FIFO order; the caller's context or
 // Close end the wait. On success the caller must call release once.
 func (r *Registry) admit(ctx context.Context, a *attempt) *Error {
-	kind := a.cap.def.kind
 	a.queued = true
 	var w *waiter
 	var e *Error
-	if kind == KindObservation {
+	if a.cap.def.kind == KindObservation {
 		w, e = r.admitObservation(a.consumerKey)
 	} else {
 		w, e = r.admitCall(a)
@@ -298,9 +297,8 @@ func (g *queueGroup) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.waiters) > 0 {
-		w := g.waiters[0]
+		close(g.waiters[0].ch)
 		g.waiters = slices.Delete(g.waiters, 0, 1)
-		close(w.ch)
 	} else {
 		g.running--
 	}

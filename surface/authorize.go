@@ -5,15 +5,6 @@ import (
 	"fmt"
 )
 
-// checkAvailable runs phase 3: the capability's availability, evaluated
-// live (semantics §8.4).
-func (r *Registry) checkAvailable(a *attempt, st *regState) *Error {
-	if ok, reason := r.availability(st, a.cap); !ok {
-		return NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason})
-	}
-	return nil
-}
-
 // authorizeDiscovery begins phase 4: it reads the host context once, makes
 // what handlers and policies see, and re-runs the discovery hooks for this
 // consumer (DESIGN decision 2), so that a capability hidden from the
@@ -38,25 +29,22 @@ func (r *Registry) authorizeDiscovery(a *attempt) *Error {
 	return nil
 }
 
-// phases runs the rest of an invocation inside policy hooks.
-type phases func(r *Registry, ctx context.Context, a *attempt) Result
-
 // authorize ends phase 4: the authorize hooks, outermost first, around
-// next (the later phases).
-func (r *Registry) authorize(ctx context.Context, a *attempt, next phases) Result {
+// phases 5 to 9.
+func (r *Registry) authorize(ctx context.Context, a *attempt) Result {
 	if !a.cap.authorizes {
-		return next(r, ctx, a)
+		return r.afterAuthorization(ctx, a)
 	}
 	hook := func(p *Policy) func(context.Context, *PolicyContext, Next) Result { return p.Authorize }
-	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, a.pc, func(ctx context.Context) Result { return next(r, ctx, a) })
+	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, a.pc, func(ctx context.Context) Result { return r.afterAuthorization(ctx, a) })
 }
 
 // invokePolicies is phase 6: the invoke hooks, outermost first, around
-// next (the confirmation gate and the later phases). They see the
-// validated effective input; observations take none, so theirs see {}.
-func (r *Registry) invokePolicies(ctx context.Context, a *attempt, next phases) Result {
+// the confirmation gate and phases 7 to 9. They see the validated
+// effective input; observations take none, so theirs see {}.
+func (r *Registry) invokePolicies(ctx context.Context, a *attempt) Result {
 	if !a.cap.invokes {
-		return next(r, ctx, a)
+		return r.afterInvokePolicies(ctx, a)
 	}
 	value := a.value
 	if a.cap.def.kind == KindObservation {
@@ -64,7 +52,7 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt, next phases) 
 	}
 	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: value}
 	hook := func(p *Policy) func(context.Context, *InvokeContext, Next) Result { return p.Invoke }
-	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, ic, func(ctx context.Context) Result { return next(r, ctx, a) })
+	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, ic, func(ctx context.Context) Result { return r.afterInvokePolicies(ctx, a) })
 }
 
 // hostContext reads the host context once; a panicking provider gives an
@@ -157,6 +145,14 @@ func (r *Registry) recoverAs(e **Error, fallback func() *Error, what, capability
 	if rec := recover(); rec != nil {
 		r.logPanic(what, capabilityID, rec)
 		*e = fallback()
+	}
+}
+
+// recoverError, deferred by a function that calls user code, turns a panic
+// into a panicError stored in *err.
+func recoverError(err *error) {
+	if rec := recover(); rec != nil {
+		*err = panicError{rec}
 	}
 }
 

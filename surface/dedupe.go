@@ -136,7 +136,11 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEnt
 		c.remove(c.order.head)
 	}
 	owner := c.consumers[cid]
-	if e := owner.lookup(key.invocationID); e != nil {
+	if owner == nil { // a new consumer: a miss, which adds its first entry below
+		owner = &dedupeConsumer{id: cid, key: Consumer{Kind: cid.kind, ID: cid.id}.Key(), entries: make(map[string]*dedupeEntry)}
+		c.consumers[cid] = owner
+	}
+	if e := owner.entries[key.invocationID]; e != nil {
 		switch {
 		case e.fingerprint != fp:
 			return nil, dedupeConflict, nil
@@ -148,24 +152,11 @@ func (c *dedupeCache) begin(key dedupeKey, fp uint64, now time.Time) (*dedupeEnt
 		}
 		return e, dedupeJoin, e.done
 	}
-	if owner == nil {
-		owner = &dedupeConsumer{id: cid, key: Consumer{Kind: cid.kind, ID: cid.id}.Key(), entries: make(map[string]*dedupeEntry)}
-		c.consumers[cid] = owner
-	}
-	e := fresh
-	e.owner = owner
-	owner.entries[e.invocationID] = e
-	c.order.pushBack(e)
+	fresh.owner = owner
+	owner.entries[fresh.invocationID] = fresh
+	c.order.pushBack(fresh)
 	c.n++
-	return e, dedupeMiss, nil
-}
-
-// lookup returns the consumer's entry for an invocation id, or nil.
-func (o *dedupeConsumer) lookup(invocationID string) *dedupeEntry {
-	if o == nil {
-		return nil
-	}
-	return o.entries[invocationID]
+	return fresh, dedupeMiss, nil
 }
 
 // finish stores the result of an entry in flight and wakes its joiners. A

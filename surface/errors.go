@@ -66,10 +66,7 @@ func (e *DefinitionError) Unwrap() error { return e.Err }
 // Message are empty or equal.
 func (e *DefinitionError) Is(target error) bool {
 	t, ok := target.(*DefinitionError)
-	if !ok || t.Code != e.Code {
-		return false
-	}
-	return (t.Field == "" || t.Field == e.Field) && (t.Message == "" || t.Message == e.Message)
+	return ok && t.Code == e.Code && (t.Field == "" || t.Field == e.Field) && (t.Message == "" || t.Message == e.Message)
 }
 
 func defErr(code DefinitionCode, field, msg string) *DefinitionError {
@@ -339,9 +336,7 @@ func asError(err error) *Error {
 	}
 	var c Code
 	if errors.As(err, &c) {
-		if _, known := errorMatrix[c]; known {
-			return NewError(c, "", nil)
-		}
+		return wellFormed(&Error{Code: c})
 	}
 	return nil
 }

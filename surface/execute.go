@@ -245,11 +245,7 @@ func (r *Registry) callExecutor(ctx context.Context, a *attempt) (out any, err e
 	if box == nil {
 		return nil, errors.New("surface: no procedure executor is installed")
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError{rec}
-		}
-	}()
+	defer recoverError(&err)
 	raw, err := box.e.Execute(ctx, &ProcedureCall{
 		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.effInput, InvocationID: a.id(),
 		Consumer: a.call.Consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,

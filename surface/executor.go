@@ -65,10 +65,9 @@ func Transient(err error) error {
 	return transientError{err}
 }
 
-type transientError struct{ err error }
+type transientError struct{ error }
 
-func (e transientError) Error() string   { return e.err.Error() }
-func (e transientError) Unwrap() error   { return e.err }
+func (e transientError) Unwrap() error   { return e.error }
 func (e transientError) Transient() bool { return true }
 
 // IsTransient reports whether err, or an error it wraps, is marked

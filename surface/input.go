@@ -126,11 +126,7 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 // Bind returns that are not declared are ignored. The merged object must
 // match the full input schema.
 func (r *Registry) mergeBound(ctx context.Context, a *attempt, obj map[string]any) (err error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			err = panicError{rec}
-		}
-	}()
+	defer recoverError(&err)
 	d, b := a.cap.def, a.cap.bound
 	vals, err := d.proc.bind(ctx)
 	if err != nil {

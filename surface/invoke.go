@@ -312,9 +312,9 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	// An approval reserved for a call that fails before it executes stands.
 	defer r.releaseEvidence(a)
 
-	// Phase 3: availability, live.
-	if e := r.checkAvailable(a, st); e != nil {
-		return a.result(r, e)
+	// Phase 3: availability, evaluated live (semantics §8.4).
+	if ok, reason := r.availability(st, a.cap); !ok {
+		return a.result(r, NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason}))
 	}
 
 	// Phase 4: authorization. Discovery first, then the authorize hooks,
@@ -322,7 +322,7 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	if e := r.authorizeDiscovery(a); e != nil {
 		return a.result(r, e)
 	}
-	return a.envelope(r, r.authorize(ctx, a, (*Registry).afterAuthorization))
+	return a.envelope(r, r.authorize(ctx, a))
 }
 
 // afterAuthorization runs phases 5 to 9 inside the authorize hooks.
@@ -333,7 +333,7 @@ func (r *Registry) afterAuthorization(ctx context.Context, a *attempt) Result {
 	}
 
 	// Phase 6: the invoke hooks, which wrap the later phases.
-	return r.invokePolicies(ctx, a, (*Registry).afterInvokePolicies)
+	return r.invokePolicies(ctx, a)
 }
 
 // afterInvokePolicies runs the confirmation gate (the innermost layer of
@@ -362,21 +362,17 @@ func (r *Registry) afterInvokePolicies(ctx context.Context, a *attempt) Result {
 
 	// Phase 10 begins: the output is encoded and checked.
 	output, e := r.encodeOutput(a, out)
-	if e != nil {
-		return a.result(r, e)
-	}
-	res := a.result(r, nil)
-	res.Output = output
+	res := a.result(r, e)
+	res.Output = output // empty on error
 	return res
 }
 
 // envelope gives a result that came back through policies (which may
 // have replaced it) the envelope of this invocation.
 func (a *attempt) envelope(r *Registry, res Result) Result {
-	if res.Error != nil {
-		return a.result(r, res.Error)
+	out := a.result(r, res.Error)
+	if res.Error == nil {
+		out.Output = res.Output
 	}
-	out := a.result(r, nil)
-	out.Output = res.Output
 	return out
 }

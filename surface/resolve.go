@@ -19,26 +19,23 @@ func (r *Registry) resolve(a *attempt) (*regState, *Error) {
 	defer r.mu.RUnlock()
 	var buf [4]candidate
 	cands := r.candidatesLocked(buf[:0], id, inv.InstanceID)
-	var picked candidate
+	i := 0 // the only candidate, unless a registration id picks one
 	switch {
 	case inv.RegistrationID != "":
-		i := slices.IndexFunc(cands, func(c candidate) bool { return c.reg.id == inv.RegistrationID })
+		i = slices.IndexFunc(cands, func(c candidate) bool { return c.reg.id == inv.RegistrationID })
 		if i < 0 {
 			return nil, r.notLiveLocked(inv.RegistrationID, cands)
 		}
-		picked = cands[i]
-	case len(cands) == 1:
-		picked = cands[0]
-	default:
+	case len(cands) != 1:
 		return nil, r.noneOrManyLocked(inv.CapabilityID, cands)
 	}
-	a.reg, a.cap = picked.reg, picked.cap
+	a.reg, a.cap = cands[i].reg, cands[i].cap
 	// The version gate: a stale hint only stops dangerous procedures.
 	if e := a.cap.def.effect; inv.SurfaceVersion != "" && (e == EffectDestructive || e == EffectExternalSideEffect) &&
 		inv.SurfaceVersion != r.Version() {
 		return nil, NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
 	}
-	return picked.reg.st, nil
+	return a.reg.st, nil
 }
 
 // candidate is a live capability an id may resolve to.
