@@ -391,16 +391,8 @@ func (c *Confirmations) consume(rec *confirmRecord) {
 
 // closeAll expires every pending request (Close).
 func (c *Confirmations) closeAll() {
-	c.mu.Lock()
-	var ids []string
-	for _, rec := range c.order {
-		if rec.state == cPending {
-			ids = append(ids, rec.view.ConfirmationID)
-		}
-	}
-	c.mu.Unlock()
-	for _, id := range ids {
-		c.Expire(id)
+	for _, v := range c.Pending() {
+		c.Expire(v.ConfirmationID)
 	}
 }
 
