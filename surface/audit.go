@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,26 +153,14 @@ var (
 		CodeConfirmationInvalid, CodeRateLimited, CodeTimeout, CodeCancelled, CodeExecutionFailed}
 )
 
-// position returns the position of v in table, or false.
-func position[T comparable](table []T, v T) (uint8, bool) {
-	for i, x := range table {
-		if x == v {
-			return uint8(i), true
-		}
-	}
-	return 0, false
-}
-
 // compact returns e as a kept record.
 func compact(e AuditEvent) memRecord {
+	typ := slices.Index(auditTypes[:], e.Type)
+	status := slices.Index(resultStatuses[:], e.Status)
+	code := slices.Index(auditCodes[:], e.Code)
 	rec := memRecord{at: e.At, capabilityID: e.CapabilityID, registrationID: e.RegistrationID,
-		invocationID: e.InvocationID, consumerID: e.ConsumerID}
-	fits := e.ConfirmationID == "" && e.Actor == "" && e.Reason == "" && e.Payload == nil
-	var ok [3]bool
-	rec.typ, ok[0] = position(auditTypes[:], e.Type)
-	rec.status, ok[1] = position(resultStatuses[:], e.Status)
-	rec.code, ok[2] = position(auditCodes[:], e.Code)
-	fits = fits && ok[0] && ok[1] && ok[2]
+		invocationID: e.InvocationID, consumerID: e.ConsumerID, typ: uint8(typ), status: uint8(status), code: uint8(code)}
+	fits := typ >= 0 && status >= 0 && code >= 0 && e.ConfirmationID == "" && e.Actor == "" && e.Reason == "" && e.Payload == nil
 	for i, d := range [3]*int64{e.DurationMs, e.QueueWaitMs, e.ExecutionMs} {
 		if d != nil {
 			fits = fits && *d >= math.MinInt32 && *d <= math.MaxInt32
