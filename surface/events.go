@@ -300,12 +300,7 @@ func (r *Registry) subscribe(fn func(Event), wants eventKind) (unsubscribe func(
 
 // wantsLocked reports whether some listener wants events of kind k.
 func (r *Registry) wantsLocked(k eventKind) bool {
-	for _, l := range r.listeners {
-		if l.wants&k != 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.listeners, func(l *listener) bool { return l.wants&k != 0 })
 }
 
 // Batch runs fn and delivers the events of the mutations it makes (from
