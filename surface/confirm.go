@@ -143,14 +143,12 @@ func (c *Confirmations) Expire(id string) bool {
 func (c *Confirmations) Wait(ctx context.Context, id string) ConfirmationOutcome {
 	c.mu.Lock()
 	rec := c.byID[id]
+	c.mu.Unlock()
 	if rec == nil {
-		c.mu.Unlock()
 		return OutcomeExpired
 	}
-	ch := rec.resolved
-	c.mu.Unlock()
 	select {
-	case <-ch:
+	case <-rec.resolved:
 	case <-ctx.Done():
 		return OutcomeExpired
 	case <-c.r.closingCh:
