@@ -125,11 +125,10 @@ func (c *Confirmations) pendingLocked() []PendingConfirmation {
 // Resolve approves or denies a pending request. It reports false, and
 // does nothing, for an unknown or no longer pending id.
 func (c *Confirmations) Resolve(id string, res Resolution) bool {
-	outcome := OutcomeDenied
 	if res.Approved {
-		outcome = OutcomeApproved
+		return c.finish(id, OutcomeApproved, res.Actor, "") // a reason explains a denial only
 	}
-	return c.finish(id, outcome, res.Actor, res.Reason)
+	return c.finish(id, OutcomeDenied, res.Actor, res.Reason)
 }
 
 // Expire expires a pending request now, as its timer would.
@@ -240,9 +239,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor, re
 	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
 	ev := c.auditEvent(typ, view, rec.level)
 	ev.Actor = actor
-	if outcome == OutcomeDenied {
-		ev.Reason = reason
-	}
+	ev.Reason = reason
 	r.audit(ev)
 	c.notify(subs, list)
 	return true
