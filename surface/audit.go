@@ -219,9 +219,7 @@ func (s *MemorySink) Record(_ context.Context, e AuditEvent) error {
 	}
 	if len(s.ring) < s.capacity {
 		if len(s.ring) == cap(s.ring) { // grow by doubling, never past capacity
-			grown := make([]memRecord, len(s.ring), min(max(2*len(s.ring), 8), s.capacity))
-			copy(grown, s.ring)
-			s.ring = grown
+			s.ring = append(make([]memRecord, 0, min(max(2*len(s.ring), 8), s.capacity)), s.ring...)
 		}
 		s.ring = append(s.ring, rec)
 		return nil
