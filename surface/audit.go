@@ -314,8 +314,7 @@ func NewSlogSink(logger *slog.Logger) *SlogSink {
 // come in a fixed order: type, at, capabilityId, registrationId,
 // invocationId, confirmationId, consumerId, status, code, durationMs,
 // queueWaitMs, executionMs, actor, reason, then input, output and
-// truncated for a payload.
-// Empty fields are left out.
+// truncated for a payload. Empty fields are left out.
 func (s *SlogSink) Record(ctx context.Context, e AuditEvent) error {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", e.attrs()...)
 	return nil
