@@ -414,17 +414,15 @@ func (s *AsyncSink) deliver(rec asyncRecord) {
 func (s *AsyncSink) Record(ctx context.Context, e AuditEvent) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		s.dropped.Add(1)
-		return ErrAuditDropped
+	if !s.closed {
+		select {
+		case s.ch <- asyncRecord{context.WithoutCancel(ctx), e}:
+			return nil
+		default:
+		}
 	}
-	select {
-	case s.ch <- asyncRecord{context.WithoutCancel(ctx), e}:
-		return nil
-	default:
-		s.dropped.Add(1)
-		return ErrAuditDropped
-	}
+	s.dropped.Add(1)
+	return ErrAuditDropped
 }
 
 // Dropped returns how many records were dropped because the buffer was
