@@ -289,15 +289,13 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
 	}
 	r.mu.Lock()
-	closed := r.closed
-	if !closed {
-		r.ctxWG.Add(1) // the expiry callback
-	}
-	r.mu.Unlock()
-	if closed {
+	if r.closed {
+		r.mu.Unlock()
 		c.mu.Unlock()
 		return view, cancelledByClose()
 	}
+	r.ctxWG.Add(1) // the expiry callback
+	r.mu.Unlock()
 	now := r.now()
 	view.ConfirmationID = newConfirmationID()
 	view.RequestedAt = now
