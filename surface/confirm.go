@@ -351,12 +351,10 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 		return nil, nil, invalid("expired")
 	case rec.state != cApproved: // consumed, or reserved by another call
 		return nil, nil, invalid("consumed")
-	}
-	if !c.r.now().Before(rec.view.ExpiresAt) {
+	case !c.r.now().Before(rec.view.ExpiresAt):
 		rec.state = cExpired // silently: the approval lapsed unused
 		return nil, nil, invalid("expired")
-	}
-	if rec.digest != digest {
+	case rec.digest != digest:
 		return nil, nil, invalid("mismatch")
 	}
 	rec.state = cReserved
