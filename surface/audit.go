@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,26 +153,14 @@ var (
 		CodeConfirmationInvalid, CodeRateLimited, CodeTimeout, CodeCancelled, CodeExecutionFailed}
 )
 
-// position returns the position of v in table, or false.
-func position[T comparable](table []T, v T) (uint8, bool) {
-	for i, x := range table {
-		if x == v {
-			return uint8(i), true
-		}
-	}
-	return 0, false
-}
-
 // compact returns e as a kept record.
 func compact(e AuditEvent) memRecord {
+	typ := slices.Index(auditTypes[:], e.Type)
+	status := slices.Index(resultStatuses[:], e.Status)
+	code := slices.Index(auditCodes[:], e.Code)
 	rec := memRecord{at: e.At, capabilityID: e.CapabilityID, registrationID: e.RegistrationID,
-		invocationID: e.InvocationID, consumerID: e.ConsumerID}
-	fits := e.ConfirmationID == "" && e.Actor == "" && e.Reason == "" && e.Payload == nil
-	var ok [3]bool
-	rec.typ, ok[0] = position(auditTypes[:], e.Type)
-	rec.status, ok[1] = position(resultStatuses[:], e.Status)
-	rec.code, ok[2] = position(auditCodes[:], e.Code)
-	fits = fits && ok[0] && ok[1] && ok[2]
+		invocationID: e.InvocationID, consumerID: e.ConsumerID, typ: uint8(typ), status: uint8(status), code: uint8(code)}
+	fits := typ >= 0 && status >= 0 && code >= 0 && e.ConfirmationID == "" && e.Actor == "" && e.Reason == "" && e.Payload == nil
 	for i, d := range [3]*int64{e.DurationMs, e.QueueWaitMs, e.ExecutionMs} {
 		if d != nil {
 			fits = fits && *d >= math.MinInt32 && *d <= math.MaxInt32
@@ -230,9 +219,7 @@ func (s *MemorySink) Record(_ context.Context, e AuditEvent) error {
 	}
 	if len(s.ring) < s.capacity {
 		if len(s.ring) == cap(s.ring) { // grow by doubling, never past capacity
-			grown := make([]memRecord, len(s.ring), min(max(2*len(s.ring), 8), s.capacity))
-			copy(grown, s.ring)
-			s.ring = grown
+			s.ring = append(make([]memRecord, 0, min(max(2*len(s.ring), 8), s.capacity)), s.ring...)
 		}
 		s.ring = append(s.ring, rec)
 		return nil
@@ -327,8 +314,7 @@ func NewSlogSink(logger *slog.Logger) *SlogSink {
 // come in a fixed order: type, at, capabilityId, registrationId,
 // invocationId, confirmationId, consumerId, status, code, durationMs,
 // queueWaitMs, executionMs, actor, reason, then input, output and
-// truncated for a payload.
-// Empty fields are left out.
+// truncated for a payload. Empty fields are left out.
 func (s *SlogSink) Record(ctx context.Context, e AuditEvent) error {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", e.attrs()...)
 	return nil
@@ -428,17 +414,15 @@ func (s *AsyncSink) deliver(rec asyncRecord) {
 func (s *AsyncSink) Record(ctx context.Context, e AuditEvent) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		s.dropped.Add(1)
-		return ErrAuditDropped
+	if !s.closed {
+		select {
+		case s.ch <- asyncRecord{context.WithoutCancel(ctx), e}:
+			return nil
+		default:
+		}
 	}
-	select {
-	case s.ch <- asyncRecord{context.WithoutCancel(ctx), e}:
-		return nil
-	default:
-		s.dropped.Add(1)
-		return ErrAuditDropped
-	}
+	s.dropped.Add(1)
+	return ErrAuditDropped
 }
 
 // Dropped returns how many records were dropped because the buffer was

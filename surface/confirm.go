@@ -125,11 +125,10 @@ func (c *Confirmations) pendingLocked() []PendingConfirmation {
 // Resolve approves or denies a pending request. It reports false, and
 // does nothing, for an unknown or no longer pending id.
 func (c *Confirmations) Resolve(id string, res Resolution) bool {
-	outcome := OutcomeDenied
 	if res.Approved {
-		outcome = OutcomeApproved
+		return c.finish(id, OutcomeApproved, res.Actor, "") // a reason explains a denial only
 	}
-	return c.finish(id, outcome, res.Actor, res.Reason)
+	return c.finish(id, OutcomeDenied, res.Actor, res.Reason)
 }
 
 // Expire expires a pending request now, as its timer would.
@@ -143,14 +142,12 @@ func (c *Confirmations) Expire(id string) bool {
 func (c *Confirmations) Wait(ctx context.Context, id string) ConfirmationOutcome {
 	c.mu.Lock()
 	rec := c.byID[id]
+	c.mu.Unlock()
 	if rec == nil {
-		c.mu.Unlock()
 		return OutcomeExpired
 	}
-	ch := rec.resolved
-	c.mu.Unlock()
 	select {
-	case <-ch:
+	case <-rec.resolved:
 	case <-ctx.Done():
 		return OutcomeExpired
 	case <-c.r.closingCh:
@@ -242,9 +239,7 @@ func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor, re
 	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
 	ev := c.auditEvent(typ, view, rec.level)
 	ev.Actor = actor
-	if outcome == OutcomeDenied {
-		ev.Reason = reason
-	}
+	ev.Reason = reason
 	r.audit(ev)
 	c.notify(subs, list)
 	return true
@@ -294,15 +289,13 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
 	}
 	r.mu.Lock()
-	closed := r.closed
-	if !closed {
-		r.ctxWG.Add(1) // the expiry callback
-	}
-	r.mu.Unlock()
-	if closed {
+	if r.closed {
+		r.mu.Unlock()
 		c.mu.Unlock()
 		return view, cancelledByClose()
 	}
+	r.ctxWG.Add(1) // the expiry callback
+	r.mu.Unlock()
 	now := r.now()
 	view.ConfirmationID = newConfirmationID()
 	view.RequestedAt = now
@@ -358,12 +351,10 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 		return nil, nil, invalid("expired")
 	case rec.state != cApproved: // consumed, or reserved by another call
 		return nil, nil, invalid("consumed")
-	}
-	if !c.r.now().Before(rec.view.ExpiresAt) {
+	case !c.r.now().Before(rec.view.ExpiresAt):
 		rec.state = cExpired // silently: the approval lapsed unused
 		return nil, nil, invalid("expired")
-	}
-	if rec.digest != digest {
+	case rec.digest != digest:
 		return nil, nil, invalid("mismatch")
 	}
 	rec.state = cReserved
@@ -391,16 +382,8 @@ func (c *Confirmations) consume(rec *confirmRecord) {
 
 // closeAll expires every pending request (Close).
 func (c *Confirmations) closeAll() {
-	c.mu.Lock()
-	var ids []string
-	for _, rec := range c.order {
-		if rec.state == cPending {
-			ids = append(ids, rec.view.ConfirmationID)
-		}
-	}
-	c.mu.Unlock()
-	for _, id := range ids {
-		c.Expire(id)
+	for _, v := range c.Pending() {
+		c.Expire(v.ConfirmationID)
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 
 // Event is something that happened to the surface. The concrete types are
 // [SurfaceChanged], [ComponentRegistered], [ComponentUnregistered],
-// [ComponentRejected], [AvailabilityChanged], [InvocationStarted],
-// [InvocationSettled], [ConfirmationRequested] and [ConfirmationResolved];
-// switch on the type. Each
-// marshals to the spec's wire shape with a "type" field first.
+// [ComponentRejected], [AvailabilityChanged], [CollisionSuspected],
+// [InvocationStarted], [InvocationSettled], [ConfirmationRequested] and
+// [ConfirmationResolved]; switch on the type. Each marshals to the spec's
+// wire shape with a "type" field first.
 type Event interface {
 	// EventType is the wire name of the event, e.g. "surface-changed".
 	EventType() string
@@ -284,8 +284,7 @@ func (r *Registry) Subscribe(fn func(Event)) (unsubscribe func()) {
 //	reg.SubscribeTo(refresh, surface.SurfaceChanged{})
 //
 // An adapter that only follows surface changes does not make invocations
-// emit events.
-// Without types it subscribes to nothing.
+// emit events. Without types it subscribes to nothing.
 func (r *Registry) SubscribeTo(fn func(Event), types ...Event) (unsubscribe func()) {
 	var wants eventKind
 	for _, t := range types {
@@ -300,12 +299,7 @@ func (r *Registry) subscribe(fn func(Event), wants eventKind) (unsubscribe func(
 
 // wantsLocked reports whether some listener wants events of kind k.
 func (r *Registry) wantsLocked(k eventKind) bool {
-	for _, l := range r.listeners {
-		if l.wants&k != 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.listeners, func(l *listener) bool { return l.wants&k != 0 })
 }
 
 // Batch runs fn and delivers the events of the mutations it makes (from

@@ -205,7 +205,7 @@ func telemetryOf(t *Telemetry) *Telemetry {
 
 // observeStart starts observing the invocation and returns the context
 // the rest of it runs with: ctx, or the one the hook returned.
-func (r *Registry) observeStart(ctx context.Context, a *attempt) (out context.Context) {
+func (r *Registry) observeStart(ctx context.Context, a *attempt) context.Context {
 	if r.telemetry == nil || r.telemetry.Invocation == nil {
 		return ctx
 	}
@@ -214,14 +214,11 @@ func (r *Registry) observeStart(ctx context.Context, a *attempt) (out context.Co
 		RegistrationID: a.inv.RegistrationID, ConsumerKind: a.call.Consumer.Kind, ConsumerID: a.call.Consumer.ID,
 		ConfirmationID: a.inv.ConfirmationID, Start: a.start,
 	}
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.log.Error("surface: telemetry hook panicked", "hook", "Invocation", "panic", fmt.Sprint(rec))
-			out, a.rec = ctx, nil
-		}
+	var c context.Context
+	func() {
+		defer r.telemetryPanic("Invocation") // a panicking hook leaves c and a.rec nil
+		c, a.rec = r.telemetry.Invocation(ctx, info)
 	}()
-	c, rec := r.telemetry.Invocation(ctx, info)
-	a.rec = rec
 	if c == nil {
 		return ctx
 	}
