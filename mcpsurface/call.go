@@ -35,7 +35,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 		}
 		return toolResult(s.resume(ctx, at, req)), nil
 	}
-	cat := s.catalogFor(req.Session)
+	cat := s.catalogFor(req)
 	res := s.call(ctx, at, cat, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
 	if code(res) == surface.CodeConfirmationRequired {
 		rec := s.remember(cat, p.Name, p.Arguments, res)

@@ -96,7 +96,10 @@
 // list), and a destructive or external-side-effect procedure called after
 // a surface change STALE_CAPABILITY surface-version-mismatch. Each such
 // change is announced with notifications/tools/list_changed; the client
-// lists again and calls.
+// lists again and calls. Requests without a session (over HTTP:
+// 2026-07-28 clients, and every client of a stateless handler) share one
+// catalog per (registry, consumer): the last tools/list answered to any
+// of them.
 //
 // [Options.TraceContext] runs first on every tools/call with the
 // request's _meta, so a tracing library continues the client's trace
@@ -185,13 +188,20 @@
 //
 // # HTTP
 //
-// [NewHTTPHandler] serves Streamable HTTP for many user sessions at once.
+// [NewHTTPHandler] serves Streamable HTTP for many user sessions at once,
+// to clients of both protocol generations from one endpoint: clients up
+// to 2025-11-25 get stateful sessions (initialize, Mcp-Session-Id),
+// clients of 2026-07-28 and later are served session-less (each request
+// carries its protocol version, identity and capabilities; change
+// notifications travel on their subscriptions/listen stream), and
+// server/discover lists every revision served.
 // A [Resolver] maps each request to its registry and consumer (a pairing
 // or bearer token, a cookie); a resolver error is answered 401 before the
 // SDK sees the request. One Server per (registry, consumer) is created on
-// first use and cached. Stateful MCP session ids are bound to that pair, so
-// a request can never reach a session, and therefore a registry, that its
-// credentials do not resolve to.
+// first use and cached, and both generations reach it. Stateful MCP
+// session ids are bound to that pair, so a request can never reach a
+// session, and therefore a registry, that its credentials do not resolve
+// to.
 //
 //	h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
 //		s, ok := sessions.ByPairingToken(bearer(r))
@@ -203,16 +213,29 @@
 //	defer h.Close()
 //	mux.Handle("/mcp", h)
 //
+// Everything a server lists or reads (tools/list and the other lists,
+// resources/read, server/discover) depends on the consumer and is marked
+// cacheScope "private", so no shared cache serves one user's tools to
+// another; lists are in name order, the same on every request. Tool call
+// results carry no cache hints.
+//
 // What a client opens is bounded and reclaimed. A stateful session with
 // no request in progress for [HTTPOptions.SessionTimeout] (default 30
 // minutes) is closed, whether or not the client sent DELETE. At most
 // [HTTPOptions.MaxSessions] (default 32) sessions are open per (registry,
-// consumer): one more is refused with 429 Too Many Requests and a JSON-RPC
-// error of code [CodeTooManySessions], so one credential cannot exhaust the
-// server. A Server with no session and no request for
-// [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and dropped,
-// with what it held. When a session's registry closes, its servers go on
-// their next request or sweep; [HTTPHandler.Forget] drops them at once.
+// consumer), and an abandoned one never locks its credential out: when a
+// new session would exceed the cap, the idle session (no request in
+// progress, no open stream) idle the longest is closed to make room, and
+// a later request on it gets 404. Only when every session is busy is the
+// new one refused, with 429 Too Many Requests and a JSON-RPC error of
+// code [CodeTooManySessions], so one credential cannot exhaust the
+// server. Requests that open no session (probes, 2026-07-28 requests)
+// take no slot; a 2026-07-28 client's subscriptions/listen streams are
+// capped at MaxSessions alike. A Server with no session and no request
+// for [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and
+// dropped, with what it held. When a session's registry closes, its
+// servers go on their next request or sweep; [HTTPHandler.Forget] drops
+// them at once.
 //
 // # Concurrency
 //

@@ -86,7 +86,7 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}()
 		ctx = context.WithValue(ctx, inflightKey{}, f)
-		if call, ok := req.(*mcp.CallToolRequest); ok && !s.meta && s.shownOnly(ss, name) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && !s.meta && s.shownOnly(req, name) {
 			// A tool the session was shown but the list has dropped: the
 			// SDK no longer knows it, the registry answers (stale or
 			// unmounted) without asking the client anything.

@@ -111,8 +111,9 @@ type Options struct {
 // the list, and a destructive or external-side-effect procedure called
 // after a surface change STALE_CAPABILITY surface-version-mismatch: the
 // client lists the tools again (every such change sends
-// notifications/tools/list_changed). Stateless HTTP sessions list and
-// call in separate sessions, so their calls use the current catalog.
+// notifications/tools/list_changed). Requests without a session (over
+// HTTP, 2026-07-28 clients, and every client of a stateless handler)
+// share one catalog: the last tools/list answered to any of them.
 type Server struct {
 	reg        *surface.Registry
 	consumer   surface.Consumer
@@ -142,6 +143,7 @@ type Server struct {
 	current *surface.Catalog                        // the catalog the SDK's tool set shows
 	served  map[string]bool                         // names in the SDK's tool set
 	listed  map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
+	shared  *surface.Catalog                        // the last tools/list answered session-less
 	calls   map[*inflight]struct{}                  // tool calls in progress
 	closing map[string]int                          // sessions being closed: refuse their calls
 	// defs is the signature of every tool this Server put on the MCP
@@ -207,6 +209,9 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		// Advertise tools.listChanged even while the catalog is empty:
 		// 2026-07-28 clients only listen for changes a server announced.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// What a server lists and reads is its consumer's: a shared cache
+		// must never serve it to another (the SDK's default is public).
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 	}
 	if sessionPrefix != "" {
 		sopts.GetSessionID = func() string { return sessionPrefix + "." + randomID(22) }
@@ -403,10 +408,25 @@ func (s *Server) pin(next mcp.MethodHandler) mcp.MethodHandler {
 		s.mu.Unlock()
 		s.listing.RUnlock()
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil && cat != nil {
-			s.record(ss, cat)
+			if sessionless(req) {
+				s.mu.Lock()
+				s.shared = cat
+				s.mu.Unlock()
+			} else {
+				s.record(ss, cat)
+			}
 		}
 		return res, err
 	}
+}
+
+// sessionless reports whether req came without a session: over HTTP with
+// no session id (2026-07-28 clients, and every client of a stateless
+// handler), each request on a temporary MCP session of its own.
+func sessionless(req mcp.Request) bool {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	e := req.GetExtra()
+	return ok && ss.ID() == "" && e != nil && e.Header != nil
 }
 
 // record makes cat the catalog of session ss, and forgets the catalogs of
@@ -438,26 +458,40 @@ func (s *Server) record(ss *mcp.ServerSession, cat *surface.Catalog) {
 	s.listed[ss] = cat
 }
 
-// catalogFor returns the catalog a session's calls resolve against: the
-// one of its last tools/list, else the current one.
-func (s *Server) catalogFor(ss *mcp.ServerSession) *surface.Catalog {
+// catalogFor returns the catalog the calls of req's session resolve
+// against: the one of its last tools/list, else the current one.
+// Session-less requests share one: the last listed to any of them.
+func (s *Server) catalogFor(req mcp.Request) *surface.Catalog {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cat := s.listed[ss]; cat != nil && ss != nil {
+	if cat := s.shownTo(req); cat != nil {
 		return cat
 	}
 	return s.current
 }
 
-// shownOnly reports whether the session was shown a tool called name that
-// the SDK's tool set no longer has: only this package can answer its call.
-func (s *Server) shownOnly(ss *mcp.ServerSession, name string) bool {
+// shownTo returns the catalog of the last tools/list answered to req's
+// session (or to the session-less requests), or nil. s.mu is held.
+func (s *Server) shownTo(req mcp.Request) *surface.Catalog {
+	if sessionless(req) {
+		return s.shared
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		return s.listed[ss]
+	}
+	return nil
+}
+
+// shownOnly reports whether req's session was shown a tool called name
+// that the SDK's tool set no longer has: only this package can answer
+// its call.
+func (s *Server) shownOnly(req mcp.Request, name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.served[name] {
 		return false
 	}
-	cat := s.listed[ss]
+	cat := s.shownTo(req)
 	if cat == nil {
 		return false
 	}

@@ -1,0 +1,114 @@
+package mcpsurface_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/surfacetest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// One default handler serves both protocol generations for the same
+// user: a 2025-11-25 client through a stateful session, a 2026-07-28
+// client session-less (it has no session id), both resolved to the same
+// registry and consumer, so each sees what the other did; server/discover
+// lists every revision the handler serves, the 2026-07-28 one included.
+func TestHTTPOneHandlerBothGenerations(t *testing.T) {
+	users := twoUsers(t)
+	f := newHTTP(t, nil, users)
+	older := f.mustClient(t, "tok-alice", v2025, nil)
+	newer := f.mustClient(t, "tok-alice", v2026, nil)
+	if older.ID() == "" || newer.ID() != "" {
+		t.Fatalf("session ids %q (2025-11-25), %q (2026-07-28): want a session only for the older client", older.ID(), newer.ID())
+	}
+	if got, want := newer.InitializeResult().ProtocolVersion, v2026; got != want {
+		t.Fatalf("the 2026 client negotiated %s", got)
+	}
+	if a, b := names(listTools(t, older)), names(listTools(t, newer)); a != b {
+		t.Fatalf("the generations see different tools:\n%s\n%s", a, b)
+	}
+	requireOK(t, callTool(t, newer, "view_devices__table__selectRows", map[string]any{"ids": []string{"d2"}}, nil))
+	env := callTool(t, older, "view_devices__table__readState", nil, nil)
+	if string(env.Output) != `{"rows":["d1","d2"],"selected":["d2"]}` {
+		t.Fatalf("the older client does not see the newer one's change: %s", env.Output)
+	}
+	// Both act as the resolver's consumer.
+	for _, cs := range []*mcp.ClientSession{older, newer} {
+		requireCode(t, callTool(t, cs, "view_devices__table__wipe", map[string]any{"ids": []string{cs.ID()}}, nil), surface.CodeConfirmationRequired)
+	}
+	for _, p := range users["tok-alice"].reg.Confirmations().Pending() {
+		if p.ConsumerKey != "mcp-bridge:alice" {
+			t.Fatalf("pending for %s", p.ConsumerKey)
+		}
+	}
+
+	raw := rawClient{f.srv.Client(), f.srv.URL, "tok-alice"}
+	status, _, msg, err := raw.postVersion(bg, "", v2026, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":`+meta2026+`}}`)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("discover: %d %v", status, err)
+	}
+	var disc mcp.DiscoverResult
+	resp, _ := msg.(*jsonrpc.Response)
+	if resp == nil || resp.Error != nil || json.Unmarshal(resp.Result, &disc) != nil {
+		t.Fatalf("discover: %+v", msg)
+	}
+	if !slices.Equal(disc.SupportedVersions, mcp.SupportedProtocolVersions()) {
+		t.Fatalf("discover lists %v, want every version served: %v", disc.SupportedVersions, mcp.SupportedProtocolVersions())
+	}
+	if disc.Capabilities == nil || disc.Capabilities.Tools == nil || !disc.Capabilities.Tools.ListChanged {
+		t.Fatalf("capabilities %+v", disc.Capabilities)
+	}
+}
+
+// Every result whose content depends on the consumer is private: a
+// shared cache must not serve one user's tool list to another. Lists are
+// in a deterministic order (by name), the same on every request.
+func TestHTTPResultsPrivateAndOrdered(t *testing.T) {
+	users := twoUsers(t)
+	reg := users["tok-alice"].reg
+	surfacetest.MustRegister(t, reg, users["tok-alice"].app.domainPanel())
+	f := newHTTP(t, nil, users)
+	raw := rawClient{f.srv.Client(), f.srv.URL, "tok-alice"}
+	call := func(method string) map[string]json.RawMessage {
+		t.Helper()
+		status, _, msg, err := raw.postVersion(bg, "", v2026, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":{"_meta":%s}}`, method, meta2026))
+		resp, _ := msg.(*jsonrpc.Response)
+		if err != nil || status != http.StatusOK || resp == nil || resp.Error != nil {
+			t.Fatalf("%s: %d %v %+v", method, status, err, msg)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(resp.Result, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var first []byte
+	for i := range 3 {
+		m := call("tools/list")
+		if scope := string(m["cacheScope"]); scope != `"private"` {
+			t.Fatalf("tools/list cacheScope %s, want private", scope)
+		}
+		var list struct {
+			Tools []struct{ Name string } `json:"tools"`
+		}
+		_ = json.Unmarshal(m["tools"], &list.Tools)
+		if !slices.IsSortedFunc(list.Tools, func(a, b struct{ Name string }) int { return strings.Compare(a.Name, b.Name) }) || len(list.Tools) != 9 {
+			t.Fatalf("tools not in name order: %s", m["tools"])
+		}
+		if i == 0 {
+			first = m["tools"]
+		} else if !bytes.Equal(first, m["tools"]) {
+			t.Fatalf("tools/list %d differs from the first", i)
+		}
+	}
+	if scope := string(call("server/discover")["cacheScope"]); scope != `"private"` {
+		t.Fatalf("server/discover cacheScope %s, want private", scope)
+	}
+}
