@@ -120,7 +120,11 @@
 // A call returns the registry's result envelope unchanged, as the text
 // content (JSON) and as structuredContent: status, invocationId,
 // capabilityId, output or error {code, message, retry, details},
-// surfaceVersion, surfaceChanged. A failed capability call is a normal
+// surfaceVersion, surfaceChanged. Each tool declares that envelope as its
+// outputSchema, with the capability's own output schema under "output"
+// (its $defs moved to the root; any value for the meta tools), and every
+// structuredContent validates against it, error results included. A
+// failed capability call is a normal
 // result with isError set, never a protocol error, so the model can read
 // the code and recover. Protocol errors are left to the SDK (malformed
 // requests, unknown tools).

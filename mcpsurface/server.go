@@ -129,6 +129,7 @@ type Server struct {
 	handler    mcp.ToolHandler
 	issued     evidence
 	consumerID string // the consumer's Key, bound into request state
+	scope      []string
 	traceCtx   func(context.Context, map[string]any) context.Context
 
 	// listing is held for reading while the SDK answers tools/list and
@@ -183,8 +184,8 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
-		traceCtx: o.TraceContext,
-		served:   map[string]bool{}, listed: map[*mcp.ServerSession]*surface.Catalog{}, defs: map[string]string{},
+		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope),
+		served: map[string]bool{}, listed: map[*mcp.ServerSession]*surface.Catalog{}, defs: map[string]string{},
 		calls: map[*inflight]struct{}{}, closing: map[string]int{},
 	}
 	if len(s.key) == 0 {
@@ -302,6 +303,13 @@ func (s *Server) apply() {
 	}()
 	cat := s.ts.Catalog() // runs app code: outside every lock
 	tools := cat.Tools()
+	var outputs map[outputKey]surface.JSONText
+	for _, t := range tools {
+		if t.CapabilityID != "" && s.defs[t.Name] != signature(t) {
+			outputs = s.outputSchemas() // a tool is new: read them (app code, too)
+			break
+		}
+	}
 	s.listing.Lock()
 	defer s.listing.Unlock()
 	served := make(map[string]bool, len(tools))
@@ -311,7 +319,7 @@ func (s *Server) apply() {
 			served[t.Name] = true
 			continue
 		}
-		def, ok := toolDef(t)
+		def, ok := toolDef(t, outputs[outputKey{t.RegistrationID, t.CapabilityID}])
 		if !ok {
 			s.log.Error("mcpsurface: tool left out: MCP requires an object input schema", "tool", t.Name, "capabilityId", t.CapabilityID)
 			continue
@@ -356,9 +364,10 @@ func signature(t surface.Tool) string {
 	return b.String()
 }
 
-// toolDef is the MCP definition of a tool; ok is false when its input
-// schema is not an object schema (the SDK would panic).
-func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
+// toolDef is the MCP definition of a tool whose capability has the
+// output schema output; ok is false when its input schema is not an
+// object schema (the SDK would panic).
+func toolDef(t surface.Tool, output surface.JSONText) (def *mcp.Tool, ok bool) {
 	var root struct {
 		Type any `json:"type"`
 	}
@@ -389,8 +398,9 @@ func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
 	}
 	return &mcp.Tool{
 		Name: t.Name, Description: t.Description,
-		InputSchema: json.RawMessage(t.InputSchema),
-		Annotations: ann, Meta: meta,
+		InputSchema:  json.RawMessage(t.InputSchema),
+		OutputSchema: envelopeSchema(output, t.CapabilityID == ""),
+		Annotations:  ann, Meta: meta,
 	}, true
 }
 
