@@ -144,6 +144,9 @@ func (s *Server) begin(f *inflight) error {
 	case f.session != "" && s.closing[f.session] > 0:
 		return errSessionClosed
 	}
+	if s.calls == nil {
+		s.calls = map[*inflight]struct{}{}
+	}
 	s.calls[f] = struct{}{}
 	return nil
 }
@@ -152,6 +155,7 @@ func (s *Server) begin(f *inflight) error {
 func (s *Server) end(f *inflight) {
 	s.mu.Lock()
 	delete(s.calls, f)
+	s.calls = orNil(s.calls)
 	s.mu.Unlock()
 	f.mu.Lock()
 	f.done = true
@@ -197,6 +201,9 @@ func (f *inflight) answered() {
 // refuses new ones until reopen.
 func (s *Server) closeSession(id string) {
 	s.mu.Lock()
+	if s.closing == nil {
+		s.closing = map[string]int{}
+	}
 	s.closing[id]++
 	var calls []*inflight
 	for f := range s.calls {
@@ -211,12 +218,24 @@ func (s *Server) closeSession(id string) {
 }
 
 // sessionClosed undoes closeSession's refusal once the session is gone.
-func (s *Server) sessionClosed(id string) {
+// If ended is set, the session is gone: what this Server kept of it goes
+// too (the SDK may still list it for a moment).
+func (s *Server) sessionClosed(id string, ended bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closing[id]--; s.closing[id] <= 0 {
 		delete(s.closing, id)
 	}
+	s.closing = orNil(s.closing)
+	if ended {
+		for ss := range s.listed {
+			if ss.ID() == id {
+				delete(s.listed, ss)
+			}
+		}
+		s.listed = orNil(s.listed)
+	}
+	s.mu.Unlock()
+	s.forgetEnded()
 }
 
 // expiredResult is the result of a call whose confirmation expired while

@@ -99,6 +99,8 @@ type HTTPHandler struct {
 	stateless *mcp.StreamableHTTPHandler
 	log       *slog.Logger
 
+	tools toolDefs // shared by the servers
+
 	mu        sync.Mutex
 	servers   map[serverKey]*cached
 	closed    bool
@@ -240,8 +242,14 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// The SDK's session Close waits for the calls in progress:
 			// end them first.
 			c.srv.closeSession(sid)
-			defer h.forgetIfEnded(c, sid)
-			defer c.srv.sessionClosed(sid)
+			sw := &statusWriter{ResponseWriter: w}
+			h.stateful.ServeHTTP(sw, r)
+			deleted := sw.status == http.StatusNoContent
+			c.srv.sessionClosed(sid, deleted)
+			if deleted {
+				h.forget(c, sid)
+			}
+			return
 		}
 	case body != nil && body.opens():
 		ok, victims := h.reserve(c)
@@ -253,6 +261,17 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { h.unreserve(c, w.Header().Get("Mcp-Session-Id")) }()
 	}
 	h.stateful.ServeHTTP(w, r)
+}
+
+// statusWriter records the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
 }
 
 // The protocol revision from which requests carry no session.
@@ -412,7 +431,7 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 	// Created outside the lock: NewServer reads the registry's catalog,
 	// which runs app code.
 	prefix := randomID(16)
-	srv, err := newServer(reg, consumer, &h.opts.Options, prefix)
+	srv, err := newServer(reg, consumer, &h.opts.Options, prefix, &h.tools)
 	if err != nil {
 		return nil, err
 	}
@@ -496,8 +515,15 @@ func (h *HTTPHandler) sweepByTimer() {
 	}
 	idle := h.sweepLocked(time.Now())
 	h.armSweepLocked()
+	kept := make([]*Server, 0, len(h.servers))
+	for _, c := range h.servers {
+		kept = append(kept, c.srv)
+	}
 	h.mu.Unlock()
 	closeAll(idle)
+	for _, s := range kept { // sessions that timed out leave nothing behind
+		s.forgetEnded()
+	}
 }
 
 // Forget closes and drops the servers of reg, ending their sessions.

@@ -42,6 +42,16 @@ func (s *Server) outputSchemas() map[outputKey]surface.JSONText {
 	return out
 }
 
+// envelope is a tool's outputSchema: the schema is written when a tools/list
+// is answered, so that a server does not hold its bytes for every tool.
+type envelope struct {
+	output    surface.JSONText
+	anyOutput bool
+}
+
+// MarshalJSON implements json.Marshaler.
+func (e envelope) MarshalJSON() ([]byte, error) { return envelopeSchema(e.output, e.anyOutput), nil }
+
 // envelopeSchema is the output schema of a tool whose capability's output
 // schema is output: "" for a capability without output, nil for any
 // output (meta tools). The capability schema's $defs move to the root, so

@@ -3,13 +3,13 @@ package mcpsurface
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -38,17 +38,22 @@ const (
 	MetaNote              = "agentsurface/note"
 )
 
-// defaultInstructions are the server instructions sent to clients when
-// Options.Instructions is empty.
-func defaultInstructions(mode surface.ToolsetMode) string {
-	retry := "then call the same tool again with the same arguments."
-	if mode == surface.ToolsetMeta {
-		retry = "then call surface_act again with the same input and the confirmationId."
-	}
-	return "Tools act on the user's live application. " +
+// The server instructions sent to clients when Options.Instructions is
+// empty, in direct and in meta mode.
+const (
+	instructionsBase = "Tools act on the user's live application. " +
 		"Tool results are JSON envelopes {status, invocationId, capabilityId, output | error, surfaceVersion}. " +
 		"On error, read error.code and error.retry: after-refresh means list the tools again. " +
-		"CONFIRMATION_REQUIRED means the user must approve in the application (tell them error.details.summary), " + retry
+		"CONFIRMATION_REQUIRED means the user must approve in the application (tell them error.details.summary), "
+	directInstructions = instructionsBase + "then call the same tool again with the same arguments."
+	metaInstructions   = instructionsBase + "then call surface_act again with the same input and the confirmationId."
+)
+
+func defaultInstructions(mode surface.ToolsetMode) string {
+	if mode == surface.ToolsetMeta {
+		return metaInstructions
+	}
+	return directInstructions
 }
 
 // Options configure a Server. The zero value (or nil) is valid.
@@ -137,31 +142,35 @@ type Server struct {
 	// session's recorded catalog is exactly the list it was sent.
 	listing sync.RWMutex
 
-	mu      sync.Mutex
-	closed  bool
-	dirty   bool                                    // the catalog may have changed since the last sync
-	syncing bool                                    // some goroutine runs the sync loop
-	current *surface.Catalog                        // the catalog the SDK's tool set shows
-	served  map[string]bool                         // names in the SDK's tool set
-	listed  map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
-	shared  *surface.Catalog                        // the last tools/list answered session-less
-	calls   map[*inflight]struct{}                  // tool calls in progress
-	closing map[string]int                          // sessions being closed: refuse their calls
-	// defs is the signature of every tool this Server put on the MCP
-	// server, by name. Only the goroutine running the sync loop uses it.
-	defs map[string]string
+	mu       sync.Mutex
+	closed   bool
+	dirty    bool                                    // the catalog may have changed since the last sync
+	syncing  bool                                    // some goroutine runs the sync loop
+	released bool                                    // the shared tool definitions were given back
+	current  *surface.Catalog                        // the catalog the SDK's tool set shows
+	served   map[string]bool                         // names in the SDK's tool set
+	listed   map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
+	shared   *surface.Catalog                        // the last tools/list answered session-less
+	calls    map[*inflight]struct{}                  // tool calls in progress
+	closing  map[string]int                          // sessions being closed: refuse their calls
+	// defs is every tool this Server put on the MCP server, by name.
+	// Only the goroutine running the sync loop uses it, and Close once
+	// the loop has stopped.
+	defs  map[string]shown
+	tools *toolDefs // the definitions, shared with the handler's other servers
 }
 
 // NewServer returns an MCP server for reg as seen by consumer. A consumer
 // without a Kind gets surface.ConsumerMCPBridge. It fails when the toolset options
 // are invalid (an unknown Mode).
 func NewServer(reg *surface.Registry, consumer surface.Consumer, opts *Options) (*Server, error) {
-	return newServer(reg, consumer, opts, "")
+	return newServer(reg, consumer, opts, "", nil)
 }
 
 // newServer is NewServer; a non-empty sessionPrefix makes every session id
 // start with sessionPrefix + ".", which binds HTTP sessions to this Server.
-func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, sessionPrefix string) (*Server, error) {
+// Tool definitions are shared with the other servers of tools (nil: none).
+func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, sessionPrefix string, tools *toolDefs) (*Server, error) {
 	if reg == nil {
 		return nil, errors.New("mcpsurface: nil registry")
 	}
@@ -185,8 +194,10 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
 		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope),
-		served: map[string]bool{}, listed: map[*mcp.ServerSession]*surface.Catalog{}, defs: map[string]string{},
-		calls: map[*inflight]struct{}{}, closing: map[string]int{},
+		served: map[string]bool{}, defs: map[string]shown{}, tools: tools,
+	}
+	if s.tools == nil {
+		s.tools = &toolDefs{}
 	}
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
@@ -252,7 +263,10 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	release := !s.syncing // else the sync loop does, as it stops
+	s.released = release
 	clear(s.listed)
+	s.shared = nil
 	calls := make([]*inflight, 0, len(s.calls))
 	for f := range s.calls {
 		calls = append(calls, f)
@@ -265,6 +279,9 @@ func (s *Server) Close() error {
 		s.unsub()
 	}
 	_ = s.ts.Close()
+	if release {
+		s.releaseDefs()
+	}
 	for ss := range s.mcp.Sessions() {
 		_ = ss.Close()
 	}
@@ -290,7 +307,21 @@ func (s *Server) sync() {
 		s.mu.Lock()
 	}
 	s.syncing = false
+	release := s.closed && !s.released
+	s.released = s.released || release
 	s.mu.Unlock()
+	if release {
+		s.releaseDefs()
+	}
+}
+
+// releaseDefs gives the shared tool definitions back, once the Server
+// is closed and no sync loop runs.
+func (s *Server) releaseDefs() {
+	for _, d := range s.defs {
+		s.tools.release(d.key)
+	}
+	clear(s.defs)
 }
 
 // apply reads the catalog, adds the tools that are new or whose
@@ -305,7 +336,7 @@ func (s *Server) apply() {
 	tools := cat.Tools()
 	var outputs map[outputKey]surface.JSONText
 	for _, t := range tools {
-		if t.CapabilityID != "" && s.defs[t.Name] != signature(t) {
+		if t.CapabilityID != "" && s.defs[t.Name].sig != signature(t) {
 			outputs = s.outputSchemas() // a tool is new: read them (app code, too)
 			break
 		}
@@ -315,24 +346,28 @@ func (s *Server) apply() {
 	served := make(map[string]bool, len(tools))
 	for _, t := range tools {
 		sig := signature(t)
-		if s.defs[t.Name] == sig {
+		if s.defs[t.Name].sig == sig {
 			served[t.Name] = true
 			continue
 		}
-		def, ok := toolDef(t, outputs[outputKey{t.RegistrationID, t.CapabilityID}])
+		def, key, ok := s.tools.acquire(t, outputs[outputKey{t.RegistrationID, t.CapabilityID}])
 		if !ok {
 			s.log.Error("mcpsurface: tool left out: MCP requires an object input schema", "tool", t.Name, "capabilityId", t.CapabilityID)
 			continue
 		}
-		s.defs[t.Name] = sig
+		if old, ok := s.defs[t.Name]; ok {
+			s.tools.release(old.key)
+		}
+		s.defs[t.Name] = shown{sig: sig, key: key}
 		served[t.Name] = true
 		s.mcp.AddTool(def, s.handler)
 	}
 	var gone []string
-	for name := range s.defs {
+	for name, d := range s.defs {
 		if !served[name] {
 			gone = append(gone, name)
 			delete(s.defs, name)
+			s.tools.release(d.key)
 		}
 	}
 	if len(gone) > 0 {
@@ -344,25 +379,39 @@ func (s *Server) apply() {
 	s.mu.Unlock()
 }
 
+// shown is a tool this Server put on the MCP server: its signature, and
+// the key of its shared definition.
+type shown struct{ sig, key toolSig }
+
+// toolSig is a digest of everything of a tool that its MCP definition
+// shows, and of what a call of it targets.
+type toolSig [sha256.Size]byte
+
 // signature identifies everything of a tool that its MCP definition shows,
 // and what a call of it targets: a new registration, and for a procedure
 // the surface version gates (destructive, external side effect) a new
 // version, re-add the tool, so that clients hear tools/list_changed and
 // list again rather than call a stale entry.
-func signature(t surface.Tool) string {
+func signature(t surface.Tool) toolSig {
 	target := t.RegistrationID
 	if t.Kind == surface.KindProcedure && (t.Effect == surface.EffectDestructive || t.Effect == surface.EffectExternalSideEffect) {
 		target += "@" + t.SurfaceVersion
 	}
-	var b strings.Builder
-	b.Grow(len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.CapabilityID) + len(target) + 64)
+	h := sha256.New()
 	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, string(t.Kind), string(t.Effect),
 		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note, target} {
-		b.WriteString(s)
-		b.WriteByte(0)
+		h.Write([]byte(s))
+		h.Write([]byte{0})
 	}
-	return b.String()
+	return toolSig(h.Sum(nil))
 }
+
+// jsonText is JSON text held as a string: the registry's schema text,
+// shared rather than copied into every server's tool definitions.
+type jsonText string
+
+// MarshalJSON implements json.Marshaler.
+func (j jsonText) MarshalJSON() ([]byte, error) { return []byte(j), nil }
 
 // toolDef is the MCP definition of a tool whose capability has the
 // output schema output; ok is false when its input schema is not an
@@ -398,8 +447,8 @@ func toolDef(t surface.Tool, output surface.JSONText) (def *mcp.Tool, ok bool) {
 	}
 	return &mcp.Tool{
 		Name: t.Name, Description: t.Description,
-		InputSchema:  json.RawMessage(t.InputSchema),
-		OutputSchema: envelopeSchema(output, t.CapabilityID == ""),
+		InputSchema:  jsonText(t.InputSchema),
+		OutputSchema: envelope{output: output, anyOutput: t.CapabilityID == ""},
 		Annotations:  ann, Meta: meta,
 	}, true
 }
@@ -444,28 +493,56 @@ func sessionless(req mcp.Request) bool {
 func (s *Server) record(ss *mcp.ServerSession, cat *surface.Catalog) {
 	s.mu.Lock()
 	_, known := s.listed[ss]
-	n := len(s.listed)
 	s.mu.Unlock()
-	var live map[*mcp.ServerSession]bool
-	if !known && n > 0 {
-		live = map[*mcp.ServerSession]bool{}
-		for x := range s.mcp.Sessions() {
-			live[x] = true
-		}
+	if !known {
+		s.forgetEnded()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !s.closed {
+		if s.listed == nil {
+			s.listed = map[*mcp.ServerSession]*surface.Catalog{}
+		}
+		s.listed[ss] = cat
+	}
+}
+
+// forgetEnded drops the catalogs of the sessions that have ended, and
+// with them the last references this package held to those sessions.
+func (s *Server) forgetEnded() {
+	s.mu.Lock()
+	if len(s.listed) == 0 {
+		s.mu.Unlock()
 		return
 	}
-	if live != nil {
-		for k := range s.listed {
-			if !live[k] && k != ss {
-				delete(s.listed, k)
-			}
+	// Only sessions known before the SDK is asked which are live: one
+	// recorded meanwhile is live, whatever the answer says.
+	known := make([]*mcp.ServerSession, 0, len(s.listed))
+	for k := range s.listed {
+		known = append(known, k)
+	}
+	s.mu.Unlock()
+	live := map[*mcp.ServerSession]bool{}
+	for x := range s.mcp.Sessions() {
+		live[x] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range known {
+		if !live[k] {
+			delete(s.listed, k)
 		}
 	}
-	s.listed[ss] = cat
+	s.listed = orNil(s.listed) // an emptied map keeps its memory
+}
+
+// orNil returns m, or nil if it is empty, so that a map that grew and
+// emptied again frees its memory.
+func orNil[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // catalogFor returns the catalog the calls of req's session resolve

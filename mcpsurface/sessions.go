@@ -56,6 +56,7 @@ func (h *HTTPHandler) release(c *cached, sid string, u *sessionUse) {
 	u.lastUsed = time.Now()
 	if u.active == 0 && !u.opened && c.sessions[sid] == u {
 		delete(c.sessions, sid)
+		c.sessions = orNil(c.sessions)
 	}
 }
 
@@ -111,19 +112,15 @@ func (h *HTTPHandler) forgetEndedLocked(c *cached) {
 			delete(c.sessions, id)
 		}
 	}
+	c.sessions = orNil(c.sessions)
 }
 
-// forgetIfEnded drops session sid from c's accounting if the SDK has
-// closed it (after a DELETE).
-func (h *HTTPHandler) forgetIfEnded(c *cached, sid string) {
-	for ss := range c.srv.mcp.Sessions() {
-		if ss.ID() == sid {
-			return
-		}
-	}
+// forget drops session sid, which a DELETE ended, from c's accounting.
+func (h *HTTPHandler) forget(c *cached, sid string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(c.sessions, sid)
+	c.sessions = orNil(c.sessions)
 }
 
 // idlest returns the opened session of c with no request in progress
@@ -154,12 +151,13 @@ func (h *HTTPHandler) reclaim(c *cached, victims []string) {
 				_ = ss.Close()
 			}
 		}
-		c.srv.sessionClosed(id)
+		c.srv.sessionClosed(id, true)
 	}
 	h.mu.Lock()
 	for _, id := range victims {
 		delete(c.reclaiming, id)
 	}
+	c.reclaiming = orNil(c.reclaiming)
 	h.mu.Unlock()
 	h.log.Info("mcpsurface: closed idle sessions to make room for a new one", "closed", len(victims), "maxSessions", h.opts.MaxSessions)
 }
