@@ -38,11 +38,11 @@ func benchClient(b *testing.B, s *mcp.Server) *mcp.ClientSession {
 }
 
 // benchHTTPClient connects a go-sdk client over Streamable HTTP with a
-// bearer token, at the client's default protocol version (it probes with
-// server/discover, then initializes a stateful session).
-func benchHTTPClient(b *testing.B, url, token string, tr http.RoundTripper) *mcp.ClientSession {
+// bearer token at a protocol version: a stateful session at 2025-11-25,
+// session-less requests at 2026-07-28.
+func benchHTTPClient(b *testing.B, url, token, version string, tr http.RoundTripper) *mcp.ClientSession {
 	ct := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token, tr}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(bg, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(bg, ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func benchHTTPClient(b *testing.B, url, token string, tr http.RoundTripper) *mcp
 
 // benchSessions are the concurrent session counts of the round-trip
 // benchmarks.
-var benchSessions = []int{1, 100}
+var benchSessions = []int{1, 10, 100}
 
 // noopRegistry is a registry with one no-op view action, the tool
 // view_bench__noop.
@@ -82,23 +82,25 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 			}
 			measure(b, sessions, params)
 		})
-		b.Run(fmt.Sprintf("transport=http/sessions=%d", n), func(b *testing.B) {
-			users := map[string]*surface.Registry{}
-			for i := range n {
-				users[fmt.Sprint("tok-", i)] = noopRegistry(b)
-			}
-			h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
-				reg := users[r.Header.Get("Authorization")[len("Bearer "):]]
-				return reg, surface.Consumer{ID: "bench"}, nil
-			}, nil)
-			hs := httptest.NewServer(h)
-			b.Cleanup(func() { _ = h.Close(); hs.Close() })
-			sessions := make([]*mcp.ClientSession, n)
-			for i := range sessions {
-				sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), hs.Client().Transport)
-			}
-			measure(b, sessions, params)
-		})
+		for _, version := range versions {
+			b.Run(fmt.Sprintf("transport=http/version=%s/sessions=%d", version, n), func(b *testing.B) {
+				users := map[string]*surface.Registry{}
+				for i := range n {
+					users[fmt.Sprint("tok-", i)] = noopRegistry(b)
+				}
+				h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+					reg := users[r.Header.Get("Authorization")[len("Bearer "):]]
+					return reg, surface.Consumer{ID: "bench"}, nil
+				}, nil)
+				hs := httptest.NewServer(h)
+				b.Cleanup(func() { _ = h.Close(); hs.Close() })
+				sessions := make([]*mcp.ClientSession, n)
+				for i := range sessions {
+					sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), version, hs.Client().Transport)
+				}
+				measure(b, sessions, params)
+			})
+		}
 	}
 }
 
@@ -119,16 +121,20 @@ func BenchmarkBareSDKRoundTrip(b *testing.B) {
 			}
 			measure(b, sessions, params)
 		})
-		b.Run(fmt.Sprintf("transport=http/sessions=%d", n), func(b *testing.B) {
-			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-			hs := httptest.NewServer(h)
-			b.Cleanup(hs.Close)
-			sessions := make([]*mcp.ClientSession, n)
-			for i := range sessions {
-				sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), hs.Client().Transport)
-			}
-			measure(b, sessions, params)
-		})
+		for _, version := range versions {
+			b.Run(fmt.Sprintf("transport=http/version=%s/sessions=%d", version, n), func(b *testing.B) {
+				// The SDK serves 2026-07-28 only session-less.
+				h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+					&mcp.StreamableHTTPOptions{Stateless: version == v2026})
+				hs := httptest.NewServer(h)
+				b.Cleanup(hs.Close)
+				sessions := make([]*mcp.ClientSession, n)
+				for i := range sessions {
+					sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), version, hs.Client().Transport)
+				}
+				measure(b, sessions, params)
+			})
+		}
 	}
 }
 
@@ -151,7 +157,10 @@ func measure(b *testing.B, sessions []*mcp.ClientSession, params *mcp.CallToolPa
 		wg.Go(func() {
 			for range n {
 				t0 := time.Now()
-				res, err := cs.CallTool(bg, params)
+				// A fresh copy per call: the client writes the 2026-07-28
+				// request _meta into the params it is given.
+				p := *params
+				res, err := cs.CallTool(bg, &p)
 				if err != nil || res.IsError {
 					b.Error(err, res)
 					return

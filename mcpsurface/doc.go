@@ -241,6 +241,41 @@
 // servers go on their next request or sweep; [HTTPHandler.Forget] drops
 // them at once.
 //
+// # Authorization
+//
+// For a deployment where users sign in with an authorization server, put
+// the handler behind go-sdk's bearer-token verification and serve its
+// protected-resource metadata (RFC 9728), from which MCP clients discover
+// where to get a token:
+//
+//	mux.Handle("/.well-known/oauth-protected-resource", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+//		Resource: "https://app.example.com/mcp", AuthorizationServers: []string{"https://auth.example.com"},
+//	}))
+//	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
+//		ResourceMetadataURL: "https://app.example.com/.well-known/oauth-protected-resource",
+//	})(h))
+//
+// A request without a valid token is refused there, before this package
+// sees it. The resolver reads the verified user with
+// auth.TokenInfoFromContext(r.Context()).UserID; stateful sessions are
+// then also bound to that user by the SDK (another user's request gets
+// 403).
+//
+// The token says who; the resolver must still say which of the user's
+// live sessions (pages, registries) the agent acts on. The rule this
+// package recommends, and Example (Authorization) implements: the user
+// pairs one of their pages with their agent in the application ("use with
+// my agent"), and every request of that user goes to the page paired last;
+// a request that names a page by the pairing token shown on it (a header
+// such as Mcp-Pairing-Token) goes to that page instead, if it is the
+// user's own. It is never a guess (not "the most recent tab"), so an agent
+// cannot drift to a page the user did not choose. A user with no paired
+// live page gets [ErrNoSession] (403). Pairing another page moves the
+// agent: the stateful session on the old page ends (its id gets 404) and
+// the client's next session, or next 2026-07-28 request, acts on the new
+// one. Without an authorization server, the pairing token alone is the
+// credential, as in the devices demo.
+//
 // # Concurrency
 //
 // Servers and handlers are safe for concurrent use. The tool list is

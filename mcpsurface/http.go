@@ -21,10 +21,19 @@ import (
 
 // Resolver maps an HTTP request to the session's registry and consumer,
 // e.g. by a bearer or pairing token. An error (or a nil registry) means
-// the request is not authenticated: it is answered 401. It is called on
-// every request, so it should be a cheap lookup. A panic is recovered and
+// the request is not authenticated: it is answered 401, unless the error
+// is (or wraps) [ErrNoSession]: the request is authenticated but has no
+// live session to reach, and is answered 403. It is called on every
+// request, so it should be a cheap lookup. A panic is recovered and
 // logged, and the request answered 500.
 type Resolver func(*http.Request) (*surface.Registry, surface.Consumer, error)
+
+// ErrNoSession is what a [Resolver] returns (or wraps) for a request whose
+// credentials are valid but that has no live session to reach, such as a
+// verified user who has not paired a page with their agent: the request
+// is answered 403 Forbidden, so that an OAuth client does not take it for
+// a token to renew.
+var ErrNoSession = errors.New("mcpsurface: no live session for these credentials")
 
 // HTTPOptions configure an HTTPHandler. The zero value (or nil) is valid.
 type HTTPOptions struct {
@@ -192,6 +201,10 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reg, consumer, err := h.resolveRecovered(r)
 	if errors.Is(err, errResolverPanicked) {
 		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	if errors.Is(err, ErrNoSession) {
+		http.Error(w, "no live session for these credentials", http.StatusForbidden)
 		return
 	}
 	if err != nil || reg == nil {
