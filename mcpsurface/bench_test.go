@@ -2,6 +2,7 @@ package mcpsurface_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -105,12 +106,27 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 }
 
 // The same round trips against a bare go-sdk server with one no-op raw
-// tool: the baseline.
+// tool answering "ok": the baseline.
 func BenchmarkBareSDKRoundTrip(b *testing.B) {
+	bareRoundTrips(b, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}})
+}
+
+// The same round trips against a bare go-sdk server whose raw tool
+// answers what the adapter answers, the result envelope as text and as
+// structured content: the baseline with the same bytes on the wire.
+func BenchmarkBareSDKEnvelopeRoundTrip(b *testing.B) {
+	env := `{"status":"ok","invocationId":"mcp_0123456789_1","capabilityId":"view:bench.noop","surfaceVersion":"1"}`
+	bareRoundTrips(b, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env}}, StructuredContent: json.RawMessage(env)})
+}
+
+// bareRoundTrips runs the round trips against one bare go-sdk server
+// whose only tool answers res.
+func bareRoundTrips(b *testing.B, res *mcp.CallToolResult) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+			r := *res
+			return &r, nil
 		})
 	params := &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}}
 	for _, n := range benchSessions {

@@ -2,13 +2,17 @@ package mcpsurface_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 
+	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -111,4 +115,87 @@ func TestHTTPResultsPrivateAndOrdered(t *testing.T) {
 	if scope := string(call("server/discover")["cacheScope"]); scope != `"private"` {
 		t.Fatalf("server/discover cacheScope %s, want private", scope)
 	}
+}
+
+// listens records the status of every subscriptions/listen request.
+type listens struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	got  []int
+}
+
+func (l *listens) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if err == nil && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+		l.mu.Lock()
+		l.got = append(l.got, resp.StatusCode)
+		l.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (l *listens) last() (n int, status int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.got) == 0 {
+		return 0, 0
+	}
+	return len(l.got), l.got[len(l.got)-1]
+}
+
+// A 2026-07-28 client's subscriptions/listen streams are never idle: they
+// are capped per consumer at MaxSessions, and one more is refused (429)
+// until a stream closes; other users and requests without a stream are
+// not affected.
+func TestHTTPListenStreamsCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 2
+		f := &httpFixture{sessions: twoUsers(t)}
+		f.h = mcpsurface.NewHTTPHandler(f.resolver(), &mcpsurface.HTTPOptions{MaxSessions: limit})
+		p := servePipe(f.h)
+		defer p.stop()
+		defer f.h.Close()
+		rec := &listens{next: p.tr}
+		opts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}}
+		dial := func(token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+			tr := &mcp.StreamableClientTransport{Endpoint: "http://pipe/mcp", MaxRetries: -1,
+				HTTPClient: &http.Client{Transport: bearer{token, rec}}}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, opts).
+				Connect(bg, tr, &mcp.ClientSessionOptions{ProtocolVersion: v2026})
+			if err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			return cs
+		}
+		var open []*mcp.ClientSession
+		for i := range limit {
+			open = append(open, dial("tok-alice", opts))
+			if n, status := rec.last(); n != i+1 || status != http.StatusOK {
+				t.Fatalf("listen %d: %d", i+1, status)
+			}
+		}
+		over := dial("tok-alice", opts)
+		if _, status := rec.last(); status != http.StatusTooManyRequests {
+			t.Fatalf("a listen stream beyond MaxSessions: %d", status)
+		}
+		_ = over.Close()
+		plain := dial("tok-alice", nil) // no stream: not refused
+		listTools(t, plain)
+		_ = plain.Close()
+		bob := dial("tok-bob", opts)
+		if _, status := rec.last(); status != http.StatusOK {
+			t.Fatalf("another user's stream: %d", status)
+		}
+		_ = bob.Close()
+		_ = open[0].Close()
+		synctest.Wait() // the stream has ended on the server
+		again := dial("tok-alice", opts)
+		if _, status := rec.last(); status != http.StatusOK {
+			t.Fatalf("a closed stream made no room: %d", status)
+		}
+		for _, cs := range []*mcp.ClientSession{again, open[1]} {
+			_ = cs.Close()
+		}
+	})
 }

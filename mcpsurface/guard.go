@@ -155,7 +155,6 @@ func (s *Server) begin(f *inflight) error {
 func (s *Server) end(f *inflight) {
 	s.mu.Lock()
 	delete(s.calls, f)
-	s.calls = orNil(s.calls)
 	s.mu.Unlock()
 	f.mu.Lock()
 	f.done = true

@@ -120,10 +120,13 @@ type HTTPHandler struct {
 	sweeping sync.Mutex
 }
 
-// serverKey identifies the Server of a (registry, consumer) pair.
+// serverKey identifies the Server of a (registry, consumer) pair: the
+// consumer with its grants (policies may decide by grant, so two grant
+// sets are two servers).
 type serverKey struct {
 	reg      *surface.Registry
-	consumer string
+	kind, id string
+	grants   string
 }
 
 // cached is a Server and the accounting of what its clients hold open.
@@ -224,12 +227,15 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.srv.mcp))
 	sid := r.Header.Get("Mcp-Session-Id")
+	// A 2026-07-28 request names its method in a header, which the SDK
+	// checks against the body: its body need not be read ahead.
+	modern := sid == "" && r.Header.Get("Mcp-Protocol-Version") >= sessionlessVersion
 	var body *peeked
-	if r.Method == http.MethodPost && (sid == "" || h.stateful == nil) {
+	if r.Method == http.MethodPost && (sid == "" || h.stateful == nil) && !modern {
 		body = peek(r)
 	}
-	if h.stateful == nil || (sid == "" && sessionlessHTTP(r, body)) {
-		if body != nil && body.listens() {
+	if h.stateful == nil || modern || (sid == "" && sessionlessHTTP(r, body)) {
+		if (body != nil && body.listens()) || (modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen") {
 			if !h.listen(c) {
 				h.tooManySessions(w, body)
 				return
@@ -290,13 +296,12 @@ func (w *statusWriter) WriteHeader(status int) {
 // The protocol revision from which requests carry no session.
 const sessionlessVersion = "2026-07-28"
 
-// sessionlessHTTP reports whether a request without a session id is served
-// session-less: its MCP-Protocol-Version header, or the protocol version
-// in the _meta of one of its requests, is 2026-07-28 or later.
+// sessionlessHTTP reports whether a request without a session id and
+// without a 2026-07-28 MCP-Protocol-Version header is served session-less
+// all the same: the protocol version in the _meta of one of its requests
+// is 2026-07-28 or later (the SDK then answers that the header is
+// missing).
 func sessionlessHTTP(r *http.Request, body *peeked) bool {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v >= sessionlessVersion {
-		return true
-	}
 	if body == nil || !body.whole {
 		return false
 	}
@@ -418,7 +423,13 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 	if consumer.Kind == "" {
 		consumer.Kind = surface.ConsumerMCPBridge
 	}
-	key := serverKey{reg: reg, consumer: consumerKey(consumer)}
+	if consumer.ID == "" {
+		consumer.ID = "anonymous" // as the registry names it
+	}
+	key := serverKey{reg: reg, kind: string(consumer.Kind), id: consumer.ID}
+	if len(consumer.Grants) > 0 {
+		key.grants = strings.Join(consumer.Grants, "\x1f")
+	}
 	now := time.Now()
 	h.mu.Lock()
 	if h.closed {
@@ -590,10 +601,4 @@ func closeAll(servers []*Server) {
 	for _, s := range servers {
 		_ = s.Close()
 	}
-}
-
-// consumerKey identifies a consumer with its grants (policies may decide
-// by grant, so two grant sets are two servers).
-func consumerKey(c surface.Consumer) string {
-	return c.Key() + "\x00" + strings.Join(c.Grants, "\x1f")
 }
