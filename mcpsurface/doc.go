@@ -171,8 +171,11 @@
 // confirmation id, invocation id, tool, registration and a digest of the
 // arguments. The SDK answers it — natively on 2026-07-28 sessions, through
 // elicitation/create on older ones — and calls the tool again with the
-// answer. The server verifies the state, resolves the registry's record
-// (approve, or deny on decline and cancel) and retries with the evidence;
+// answer. The server verifies the state (a retry whose state was not
+// issued by this server for this tool and these arguments is refused
+// with a JSON-RPC invalid-params error, as SEP-2322 asks), resolves the
+// registry's record (approve, or deny on decline and cancel) and retries
+// with the evidence;
 // a denial comes back as CONFIRMATION_INVALID, reason "denied". A decline
 // never executes, even when the record was approved elsewhere meanwhile.
 // The client application answers elicitations, so this is
@@ -240,6 +243,22 @@
 // dropped, with what it held. When a session's registry closes, its
 // servers go on their next request or sweep; [HTTPHandler.Forget] drops
 // them at once.
+//
+// # Beyond tools
+//
+// [Options.ToolNames] gives tools names of the application's choice,
+// [Options.Content] adds content blocks (an image, a resource) to a
+// result, and [Options.Extend] adds the application's own prompts,
+// resources and resource templates, with completions and resource
+// subscriptions, to every server this package creates.
+//
+// A capability's handler that knows it serves MCP clients can reach what
+// only MCP has: [RequestFromContext] gives the tools/call request and its
+// session (progress notifications, log messages, requests to the client),
+// [InputRequired] and [Input] ask the client for input over several
+// rounds (elicitation, sampling, roots; signed request state), and
+// [MissingClientCapability] refuses a client that lacks a capability the
+// call needs. Under other adapters these do nothing MCP-specific.
 //
 // # Authorization
 //

@@ -36,6 +36,11 @@ type inflight struct {
 	mu    sync.Mutex
 	timer *time.Timer // ends an elicitation wait at the confirmation's expiry
 	done  bool
+	// The current round of the call: its request, what it carries from
+	// the previous round, and the outcome its handler asked for.
+	req *mcp.CallToolRequest
+	in  input
+	out *outcome
 }
 
 // Causes of a call's context ending.
@@ -66,7 +71,7 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		var args json.RawMessage
 		var meta map[string]any
 		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-			name, args, meta = p.Name, p.Arguments, p.Meta
+			name, args, meta = s.catalogName(req, p.Name), p.Arguments, p.Meta
 		}
 		ctx = s.traceContext(ctx, meta)
 		f := &inflight{}
@@ -161,6 +166,9 @@ func (s *Server) end(f *inflight) {
 	if f.timer != nil {
 		f.timer.Stop()
 	}
+	// The registry may keep the call's context (and so f) a while, for
+	// idempotent replays: let go of the request and its session.
+	f.req, f.in, f.out = nil, input{}, nil
 	f.mu.Unlock()
 	f.cancel(nil)
 }

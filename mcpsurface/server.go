@@ -103,6 +103,58 @@ type Options struct {
 	// "tracestate"). It must not block. A panic is recovered and logged,
 	// and the call goes on with the request's context.
 	TraceContext func(ctx context.Context, meta map[string]any) context.Context
+	// ToolNames, if set, gives tools the MCP names of the application's
+	// choice instead of their wire names, by capability id, e.g. the
+	// names an existing MCP server had, so that clients and prompts
+	// written for it keep working. A name must be a valid MCP tool name
+	// ([A-Za-z0-9_.-], at most 128 characters) and name one capability.
+	// It applies while the capability has one tool in the catalog and no
+	// other tool has that name; otherwise the tool keeps its wire name.
+	// Direct mode only.
+	ToolNames map[string]string
+	// Content, if set, turns the output of a successful call into MCP
+	// content blocks the result carries before the envelope's text: an
+	// image or audio the output holds as base64, an embedded resource,
+	// or a text for a human. It receives the tool called and the
+	// capability's output (JSON; empty for none); nil adds nothing. The
+	// envelope stays the result's structured content. It must not block;
+	// a panic is recovered and logged, and adds nothing.
+	Content func(tool surface.Tool, output surface.JSONText) []mcp.Content
+	// Extend, if set, returns what the application adds to the server of
+	// a (registry, consumer) besides the registry's tools: prompts,
+	// resources, resource templates, completions. It is called once per
+	// server, when the server is created (for an HTTPHandler, on the
+	// first request of that pair), outside every lock; nil adds nothing.
+	Extend func(reg *surface.Registry, consumer surface.Consumer) *Extension
+}
+
+// Extension is what an application adds to an MCP server of this
+// package besides the registry's tools: its own prompts, resources and
+// resource templates, and the handlers that go with them. Everything it
+// adds belongs to that server's (registry, consumer): the handlers may
+// answer per user.
+type Extension struct {
+	// Setup adds the prompts, resources and resource templates
+	// (mcp.Server.AddPrompt, AddResource, AddResourceTemplate), before
+	// the server answers any request. It may keep s to change them later
+	// (the SDK announces the change to clients, through
+	// subscriptions/listen for 2026-07-28 ones) or to send
+	// notifications/resources/updated (s.ResourceUpdated). It must not
+	// add or remove tools: the tool list is the registry's.
+	Setup func(s *mcp.Server)
+	// Complete answers completion/complete, for the arguments of the
+	// prompts and resource templates Setup adds; setting it advertises
+	// the completions capability.
+	Complete func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error)
+	// Subscribe and Unsubscribe answer resources/subscribe and
+	// resources/unsubscribe; setting Subscribe advertises resource
+	// subscriptions.
+	Subscribe   func(context.Context, *mcp.SubscribeRequest) error
+	Unsubscribe func(context.Context, *mcp.UnsubscribeRequest) error
+	// Logging advertises the logging capability, so that clients may set
+	// the level (logging/setLevel) of the log messages a capability's
+	// handler sends to the client through [RequestFromContext].
+	Logging bool
 }
 
 // Server is one MCP server bound to one (registry, consumer): its tool list
@@ -133,7 +185,10 @@ type Server struct {
 	unsub      func()
 	handler    mcp.ToolHandler
 	issued     evidence
-	consumerID string // the consumer's Key, bound into request state
+	consumerID string            // the consumer's Key, bound into request state
+	names      map[string]string // Options.ToolNames
+	byName     map[string]string // its inverse: MCP name → capability id
+	content    func(surface.Tool, surface.JSONText) []mcp.Content
 	scope      []string
 	traceCtx   func(context.Context, map[string]any) context.Context
 
@@ -144,15 +199,18 @@ type Server struct {
 
 	mu       sync.Mutex
 	closed   bool
-	dirty    bool                                    // the catalog may have changed since the last sync
-	syncing  bool                                    // some goroutine runs the sync loop
-	released bool                                    // the shared tool definitions were given back
-	current  *surface.Catalog                        // the catalog the SDK's tool set shows
-	served   map[string]bool                         // names in the SDK's tool set
-	listed   map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
-	shared   *surface.Catalog                        // the last tools/list answered session-less
-	calls    map[*inflight]struct{}                  // tool calls in progress
-	closing  map[string]int                          // sessions being closed: refuse their calls
+	dirty    bool             // the catalog may have changed since the last sync
+	syncing  bool             // some goroutine runs the sync loop
+	released bool             // the shared tool definitions were given back
+	current  *surface.Catalog // the catalog the SDK's tool set shows
+	served   map[string]bool  // catalog names of the tools in the SDK's tool set
+	// toCatalog maps the MCP name of every renamed tool of the SDK's
+	// tool set to its catalog name.
+	toCatalog map[string]string
+	listed    map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
+	shared    *surface.Catalog                        // the last tools/list answered session-less
+	calls     map[*inflight]struct{}                  // tool calls in progress
+	closing   map[string]int                          // sessions being closed: refuse their calls
 	// defs is every tool this Server put on the MCP server, by name.
 	// Only the goroutine running the sync loop uses it, and Close once
 	// the loop has stopped.
@@ -193,11 +251,26 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
-		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope),
+		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope), content: o.Content,
 		served: map[string]bool{}, defs: map[string]shown{}, tools: tools,
 	}
 	if s.tools == nil {
 		s.tools = &toolDefs{}
+	}
+	if len(o.ToolNames) > 0 {
+		if s.meta {
+			return nil, errors.New("mcpsurface: Options.ToolNames applies in direct mode only")
+		}
+		s.names, s.byName = map[string]string{}, map[string]string{}
+		for capID, name := range o.ToolNames {
+			if !validToolName(name) {
+				return nil, fmt.Errorf("mcpsurface: Options.ToolNames: %q is not a valid MCP tool name", name)
+			}
+			if other, dup := s.byName[name]; dup {
+				return nil, fmt.Errorf("mcpsurface: Options.ToolNames: %q names both %s and %s", name, other, capID)
+			}
+			s.names[capID], s.byName[name] = name, capID
+		}
 	}
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
@@ -228,6 +301,17 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 	if sessionPrefix != "" {
 		sopts.GetSessionID = func() string { return sessionPrefix + "." + randomID(22) }
 	}
+	var ext *Extension
+	if o.Extend != nil {
+		ext = s.extension(o.Extend)
+	}
+	if ext != nil {
+		sopts.CompletionHandler = ext.Complete
+		sopts.SubscribeHandler, sopts.UnsubscribeHandler = ext.Subscribe, ext.Unsubscribe
+		if ext.Logging {
+			sopts.Capabilities.Logging = &mcp.LoggingCapabilities{}
+		}
+	}
 	s.mcp = mcp.NewServer(impl, sopts)
 	s.mcp.AddReceivingMiddleware(s.guard, s.pin) // outermost: around the SDK's elicitation round trip too
 	s.handler = s.callTool
@@ -239,7 +323,45 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		s.unsub = reg.SubscribeTo(func(surface.Event) { s.sync() }, surface.SurfaceChanged{})
 	}
 	s.sync()
+	if ext != nil && ext.Setup != nil {
+		s.setup(ext.Setup)
+	}
 	return s, nil
+}
+
+// extension calls Options.Extend; a panic is logged and adds nothing.
+func (s *Server) extension(extend func(*surface.Registry, surface.Consumer) *Extension) (ext *Extension) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			s.log.Error("mcpsurface: Options.Extend panicked", "panic", fmt.Sprint(rec))
+			ext = nil
+		}
+	}()
+	return extend(s.reg, s.consumer)
+}
+
+// setup calls Extension.Setup; a panic is logged.
+func (s *Server) setup(fn func(*mcp.Server)) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			s.log.Error("mcpsurface: Extension.Setup panicked", "panic", fmt.Sprint(rec))
+		}
+	}()
+	fn(s.mcp)
+}
+
+// validToolName reports whether name is a valid MCP tool name.
+func validToolName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // MCP returns the underlying go-sdk server, e.g. to add prompts or
@@ -333,10 +455,10 @@ func (s *Server) apply() {
 		}
 	}()
 	cat := s.ts.Catalog() // runs app code: outside every lock
-	tools := cat.Tools()
+	tools := s.rename(cat.Tools())
 	var outputs map[outputKey]surface.JSONText
 	for _, t := range tools {
-		if t.CapabilityID != "" && s.defs[t.Name].sig != signature(t) {
+		if t.CapabilityID != "" && s.defs[t.catalog].sig != signature(t.Tool) {
 			outputs = s.outputSchemas() // a tool is new: read them (app code, too)
 			break
 		}
@@ -344,28 +466,35 @@ func (s *Server) apply() {
 	s.listing.Lock()
 	defer s.listing.Unlock()
 	served := make(map[string]bool, len(tools))
+	toCatalog := make(map[string]string)
 	for _, t := range tools {
-		sig := signature(t)
-		if s.defs[t.Name].sig == sig {
-			served[t.Name] = true
+		if t.Name != t.catalog {
+			toCatalog[t.Name] = t.catalog
+		}
+		sig := signature(t.Tool)
+		if s.defs[t.catalog].sig == sig {
+			served[t.catalog] = true
 			continue
 		}
-		def, key, ok := s.tools.acquire(t, outputs[outputKey{t.RegistrationID, t.CapabilityID}])
+		def, key, ok := s.tools.acquire(t.Tool, outputs[outputKey{t.RegistrationID, t.CapabilityID}])
 		if !ok {
 			s.log.Error("mcpsurface: tool left out: MCP requires an object input schema", "tool", t.Name, "capabilityId", t.CapabilityID)
 			continue
 		}
-		if old, ok := s.defs[t.Name]; ok {
+		if old, ok := s.defs[t.catalog]; ok {
 			s.tools.release(old.key)
+			if old.name != t.Name {
+				s.mcp.RemoveTools(old.name)
+			}
 		}
-		s.defs[t.Name] = shown{sig: sig, key: key}
-		served[t.Name] = true
+		s.defs[t.catalog] = shown{sig: sig, key: key, name: t.Name}
+		served[t.catalog] = true
 		s.mcp.AddTool(def, s.handler)
 	}
 	var gone []string
 	for name, d := range s.defs {
 		if !served[name] {
-			gone = append(gone, name)
+			gone = append(gone, d.name)
 			delete(s.defs, name)
 			s.tools.release(d.key)
 		}
@@ -375,13 +504,86 @@ func (s *Server) apply() {
 		s.mcp.RemoveTools(gone...)
 	}
 	s.mu.Lock()
-	s.current, s.served = cat, served
+	s.current, s.served, s.toCatalog = cat, served, toCatalog
 	s.mu.Unlock()
 }
 
-// shown is a tool this Server put on the MCP server: its signature, and
-// the key of its shared definition.
-type shown struct{ sig, key toolSig }
+// namedTool is a catalog entry under its MCP name (Options.ToolNames),
+// with its name in the catalog.
+type namedTool struct {
+	surface.Tool
+	catalog string
+}
+
+// rename gives the tools the names Options.ToolNames asks for. A name
+// applies to a capability with exactly one tool in the catalog, and only
+// if no other tool has that name; otherwise the tool keeps its catalog
+// name (and the conflict is logged).
+func (s *Server) rename(tools []surface.Tool) []namedTool {
+	out := make([]namedTool, len(tools))
+	if len(s.names) == 0 {
+		for i, t := range tools {
+			out[i] = namedTool{t, t.Name}
+		}
+		return out
+	}
+	perCap := map[string]int{}
+	taken := map[string]bool{}
+	for _, t := range tools {
+		perCap[t.CapabilityID]++
+		taken[t.Name] = true
+	}
+	for i, t := range tools {
+		out[i] = namedTool{t, t.Name}
+		name, ok := s.names[t.CapabilityID]
+		switch {
+		case !ok || name == t.Name:
+		case perCap[t.CapabilityID] > 1 || taken[name]:
+			s.log.Warn("mcpsurface: tool keeps its name: Options.ToolNames would make it ambiguous", "tool", t.Name, "capabilityId", t.CapabilityID, "name", name)
+		default:
+			taken[name] = true
+			out[i].Name = name
+		}
+	}
+	return out
+}
+
+// catalogName returns the catalog name of the tool a request calls by
+// its MCP name: the same unless Options.ToolNames renamed it. A renamed
+// tool that has left the list is found by its capability in the catalog
+// the request's session was shown.
+func (s *Server) catalogName(req mcp.Request, name string) string {
+	if len(s.names) == 0 {
+		return name
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.toCatalog[name]; ok {
+		return c
+	}
+	capID, ok := s.byName[name]
+	cat := s.shownTo(req)
+	if !ok || cat == nil {
+		return name
+	}
+	found := ""
+	for _, t := range cat.Tools() {
+		if t.CapabilityID == capID {
+			if found != "" {
+				return name // ambiguous: it was not renamed
+			}
+			found = t.Name
+		}
+	}
+	return firstNonEmpty(found, name)
+}
+
+// shown is a tool this Server put on the MCP server: its signature, the
+// key of its shared definition and its MCP name.
+type shown struct {
+	sig, key toolSig
+	name     string // its MCP name
+}
 
 // toolSig is a digest of everything of a tool that its MCP definition
 // shows, and of what a call of it targets.
