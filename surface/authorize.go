@@ -124,39 +124,3 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 	}
 	return res
 }
-
-// guarded calls f, which is user code, and returns its result; if f
-// panics, the panic is logged (what panicked, for which capability) and
-// fallback is returned.
-func guarded[T any](r *Registry, what, capabilityID string, fallback T, f func() T) (v T) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic(what, capabilityID, rec)
-			v = fallback
-		}
-	}()
-	return f()
-}
-
-// recoverAs, deferred by a function that calls user code, turns a panic
-// into the error fallback makes, stored in *e, and logs it (what panicked,
-// for which capability).
-func (r *Registry) recoverAs(e **Error, fallback func() *Error, what, capabilityID string) {
-	if rec := recover(); rec != nil {
-		r.logPanic(what, capabilityID, rec)
-		*e = fallback()
-	}
-}
-
-// recoverError, deferred by a function that calls user code, turns a panic
-// into a panicError stored in *err.
-func recoverError(err *error) {
-	if rec := recover(); rec != nil {
-		*err = panicError{rec}
-	}
-}
-
-// logPanic logs a panic recovered from user code.
-func (r *Registry) logPanic(what, capabilityID string, rec any) {
-	r.log.Error("surface: "+what+" panicked", "capabilityId", capabilityID, "panic", fmt.Sprint(rec))
-}

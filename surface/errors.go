@@ -2,7 +2,6 @@ package surface
 
 import (
 	"errors"
-	"fmt"
 	"unicode/utf16"
 )
 
@@ -309,11 +308,6 @@ func cancelledByClose() *Error {
 	e.Retry = RetryNo
 	return e
 }
-
-// panicError is the error a recovered panic becomes.
-type panicError struct{ value any }
-
-func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 // userError maps an error returned by user code (a handler, a
 // precondition) to the agent-facing error: an *Error anywhere in the

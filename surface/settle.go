@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,31 +175,6 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.effInput), res.Output)
 	}
 	r.audit(ev)
-}
-
-// known answers a call whose key the dedupe cache knows: it joins the
-// call in flight, replays the cached result, or fails INVOCATION_CONFLICT
-// (reported, never stored, revealing nothing of the other request).
-func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hit dedupeHit, settled <-chan struct{}) Result {
-	switch hit {
-	case dedupeJoin:
-		select {
-		case <-settled:
-			return entry.result.clone()
-		case <-ctx.Done():
-			return a.result(r, NewError(CodeCancelled, "", nil))
-		case <-r.closingCh:
-			return a.result(r, cancelledByClose())
-		}
-	case dedupeReplay:
-		return entry.result.clone()
-	}
-	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
-	a.consumerKey = a.call.Consumer.Key()
-	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
-	res := a.result(r, NewError(CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
-	r.settled(a, res, r.now(), true)
-	return res
 }
 
 // payload builds a full-level audit payload: redacted (a panicking Redact

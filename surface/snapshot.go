@@ -401,45 +401,6 @@ func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
 	pc.Internal = reg.internal
 }
 
-// availability computes a capability's availability (spec 03
-// "Availability"; the first reason wins).
-func (r *Registry) availability(st *regState, c *regCap) (bool, string) {
-	if st == enabledState && c.def.when == nil {
-		return true, "" // the common case
-	}
-	if st.disabled {
-		return false, "component-disabled"
-	}
-	if a, ok := st.override(c); ok && !a.Available {
-		if a.Reason == "" {
-			return false, "unavailable"
-		}
-		return false, a.Reason
-	}
-	switch r.evalWhen(c) {
-	case whenFailed:
-		return false, "when-error"
-	case whenFalse:
-		return false, r.unavailableReason(c)
-	}
-	return true, ""
-}
-
-const defaultUnavailableReason = "Currently unavailable"
-
-// unavailableReason is the reason of a capability whose When is false:
-// UnavailableReasonFunc's (live), else UnavailableReason, else the default.
-func (r *Registry) unavailableReason(c *regCap) string {
-	reason := c.def.reason
-	if fn := c.def.reasonFn; fn != nil {
-		reason = guarded(r, "UnavailableReasonFunc", c.id, "", fn)
-	}
-	if reason == "" {
-		return defaultUnavailableReason
-	}
-	return reason
-}
-
 // inScope reports whether typ equals a prefix of scope or starts with it
 // and a '.'; an empty scope admits everything.
 func inScope(typ string, scope []string) bool {
