@@ -140,7 +140,7 @@ type waiter struct {
 // obsPool bounds concurrent observations per consumer and in total, with
 // one arrival-ordered wait list (semantics §7.2).
 type obsPool struct {
-	mu      sync.Mutex // guards the rest; taken without Registry.mu
+	mu      sync.Mutex // guards the rest
 	total   int
 	running map[string]int // per consumer
 	queued  map[string]int // per consumer
@@ -232,7 +232,7 @@ func (r *Registry) release(a *attempt) {
 	}
 	a.admitted = false
 	if a.cap.def.kind != KindObservation {
-		a.group.release()
+		a.group.handOff()
 		a.reg.keyed.leave(a.group)
 		return
 	}
@@ -258,7 +258,7 @@ func (r *Registry) release(a *attempt) {
 // queueGroup is one serialization group: up to max calls running and a
 // FIFO of waiters.
 type queueGroup struct {
-	mu         sync.Mutex // guards running, max, depth and waiters; taken without Registry.mu
+	mu         sync.Mutex // guards running, max, depth and waiters
 	running    int
 	max, depth int // fixed by the arrival that finds the group idle
 	waiters    []*waiter
@@ -291,9 +291,9 @@ func (g *queueGroup) admit(max, depth int) (*waiter, *Error) {
 	return w, nil
 }
 
-// release hands a slot to the first waiter (the running count stays), or
+// handOff hands a slot to the first waiter (the running count stays), or
 // frees it.
-func (g *queueGroup) release() {
+func (g *queueGroup) handOff() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.waiters) > 0 {

@@ -92,7 +92,7 @@ const maxResolvedConfirmations = 200
 // [Registry.Confirmations]. It is safe for concurrent use.
 type Confirmations struct {
 	r        *Registry
-	mu       sync.Mutex
+	mu       sync.Mutex // before Registry.mu in the lock order (see Registry)
 	byID     map[string]*confirmRecord
 	byDigest map[string]*confirmRecord // pending records
 	order    []*confirmRecord          // every kept record, creation order
@@ -126,14 +126,14 @@ func (c *Confirmations) pendingLocked() []PendingConfirmation {
 // does nothing, for an unknown or no longer pending id.
 func (c *Confirmations) Resolve(id string, res Resolution) bool {
 	if res.Approved {
-		return c.finish(id, OutcomeApproved, res.Actor, "") // a reason explains a denial only
+		return c.resolveAs(id, OutcomeApproved, res.Actor, "") // a reason explains a denial only
 	}
-	return c.finish(id, OutcomeDenied, res.Actor, res.Reason)
+	return c.resolveAs(id, OutcomeDenied, res.Actor, res.Reason)
 }
 
 // Expire expires a pending request now, as its timer would.
 func (c *Confirmations) Expire(id string) bool {
-	return c.finish(id, OutcomeExpired, "", "")
+	return c.resolveAs(id, OutcomeExpired, "", "")
 }
 
 // Wait blocks until the request leaves pending and returns how it ended:
@@ -210,8 +210,8 @@ func notifyAll[T any](log *slog.Logger, what string, subs []*func(T), arg func()
 	}
 }
 
-// finish moves a pending record to its outcome.
-func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor, reason string) bool {
+// resolveAs moves a pending record to its outcome.
+func (c *Confirmations) resolveAs(id string, outcome ConfirmationOutcome, actor, reason string) bool {
 	r := c.r
 	c.mu.Lock()
 	rec := c.byID[id]
@@ -288,7 +288,7 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 		return view, NewError(CodeRateLimited, "Too many confirmations are waiting for the user; retry later.",
 			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
 	}
-	r.mu.Lock()
+	r.mu.Lock() // under c.mu: the lock order allows it (see Registry)
 	if r.closed {
 		r.mu.Unlock()
 		c.mu.Unlock()
@@ -361,9 +361,9 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 	return rec, nil, nil
 }
 
-// release gives a reserved approval back (the invocation failed before
+// unreserve gives a reserved approval back (the invocation failed before
 // executing), so a transient failure does not spend the user's approval.
-func (c *Confirmations) release(rec *confirmRecord) {
+func (c *Confirmations) unreserve(rec *confirmRecord) {
 	c.mu.Lock()
 	if rec.state == cReserved {
 		rec.state = cApproved
@@ -491,6 +491,6 @@ func (r *Registry) summary(a *attempt, composer func(any) string) string {
 // failed before it executed, so the user's approval still stands.
 func (r *Registry) releaseEvidence(a *attempt) {
 	if a.evidence != nil && !a.consumed {
-		r.confirm.release(a.evidence)
+		r.confirm.unreserve(a.evidence)
 	}
 }

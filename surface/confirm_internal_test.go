@@ -218,7 +218,7 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 						mc.state = cConsumed
 					}
 				} else {
-					c.release(rec)
+					c.unreserve(rec)
 					if mc != nil {
 						mc.state = cApproved
 					}

@@ -200,6 +200,21 @@ type Registry struct {
 	counter atomic.Uint64 // registration ids; rejected handles take one too
 	version atomic.Uint64 // written under mu, read anywhere
 
+	// The lock order. A goroutine holding one of these locks takes only
+	// locks to its right:
+	//
+	//	Confirmations.mu → Registry.mu → registration.xmu → execution.mu
+	//	                               → Registry.evMu
+	//
+	// Confirmations.request takes Registry.mu while holding its own lock
+	// (to refuse after Close and count the expiry timer in ctxWG); an
+	// unregistration holds Registry.mu while it aborts the registration's
+	// executions (xmu, then each execution's mu) and while it queues
+	// events (evMu). Every other lock (the dedupe cache's, the
+	// observation pool's, each queueGroup's and keyedGroups', the
+	// toolset's, a rate limiter's, the audit sinks') is a leaf: it is
+	// never held while another is taken. No lock is held while user code
+	// runs.
 	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
 	closed  bool                                // Close has begun
 	ordered []*registration                     // active registrations in snapshot order; nil when out of date
@@ -213,7 +228,7 @@ type Registry struct {
 	unmounting     []chan struct{} // registrations gone with inline handlers still running
 	pending        []Event         // events of the mutation in progress
 
-	evMu      sync.Mutex  // guards the fields below; taken after mu when both are held
+	evMu      sync.Mutex  // guards the fields below
 	listeners []*listener // replaced, never changed: a delivery ranges over the one it read
 	queue     []Event     // undelivered events, in emission order
 	draining  bool        // some goroutine is delivering the queue
@@ -255,7 +270,7 @@ type registration struct {
 
 	h Handle // the one handle of this registration
 
-	// Guarded by xmu, taken after Registry.mu when both are held.
+	// Guarded by xmu.
 	xmu      sync.Mutex
 	gone     bool          // unregistered or closed: no handler may start
 	inflight []*execution  // running handlers
