@@ -201,7 +201,7 @@ func (r *Registry) admitCall(a *attempt) (*waiter, *Error) {
 	}
 	depth := d.conc.depth
 	if depth < 0 {
-		depth = r.limits.ActionQueueDepth
+		depth = r.opts.Limits.ActionQueueDepth
 	}
 	w, e := g.admit(d.conc.max, depth)
 	if e != nil {
@@ -218,7 +218,7 @@ func (r *Registry) groupKey(a *attempt) (key string, e *Error) {
 	defer r.recoverAs(&e, handlerError, "the concurrency key", a.inv.CapabilityID)
 	key, err := a.cap.def.conc.key(a.in)
 	if err != nil {
-		r.log.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)
+		r.opts.Logger.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)
 		return "", handlerError()
 	}
 	return key, nil
@@ -244,7 +244,7 @@ func (r *Registry) release(a *attempt) {
 	// Admit the first waiter, in arrival order, whose consumer and the total
 	// are under their caps.
 	for i, w := range pool.waiters {
-		if pool.running[w.key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
+		if pool.running[w.key] < r.opts.Limits.MaxConcurrentObservationsPerConsumer && pool.total < r.opts.Limits.MaxConcurrentObservationsTotal {
 			pool.waiters = slices.Delete(pool.waiters, i, i+1)
 			decrement(pool.queued, w.key)
 			pool.total++
@@ -356,7 +356,7 @@ func (r *Registry) admitObservation(key string) (*waiter, *Error) {
 	pool := &r.obs
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
-	if pool.running[key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
+	if pool.running[key] < r.opts.Limits.MaxConcurrentObservationsPerConsumer && pool.total < r.opts.Limits.MaxConcurrentObservationsTotal {
 		if pool.running == nil {
 			pool.running = make(map[string]int)
 		}
@@ -364,7 +364,7 @@ func (r *Registry) admitObservation(key string) (*waiter, *Error) {
 		pool.running[key]++
 		return nil, nil
 	}
-	if pool.queued[key] >= r.limits.MaxQueuedObservationsPerConsumer {
+	if pool.queued[key] >= r.opts.Limits.MaxQueuedObservationsPerConsumer {
 		return nil, queueFull()
 	}
 	if pool.queued == nil {

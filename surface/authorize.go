@@ -15,7 +15,7 @@ func (r *Registry) authorizeDiscovery(a *attempt) *Error {
 	if len(a.cap.chain) == 0 {
 		return nil
 	}
-	a.pc = &PolicyContext{Consumer: a.call.Consumer, Host: host, Environment: r.env, r: r}
+	a.pc = &PolicyContext{Consumer: a.call.Consumer, Host: host, Environment: r.opts.Environment, r: r}
 	a.pc.fill(a.reg, a.cap)
 	if !a.cap.discovers {
 		return nil
@@ -58,10 +58,10 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt) Result {
 // hostContext reads the host context once; a panicking provider gives an
 // empty context.
 func (r *Registry) hostContext() map[string]any {
-	if r.hostCtx == nil {
+	if r.opts.Context == nil {
 		return nil
 	}
-	return guarded(r, "the host context provider", "", map[string]any{}, r.hostCtx)
+	return guarded(r, "the host context provider", "", map[string]any{}, r.opts.Context)
 }
 
 // onion runs the hooks of chain selected by hook around inner, outermost
@@ -95,7 +95,7 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 	called, returned := 0, false
 	next := func(ctx context.Context) Result {
 		if called++; called > 1 || returned {
-			r.log.Error("surface: policy called next twice or after returning", "policy", name, "capabilityId", o.capID)
+			r.opts.Logger.Error("surface: policy called next twice or after returning", "policy", name, "capabilityId", o.capID)
 			return Fail(handlerError())
 		}
 		return o.from(ctx, i+1)
@@ -103,7 +103,7 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 	defer func() {
 		returned = true
 		if rec := recover(); rec != nil {
-			r.log.Error("surface: policy panicked", "policy", name, "capabilityId", o.capID, "panic", fmt.Sprint(rec))
+			r.opts.Logger.Error("surface: policy panicked", "policy", name, "capabilityId", o.capID, "panic", fmt.Sprint(rec))
 			res = Fail(handlerError())
 		}
 	}()
@@ -112,12 +112,12 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 	case res.Error != nil:
 		e := wellFormed(res.Error)
 		if e == nil {
-			r.log.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
+			r.opts.Logger.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
 			e = handlerError()
 		}
 		res = Fail(e)
 	case called == 0:
-		r.log.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", o.capID)
+		r.opts.Logger.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", o.capID)
 		res = Fail(handlerError())
 	default:
 		res.Status = StatusOK

@@ -192,7 +192,7 @@ func subscribe[F any](mu *sync.Mutex, subs *[]*F, fn F, accept func() bool) (uns
 
 // notify tells subscribers about the pending list, each with its own copy.
 func (c *Confirmations) notify(subs []*func([]PendingConfirmation), list []PendingConfirmation) {
-	notifyAll(c.r.log, "confirmation", subs, func() []PendingConfirmation { return slices.Clone(list) })
+	notifyAll(c.r.opts.Logger, "confirmation", subs, func() []PendingConfirmation { return slices.Clone(list) })
 }
 
 // notifyAll calls each subscriber with what arg returns, outside any
@@ -283,7 +283,7 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 		c.mu.Unlock()
 		return rec.view, nil // the same request: the same dialog
 	}
-	if c.pending >= r.limits.MaxPendingConfirmations || c.byKey[view.ConsumerKey] >= r.limits.MaxPendingConfirmationsPerConsumer {
+	if c.pending >= r.opts.Limits.MaxPendingConfirmations || c.byKey[view.ConsumerKey] >= r.opts.Limits.MaxPendingConfirmationsPerConsumer {
 		c.mu.Unlock()
 		return view, NewError(CodeRateLimited, "Too many confirmations are waiting for the user; retry later.",
 			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
@@ -299,10 +299,10 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 	now := r.now()
 	view.ConfirmationID = newConfirmationID()
 	view.RequestedAt = now
-	view.ExpiresAt = now.Add(r.limits.ConfirmationTTL)
+	view.ExpiresAt = now.Add(r.opts.Limits.ConfirmationTTL)
 	rec := &confirmRecord{view: view, level: level, digest: digest, resolved: make(chan struct{})}
 	id := view.ConfirmationID
-	rec.timer = time.AfterFunc(r.limits.ConfirmationTTL, func() {
+	rec.timer = time.AfterFunc(r.opts.Limits.ConfirmationTTL, func() {
 		defer r.ctxWG.Done()
 		c.Expire(id)
 	})

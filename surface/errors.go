@@ -317,7 +317,7 @@ func (r *Registry) userError(a *attempt, err error, what string) *Error {
 	if e := asError(err); e != nil {
 		return e
 	}
-	r.log.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+	r.opts.Logger.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	return handlerError()
 }
 
@@ -360,7 +360,7 @@ func wellFormed(e *Error) *Error {
 // EXECUTION_FAILED transport, retried after a delay when transient. The
 // cause goes to the log only.
 func (r *Registry) transportError(a *attempt, err error) *Error {
-	r.log.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+	r.opts.Logger.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	if IsTransient(err) {
 		e := NewError(CodeExecutionFailed, "The domain service could not be reached; retry after details.retryAfterMs milliseconds.",
 			map[string]any{"reason": "transport", "transient": true, "retryAfterMs": 1000})

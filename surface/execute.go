@@ -62,14 +62,14 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	start := r.now()
 	a.execAt = start.Sub(a.start)
 	deadline := start.Add(timeout)
-	if r.clock != nil { // a clock of the application's: deadlines run on the runtime's
+	if r.opts.Now != nil { // a clock of the application's: deadlines run on the runtime's
 		deadline = time.Now().Add(timeout)
 	}
 	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
 	defer cancel()
 	x := &a.exec
 	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation
-	if r.isolate {
+	if r.opts.IsolateHandlers {
 		x.done = make(chan struct{})
 	}
 	if e := r.startExecution(ctx, a.reg, x); e != nil {
@@ -82,7 +82,7 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	}
 	a.executed = true
 	r.observePhase(a, PhaseEvent{Phase: PhaseExecuting}) // observe: the handler or executor is called next
-	if r.isolate {
+	if r.opts.IsolateHandlers {
 		r.runIsolated(ctx, hctx, a, x, timeout)
 	} else {
 		r.runInline(ctx, hctx, a, x, timeout)
@@ -107,7 +107,7 @@ func (r *Registry) startExecution(ctx context.Context, reg *registration, x *exe
 		return NewError(CodeCancelled, "", nil)
 	}
 	reg.inflight = append(reg.inflight, x)
-	if r.isolate {
+	if r.opts.IsolateHandlers {
 		r.execWG.Add(1) // the handler's goroutine, which Close waits for
 	}
 	return nil
@@ -137,11 +137,11 @@ func (a *attempt) budget(r *Registry) time.Duration {
 	case d.timeout > 0:
 		return d.timeout
 	case d.kind == KindObservation:
-		return r.limits.ObservationTimeout
+		return r.opts.Limits.ObservationTimeout
 	case d.kind == KindProcedure:
-		return r.limits.ProcedureTimeout
+		return r.opts.Limits.ProcedureTimeout
 	}
-	return r.limits.ActionTimeout
+	return r.opts.Limits.ActionTimeout
 }
 
 // runInline calls the handler on this goroutine. Its return settles the
@@ -270,7 +270,7 @@ func (a *attempt) timeoutError(timeout time.Duration) *Error {
 // lateSettlement records a handler that returned after the invocation
 // settled.
 func (r *Registry) lateSettlement(a *attempt) {
-	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id())
+	r.opts.Logger.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id())
 	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: a.inv.CapabilityID, RegistrationID: a.reg.id, InvocationID: a.id()})
 }
 

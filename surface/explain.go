@@ -135,7 +135,7 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 	known := consumer.Kind.Valid()
 	var pc *PolicyContext
 	if known {
-		pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, r: r}
+		pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.opts.Environment, r: r}
 	}
 	for k, reg := range live {
 		for i := range reg.caps {
@@ -179,7 +179,7 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 func (r *Registry) explainChain(reg *registration, rc *regCap, pc *PolicyContext) (Decision, []PolicyExplanation) {
 	out := Decision{}
 	pols := make([]PolicyExplanation, len(rc.chain))
-	nReg := len(r.policies)
+	nReg := len(r.opts.Policies)
 	for k := range rc.chain {
 		p := &rc.chain[k]
 		pe := PolicyExplanation{Name: p.Name, RequiresConfirmation: p.escalate != nil, Hooks: []string{}}

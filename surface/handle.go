@@ -74,8 +74,8 @@ func (h *Handle) lockActive(op string) bool {
 		return true
 	}
 	h.r.mu.Unlock()
-	if op != "" && h.r.env.isDev() {
-		h.r.log.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
+	if op != "" && h.r.opts.Environment.isDev() {
+		h.r.opts.Logger.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
 	}
 	return false
 }

@@ -104,7 +104,7 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	}
 	if len(b.keys) > 0 {
 		if err := r.mergeBound(ctx, a, obj); err != nil {
-			r.log.Warn("surface: procedure binding failed", "procedureId", a.inv.CapabilityID, "error", err)
+			r.opts.Logger.Warn("surface: procedure binding failed", "procedureId", a.inv.CapabilityID, "error", err)
 			e := NewError(CodePreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.",
 				map[string]any{"reason": "binding-failed"})
 			e.Retry = RetryAfterRefresh
@@ -132,10 +132,10 @@ func (r *Registry) mergeBound(ctx context.Context, a *attempt, obj map[string]an
 	if err != nil {
 		return err
 	}
-	if r.env.isDev() {
+	if r.opts.Environment.isDev() {
 		for k := range vals {
 			if !slices.Contains(b.keys, k) {
-				r.log.Warn("surface: Bind returned a field its procedure does not declare in Bound; it is ignored", "procedureId", a.inv.CapabilityID, "field", k)
+				r.opts.Logger.Warn("surface: Bind returned a field its procedure does not declare in Bound; it is ignored", "procedureId", a.inv.CapabilityID, "field", k)
 			}
 		}
 	}

@@ -206,7 +206,7 @@ func telemetryOf(t *Telemetry) *Telemetry {
 // observeStart starts observing the invocation and returns the context
 // the rest of it runs with: ctx, or the one the hook returned.
 func (r *Registry) observeStart(ctx context.Context, a *attempt) context.Context {
-	if r.telemetry == nil || r.telemetry.Invocation == nil {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Invocation == nil {
 		return ctx
 	}
 	info := InvocationInfo{
@@ -217,7 +217,7 @@ func (r *Registry) observeStart(ctx context.Context, a *attempt) context.Context
 	var c context.Context
 	func() {
 		defer r.telemetryPanic("Invocation") // a panicking hook leaves c and a.rec nil
-		c, a.rec = r.telemetry.Invocation(ctx, info)
+		c, a.rec = r.opts.Telemetry.Invocation(ctx, info)
 	}()
 	if c == nil {
 		return ctx
@@ -296,18 +296,18 @@ func (r *Registry) observeSettled(a *attempt, res *Result, d time.Duration) {
 // Call it deferred.
 func (r *Registry) telemetryPanic(hook string) {
 	if rec := recover(); rec != nil {
-		r.log.Error("surface: telemetry hook panicked", "hook", hook, "panic", fmt.Sprint(rec))
+		r.opts.Logger.Error("surface: telemetry hook panicked", "hook", hook, "panic", fmt.Sprint(rec))
 	}
 }
 
 // observeConfirmation reports a confirmation request created (outcome
 // "") or resolved.
 func (r *Registry) observeConfirmation(v *PendingConfirmation, outcome ConfirmationOutcome, at time.Time) {
-	if r.telemetry == nil || r.telemetry.Confirmation == nil {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Confirmation == nil {
 		return
 	}
 	defer r.telemetryPanic("Confirmation")
-	r.telemetry.Confirmation(ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
+	r.opts.Telemetry.Confirmation(ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
 		Outcome: outcome, RequestedAt: v.RequestedAt, At: at})
 }
 
@@ -328,7 +328,7 @@ func (r *Registry) observeUnregistered(reg *registration) {
 // report with observeClosed once it released the lock; nil without a
 // Registrations hook. Call it with r.mu held.
 func (r *Registry) liveByType(live []*registration) map[string]int {
-	if r.telemetry == nil || r.telemetry.Registrations == nil || len(live) == 0 {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Registrations == nil || len(live) == 0 {
 		return nil
 	}
 	n := make(map[string]int)
@@ -347,9 +347,9 @@ func (r *Registry) observeClosed(gone map[string]int) {
 }
 
 func (r *Registry) registrationsChanged(typ string, delta int) {
-	if r.telemetry == nil || r.telemetry.Registrations == nil {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Registrations == nil {
 		return
 	}
 	defer r.telemetryPanic("Registrations")
-	r.telemetry.Registrations(RegistrationChange{ComponentType: typ, Delta: delta})
+	r.opts.Telemetry.Registrations(RegistrationChange{ComponentType: typ, Delta: delta})
 }

@@ -165,7 +165,7 @@ func stricter(out, d Decision) Decision {
 func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision, panicked bool) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			r.log.Error("surface: policy Discover panicked; the capability is hidden", "policy", p.Name, "capabilityId", pc.CapabilityID, "panic", fmt.Sprint(rec))
+			r.opts.Logger.Error("surface: policy Discover panicked; the capability is hidden", "policy", p.Name, "capabilityId", pc.CapabilityID, "panic", fmt.Sprint(rec))
 			d, panicked = Hide(), true
 		}
 	}()

@@ -27,8 +27,8 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	}
 	defer r.recoverAs(&e, handlerError, "encoding the output", a.inv.CapabilityID)
 	invalid := func(err error) (JSONText, *Error) {
-		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
-		if r.env.isDev() {
+		r.opts.Logger.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+		if r.opts.Environment.isDev() {
 			a.devDefect = true // not cached: the fixed handler can be retried with the same id
 		}
 		return "", NewError(CodeExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
@@ -40,8 +40,8 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	if err != nil {
 		return r.notJSON(a, err)
 	}
-	if len(b) > r.limits.MaxOutputBytes {
-		r.log.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.limits.MaxOutputBytes)
+	if len(b) > r.opts.Limits.MaxOutputBytes {
+		r.opts.Logger.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.opts.Limits.MaxOutputBytes)
 		return "", NewError(CodeExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
 	}
 	if d.outputTyped {
@@ -72,10 +72,10 @@ var errTooDeep = fmt.Errorf("it nests deeper than %d levels of arrays and object
 // id), while production gives the fixed output-invalid message.
 func (r *Registry) notJSON(a *attempt, err error) (JSONText, *Error) {
 	what := notJSONReason(err)
-	r.log.Error("surface: the handler's output is not JSON: "+what+"; fix the handler",
+	r.opts.Logger.Error("surface: the handler's output is not JSON: "+what+"; fix the handler",
 		"capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	msg := msgOutputInvalid
-	if r.env.isDev() {
+	if r.opts.Environment.isDev() {
 		a.devDefect = true
 		msg = "Development: the output of " + a.capabilityID() + " is not JSON: " + what + ". Fix the handler."
 	}
@@ -135,7 +135,7 @@ func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
 	if a.cap != nil && res.CapabilityID == a.cap.id {
 		res.CapabilityID = a.cap.id // the cached result keeps the registration's copy, not the request's
 	}
-	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
+	r.dedupe.finish(entry, res, cache, end, r.opts.Limits.DedupeCacheTTL)
 	r.settled(a, res, end, a.level() != AuditLevelNone || a.unresolved || r.auditsRefusal(a, res))
 	return res.clone()
 }
@@ -181,11 +181,11 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 // drops it), then capped.
 func (r *Registry) payload(capabilityID string, input, output JSONText) *AuditPayload {
 	pl := AuditPayload{Input: input, Output: output}
-	if r.redact != nil {
-		pl = guarded(r, "the audit Redact hook", capabilityID, AuditPayload{Truncated: true}, func() AuditPayload { return r.redact(capabilityID, pl) })
+	if r.opts.Redact != nil {
+		pl = guarded(r, "the audit Redact hook", capabilityID, AuditPayload{Truncated: true}, func() AuditPayload { return r.opts.Redact(capabilityID, pl) })
 	}
 	for _, part := range []*JSONText{&pl.Input, &pl.Output} {
-		if len(*part) > r.limits.MaxOutputBytes {
+		if len(*part) > r.opts.Limits.MaxOutputBytes {
 			*part, pl.Truncated = "", true
 		}
 	}

@@ -305,7 +305,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			decision := Decision{}
 			if rc.discovers {
 				if pc == nil {
-					pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, r: r}
+					pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.opts.Environment, r: r}
 				}
 				pc.fill(reg, rc)
 				decision = r.discover(rc.chain, pc)
@@ -375,10 +375,10 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registra
 
 // currentRoute asks the route provider, if any; a panic gives no route.
 func (r *Registry) currentRoute() *Route {
-	if r.route == nil {
+	if r.opts.Route == nil {
 		return nil
 	}
-	return guarded(r, "the route provider", "", nil, r.route)
+	return guarded(r, "the route provider", "", nil, r.opts.Route)
 }
 
 // contextualNote reads a procedure's live note; a panic or "" gives none.

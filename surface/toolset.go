@@ -298,7 +298,7 @@ func (ts *Toolset) refresh() {
 	ts.sig = sig
 	subs := ts.subs
 	ts.mu.Unlock()
-	notifyAll(ts.r.log, "toolset", subs, func() *Catalog { return c })
+	notifyAll(ts.r.opts.Logger, "toolset", subs, func() *Catalog { return c })
 }
 
 // build makes a catalog from a fresh snapshot. Definitions (names,

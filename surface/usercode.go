@@ -39,7 +39,7 @@ func recoverError(err *error) {
 
 // logPanic logs a panic recovered from user code.
 func (r *Registry) logPanic(what, capabilityID string, rec any) {
-	r.log.Error("surface: "+what+" panicked", "capabilityId", capabilityID, "panic", fmt.Sprint(rec))
+	r.opts.Logger.Error("surface: "+what+" panicked", "capabilityId", capabilityID, "panic", fmt.Sprint(rec))
 }
 
 // panicError is the error a recovered panic becomes.
