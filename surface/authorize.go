@@ -5,28 +5,15 @@ import (
 	"fmt"
 )
 
-// authorizeDiscovery begins phase 4: it reads the host context once, makes
-// what handlers and policies see, and re-runs the discovery hooks for this
-// consumer (DESIGN decision 2), so that a capability hidden from the
-// consumer is indistinguishable from one that does not exist.
-func (r *Registry) authorizeDiscovery(a *attempt) *Error {
-	host := r.hostContext()
-	a.call.CapabilityID, a.call.RegistrationID, a.call.Host = a.cap.id, a.reg.id, host
-	if len(a.cap.chain) == 0 {
-		return nil
+// bindCall begins phase 4: it makes what handlers and policies see of the
+// resolved call, with the host context the consumer view read (once per
+// call). The discovery hooks have run already: resolution asked them
+// whether the consumer sees the capability (DESIGN decisions 2 and 19).
+func (a *attempt) bindCall() {
+	a.call.CapabilityID, a.call.RegistrationID, a.call.Host = a.cap.id, a.reg.id, a.view.hostContext()
+	if len(a.cap.chain) > 0 {
+		a.view.policyContext().fill(a.reg, a.cap)
 	}
-	a.pc = &PolicyContext{Consumer: a.call.Consumer, Host: host, Environment: r.opts.Environment, r: r}
-	a.pc.fill(a.reg, a.cap)
-	if !a.cap.discovers {
-		return nil
-	}
-	switch d := r.discover(a.cap.chain, a.pc); d.verdict {
-	case hide:
-		return NewError(CodeCapabilityNotFound, "", nil)
-	case disable:
-		return NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": d.reason})
-	}
-	return nil
 }
 
 // authorize ends phase 4: the authorize hooks, outermost first, around
@@ -36,7 +23,7 @@ func (r *Registry) authorize(ctx context.Context, a *attempt) Result {
 		return r.afterAuthorization(ctx, a)
 	}
 	hook := func(p *Policy) func(context.Context, *PolicyContext, Next) Result { return p.Authorize }
-	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, a.pc, func(ctx context.Context) Result { return r.afterAuthorization(ctx, a) })
+	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, a.view.pc, func(ctx context.Context) Result { return r.afterAuthorization(ctx, a) })
 }
 
 // invokePolicies is phase 6: the invoke hooks, outermost first, around
@@ -50,18 +37,9 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt) Result {
 	if a.cap.def.kind == KindObservation {
 		value = map[string]any{}
 	}
-	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: value}
+	ic := &InvokeContext{PolicyContext: *a.view.pc, InvocationID: a.id(), Input: value}
 	hook := func(p *Policy) func(context.Context, *InvokeContext, Next) Result { return p.Invoke }
 	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, ic, func(ctx context.Context) Result { return r.afterInvokePolicies(ctx, a) })
-}
-
-// hostContext reads the host context once; a panicking provider gives an
-// empty context.
-func (r *Registry) hostContext() map[string]any {
-	if r.opts.Context == nil {
-		return nil
-	}
-	return guarded(r, "the host context provider", "", map[string]any{}, r.opts.Context)
 }
 
 // onion runs the hooks of chain selected by hook around inner, outermost

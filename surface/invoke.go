@@ -164,11 +164,13 @@ type attempt struct {
 	// the start, the rest once authorized (phase 4).
 	call Call
 
+	// What the consumer sees (phases 2 and 3). From phase 4 on, view.pc
+	// is what the capability's policies see, when it has any.
+	view consumerView
+
 	// Resolution (phase 2).
 	reg *registration
 	cap *regCap
-
-	pc *PolicyContext // what policies see (phase 4 on); nil without policies
 
 	// Effective input (phase 5).
 	in       any    // the typed input handed to the handler
@@ -201,6 +203,7 @@ func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
 		timeout:      opts.Timeout,
 	}
 	a.call.InvocationID, a.call.Consumer = inv.InvocationID, opts.Consumer.normalized()
+	a.view = r.newView(&a.call.Consumer)
 	if a.call.InvocationID == "" {
 		a.call.InvocationID = newInvocationID()
 	}
@@ -298,12 +301,13 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 		}
 	}()
 
-	// Phase 2: resolution.
-	st, e := r.resolve(a)
+	// Phase 2: resolution, among the capabilities the consumer sees.
+	t, e := r.resolve(a)
 	if e != nil {
 		a.unresolved = true
 		return a.result(r, e)
 	}
+	a.reg, a.cap = t.reg, t.cap
 	r.observeResolved(a) // observe: kind, effect, registration and instance are known
 	if a.level() != AuditLevelNone {
 		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.capabilityID(),
@@ -312,16 +316,16 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	// An approval reserved for a call that fails before it executes stands.
 	defer r.releaseEvidence(a)
 
-	// Phase 3: availability, evaluated live (semantics §8.4).
-	if ok, reason := r.availability(st, a.cap); !ok {
-		return a.result(r, NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason}))
+	// Phase 3: availability as the consumer sees it: disabled by a
+	// policy, or unavailable in the current state (semantics §8.4),
+	// evaluated live.
+	if v := a.view.with(t.decision, t.st, t.cap); !v.available() {
+		return a.result(r, NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": v.reason}))
 	}
 
-	// Phase 4: authorization. Discovery first, then the authorize hooks,
-	// which wrap the later phases.
-	if e := r.authorizeDiscovery(a); e != nil {
-		return a.result(r, e)
-	}
+	// Phase 4: authorization, the authorize hooks wrapping the later
+	// phases.
+	a.bindCall()
 	return a.envelope(r, r.authorize(ctx, a))
 }
 

@@ -2,7 +2,6 @@ package surface
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -134,40 +133,4 @@ type escalation struct {
 // Fail returns the result a hook returns to deny with e.
 func Fail(e *Error) Result {
 	return Result{Status: StatusError, Error: e}
-}
-
-// discover runs the discovery hooks of a chain for one capability:
-// any hide wins, else the first disable, else expose.
-func (r *Registry) discover(chain []Policy, pc *PolicyContext) Decision {
-	out := Decision{}
-	for i := range chain {
-		if chain[i].Discover == nil {
-			continue
-		}
-		d, _ := r.discoverOne(&chain[i], pc)
-		if out = stricter(out, d); out.verdict == hide {
-			return out
-		}
-	}
-	return out
-}
-
-// stricter composes a chain's decision so far with one more vote: any hide
-// wins, else the first disable.
-func stricter(out, d Decision) Decision {
-	if d.verdict == hide || d.verdict == disable && out.verdict == expose {
-		return d
-	}
-	return out
-}
-
-// discoverOne runs one Discover hook; a panic hides, and reports panicked.
-func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision, panicked bool) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.opts.Logger.Error("surface: policy Discover panicked; the capability is hidden", "policy", p.Name, "capabilityId", pc.CapabilityID, "panic", fmt.Sprint(rec))
-			d, panicked = Hide(), true
-		}
-	}()
-	return p.Discover(pc), false
 }

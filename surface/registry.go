@@ -84,11 +84,14 @@ type Options struct {
 	// fields as key=value in a fixed order (see SlogSink).
 	Audit AuditSink
 	// AuditObservationRefusals audits, at metadata level, the observation
-	// calls refused before their handler ran (hidden by a policy or not
-	// found, unavailable, unauthenticated, unauthorized, rate limited), so
-	// that an operator sees an agent probing reads. Observations are
-	// otherwise never audited (the spec's level none); their successful
-	// reads stay unaudited either way.
+	// calls refused before their handler ran (unavailable,
+	// unauthenticated, unauthorized, rate limited), so that an operator
+	// sees an agent probing reads. Observations are otherwise never
+	// audited (the spec's level none); their successful reads stay
+	// unaudited either way. A call that resolves nothing (an unknown id,
+	// or a capability hidden from its consumer, which for that consumer
+	// does not exist) is audited with or without the option, as every
+	// resolution failure is.
 	AuditObservationRefusals bool
 	// Redact, if set, rewrites the input and output payloads of
 	// capabilities audited at level full before they are recorded. It
@@ -209,6 +212,7 @@ type Registry struct {
 	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
 	closed  bool                                // Close has begun
 	ordered []*registration                     // active registrations in snapshot order; nil when out of date
+	byID    map[string]*registration            // active registrations by registration id
 	byType  map[string]map[string]*registration // active registrations by type, then instance id
 	// spareInstances is the empty map of the last type whose instances
 	// all went, reused by the next new type: a page that unmounts its
@@ -469,12 +473,7 @@ func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 		r.unmounting = append(r.unmounting, ch)
 	}
 	r.removeLocked(reg)
-	// Ids only: nothing executable outlives the registration.
-	ts := tombstone{regID: reg.id, capIDs: make([]string, len(reg.caps))}
-	for i := range reg.caps {
-		ts.capIDs[i] = reg.caps[i].id
-	}
-	r.tombs.add(ts, now, r.opts.Limits.TombstoneSize, r.opts.Limits.TombstoneTTL)
+	r.tombs.add(tombstoneOf(reg), now, r.opts.Limits.TombstoneSize, r.opts.Limits.TombstoneTTL)
 	emitLocked(r, ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 }
@@ -521,7 +520,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.ordered, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, tombstones{}
+	r.ordered, r.byID, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, nil, tombstones{}
 	r.evMu.Lock()
 	r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged) // no surface-changed after Close
 	r.evMu.Unlock()
