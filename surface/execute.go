@@ -56,7 +56,10 @@ func (x *execution) outcome() (any, *Error, bool) {
 //
 // The handler's context is one standard layer over ctx: its deadline
 // (cause errTimedOut) is what handlers and the clients they call see as
-// ctx.Deadline(); an unmount or Close cancels it with its CancelFunc.
+// ctx.Deadline(); an unmount or Close cancels it with its CancelFunc. A
+// navigation's has a second layer for the unmount to cancel: an unmount
+// does not settle a navigation, so the deadline it may still reach must
+// keep its cause (semantics §7.3: hung navigation still times out).
 func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	timeout := a.budget(r)
 	start := r.now()
@@ -65,10 +68,17 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	if r.opts.Now != nil { // a clock of the application's: deadlines run on the runtime's
 		deadline = time.Now().Add(timeout)
 	}
-	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
+	timed, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
 	defer cancel()
+	hctx := timed
 	x := &a.exec
 	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation
+	if x.nav {
+		var unmount context.CancelFunc
+		hctx, unmount = context.WithCancel(timed)
+		defer unmount()
+		x.cancel = unmount
+	}
 	if r.opts.IsolateHandlers {
 		x.done = make(chan struct{})
 	}
@@ -85,7 +95,7 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	if r.opts.IsolateHandlers {
 		r.runIsolated(ctx, hctx, a, x, timeout)
 	} else {
-		r.runInline(ctx, hctx, a, x, timeout)
+		r.runInline(ctx, timed, hctx, a, x, timeout)
 	}
 	out, e, _ := x.outcome()
 	return out, e
@@ -144,16 +154,17 @@ func (a *attempt) budget(r *Registry) time.Duration {
 	return r.opts.Limits.ActionTimeout
 }
 
-// runInline calls the handler on this goroutine. Its return settles the
-// invocation unless something settled it first; a return after the
-// deadline or after the caller gave up settles TIMEOUT or CANCELLED, as
-// the timer or the caller would have, and is audited as late.
-func (r *Registry) runInline(ctx, hctx context.Context, a *attempt, x *execution, timeout time.Duration) {
+// runInline calls the handler on this goroutine, with hctx. Its return
+// settles the invocation unless something settled it first; a return
+// after the deadline (timed records it) or after the caller gave up
+// settles TIMEOUT or CANCELLED, as the timer or the caller would have,
+// and is audited as late.
+func (r *Registry) runInline(ctx, timed, hctx context.Context, a *attempt, x *execution, timeout time.Duration) {
 	out, e := r.callHandler(hctx, a)
 	late := false
 	if _, _, settled := x.outcome(); !settled {
 		switch {
-		case context.Cause(hctx) == errTimedOut:
+		case context.Cause(timed) == errTimedOut:
 			out, e, late = nil, a.timeoutError(timeout), true
 		case ctx.Err() != nil:
 			out, e, late = nil, NewError(CodeCancelled, "", nil), true
