@@ -13,17 +13,17 @@ func (r *Registry) availability(st *regState, c *regCap) (bool, string) {
 		return true, "" // the common case
 	}
 	if st.disabled {
-		return false, "component-disabled"
+		return false, string(ReasonComponentDisabled)
 	}
 	if a, ok := st.override(c); ok && !a.Available {
 		if a.Reason == "" {
-			return false, "unavailable"
+			return false, string(ReasonUnavailable)
 		}
 		return false, a.Reason
 	}
 	switch r.evalWhen(c) {
 	case whenFailed:
-		return false, "when-error"
+		return false, string(ReasonWhenError)
 	case whenFalse:
 		return false, r.unavailableReason(c)
 	}

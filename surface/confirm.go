@@ -286,7 +286,7 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 	if c.pending >= r.opts.Limits.MaxPendingConfirmations || c.byKey[view.ConsumerKey] >= r.opts.Limits.MaxPendingConfirmationsPerConsumer {
 		c.mu.Unlock()
 		return view, NewError(CodeRateLimited, "Too many confirmations are waiting for the user; retry later.",
-			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
+			map[string]any{"reason": string(ReasonQueueFull), "retryAfterMs": 1000})
 	}
 	r.mu.Lock() // under c.mu: the lock order allows it (see Registry)
 	if r.closed {
@@ -332,30 +332,24 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec = c.byID[id]
-	invalid := func(reason string) *Error {
-		e := NewError(CodeConfirmationInvalid, "", map[string]any{"reason": reason})
-		if reason == "expired" {
-			e.Retry = RetryWithConfirmation
-		}
-		return e
-	}
+	invalid := func(reason Reason) *Error { return NewReasonError(CodeConfirmationInvalid, reason, "") }
 	switch {
 	case rec == nil || rec.state == cPending && rec.digest != digest:
-		return nil, nil, invalid("mismatch")
+		return nil, nil, invalid(ReasonMismatch)
 	case rec.state == cPending:
 		v := rec.view
 		return nil, &v, nil
 	case rec.state == cDenied:
-		return nil, nil, invalid("denied")
+		return nil, nil, invalid(ReasonDenied)
 	case rec.state == cExpired:
-		return nil, nil, invalid("expired")
+		return nil, nil, invalid(ReasonExpired)
 	case rec.state != cApproved: // consumed, or reserved by another call
-		return nil, nil, invalid("consumed")
+		return nil, nil, invalid(ReasonConsumed)
 	case !c.r.now().Before(rec.view.ExpiresAt):
 		rec.state = cExpired // silently: the approval lapsed unused
-		return nil, nil, invalid("expired")
+		return nil, nil, invalid(ReasonExpired)
 	case rec.digest != digest:
-		return nil, nil, invalid("mismatch")
+		return nil, nil, invalid(ReasonMismatch)
 	}
 	rec.state = cReserved
 	return rec, nil, nil

@@ -219,7 +219,7 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
 	a.consumerKey = a.call.Consumer.Key()
 	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
-	res := a.result(r, NewError(CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
+	res := a.result(r, NewReasonError(CodeInvocationConflict, ReasonIDReused, ""))
 	r.settled(a, res, r.now(), true)
 	return res
 }

@@ -105,10 +105,7 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	if len(b.keys) > 0 {
 		if err := r.mergeBound(ctx, a, obj); err != nil {
 			r.opts.Logger.Warn("surface: procedure binding failed", "procedureId", a.inv.CapabilityID, "error", err)
-			e := NewError(CodePreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.",
-				map[string]any{"reason": "binding-failed"})
-			e.Retry = RetryAfterRefresh
-			return e
+			return NewReasonError(CodePreconditionFailed, ReasonBindingFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.")
 		}
 	}
 	eff, err := canonical.Marshal(obj)

@@ -88,7 +88,7 @@ func (r *Registry) resolve(a *attempt) (target, *Error) {
 func (r *Registry) gate(inv *Invocation, t target) (target, *Error) {
 	if e := t.cap.def.effect; inv.SurfaceVersion != "" && (e == EffectDestructive || e == EffectExternalSideEffect) &&
 		inv.SurfaceVersion != r.Version() {
-		return target{}, NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-version-mismatch"})
+		return target{}, NewReasonError(CodeStaleCapability, ReasonSurfaceVersionMismatch, "")
 	}
 	return t, nil
 }
@@ -211,11 +211,11 @@ func (r *Registry) notLive(v *consumerView, regID string, live *candidate) *Erro
 	tomb = tomb && v.sees(&ts)
 	switch {
 	case tomb && live != nil:
-		return NewError(CodeStaleCapability, "", map[string]any{"reason": "registration-replaced", "liveRegistrationId": live.reg.id})
+		return NewError(CodeStaleCapability, "", map[string]any{"reason": string(ReasonRegistrationReplaced), "liveRegistrationId": live.reg.id})
 	case tomb:
 		return unmountedAtResolve()
 	case live != nil:
-		return NewError(CodeStaleCapability, "", map[string]any{"reason": "surface-reloaded", "liveRegistrationId": live.reg.id})
+		return NewError(CodeStaleCapability, "", map[string]any{"reason": string(ReasonSurfaceReloaded), "liveRegistrationId": live.reg.id})
 	}
 	return notFound()
 }

@@ -31,7 +31,7 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 		if r.opts.Environment.isDev() {
 			a.devDefect = true // not cached: the fixed handler can be retried with the same id
 		}
-		return "", NewError(CodeExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+		return "", NewReasonError(CodeExecutionFailed, ReasonOutputInvalid, msgOutputInvalid)
 	}
 	b, err := json.Marshal(out)
 	if err == nil && jsonDepth(b) > maxJSONDepth {
@@ -42,7 +42,7 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	}
 	if len(b) > r.opts.Limits.MaxOutputBytes {
 		r.opts.Logger.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.opts.Limits.MaxOutputBytes)
-		return "", NewError(CodeExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
+		return "", NewReasonError(CodeExecutionFailed, ReasonOutputTooLarge, msgOutputTooLarge)
 	}
 	if d.outputTyped {
 		// The schema was inferred from the handler's Go type to describe
@@ -79,7 +79,7 @@ func (r *Registry) notJSON(a *attempt, err error) (JSONText, *Error) {
 		a.devDefect = true
 		msg = "Development: the output of " + a.capabilityID() + " is not JSON: " + what + ". Fix the handler."
 	}
-	return "", NewError(CodeExecutionFailed, msg, map[string]any{"reason": "output-invalid"})
+	return "", NewReasonError(CodeExecutionFailed, ReasonOutputInvalid, msg)
 }
 
 // notJSONReason says why an output could not be encoded as JSON, without

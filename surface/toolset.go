@@ -551,7 +551,7 @@ func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
 // waitAndRetry waits for the user's decision on the confirmation res asks
 // for and, once approved, calls again with it.
 func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result) Result {
-	cid, _ := res.Error.Details["confirmationId"].(string)
+	cid := res.Error.ConfirmationID()
 	if cid == "" {
 		return res
 	}
