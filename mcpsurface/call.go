@@ -40,7 +40,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 	if code(res) == surface.CodeConfirmationRequired {
 		rec := s.remember(cat, p.Name, p.Arguments, res)
 		if s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
-			cid, _ := res.Error.Details["confirmationId"].(string)
+			cid := res.Error.ConfirmationID()
 			if expiresAt, pending := s.expiry(cid); pending {
 				at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
 				if f != nil { // older clients are asked while this call waits: until expiry at most
@@ -103,11 +103,11 @@ func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, na
 		// confirmation this server issued for it. (A client that sends
 		// _meta sends the confirmation id too.)
 		res := s.withEvidence(ctx, at, rec, args, rec.invocationID)
-		reason := ""
+		var reason surface.Reason
 		if code(res) == surface.CodeConfirmationInvalid {
-			reason, _ = res.Error.Details["reason"].(string)
+			reason = res.Error.Reason()
 		}
-		if reason == "" || reason == "denied" {
+		if reason == "" || reason == surface.ReasonDenied {
 			return res // executed, failed, still pending, or refused: the agent must learn it
 		}
 		// mismatch, consumed, expired: this is a new request.
@@ -145,7 +145,7 @@ func (s *Server) remember(cat *surface.Catalog, name string, args json.RawMessag
 	if s.meta {
 		return nil
 	}
-	cid, _ := res.Error.Details["confirmationId"].(string)
+	cid := res.Error.ConfirmationID()
 	if cid == "" {
 		return nil
 	}
@@ -183,7 +183,7 @@ func toolResult(res surface.Result) *mcp.CallToolResult {
 	b, err := json.Marshal(res)
 	if err != nil { // only invalid output JSON could do this; the registry validates it
 		res = surface.Result{Status: surface.StatusError, InvocationID: res.InvocationID, CapabilityID: res.CapabilityID,
-			Error: surface.NewError(surface.CodeExecutionFailed, "", map[string]any{"reason": "output-invalid"}), SurfaceVersion: res.SurfaceVersion}
+			Error: surface.NewReasonError(surface.CodeExecutionFailed, surface.ReasonOutputInvalid, ""), SurfaceVersion: res.SurfaceVersion}
 		b, _ = json.Marshal(res)
 	}
 	return &mcp.CallToolResult{
