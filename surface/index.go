@@ -23,6 +23,15 @@ func (r *Registry) instanceLocked(typ, instance string) *registration {
 	return r.byType[typ][instance]
 }
 
+// registered reports whether capID is the id of a capability of a live
+// registration or of one a live tombstone remembers.
+func (r *Registry) registered(capID string) bool {
+	now := r.now()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.capIDs[capID] > 0 || r.tombs.lists(capID, now)
+}
+
 // orderedLocked returns the live registrations in snapshot order. The
 // slice is shared: callers must not change it. Its array is never changed
 // once made (a change of the live set makes a new one), so a snapshot
@@ -42,9 +51,13 @@ func (r *Registry) insertLocked(reg *registration) {
 	r.ordered = nil
 	if r.byType == nil {
 		r.byID = make(map[string]*registration)
+		r.capIDs = make(map[string]int)
 		r.byType = make(map[string]map[string]*registration)
 	}
 	r.byID[reg.id] = reg
+	for i := range reg.caps {
+		r.capIDs[reg.caps[i].id]++
+	}
 	instances := r.byType[reg.typ]
 	if instances == nil {
 		instances = r.spareInstances // the map of the last type that emptied, keeping its size
@@ -68,6 +81,9 @@ func (r *Registry) insertLocked(reg *registration) {
 func (r *Registry) removeLocked(reg *registration) {
 	r.ordered = nil
 	delete(r.byID, reg.id)
+	for i := range reg.caps {
+		decrement(r.capIDs, reg.caps[i].id)
+	}
 	if instances := r.byType[reg.typ]; instances != nil {
 		delete(instances, reg.instance)
 		if len(instances) == 0 {
@@ -172,6 +188,16 @@ func (t *tombstones) byRegistration(regID string, now time.Time) (tombstone, boo
 		}
 	}
 	return tombstone{}, false
+}
+
+// lists reports whether a live tombstone lists the capability id.
+func (t *tombstones) lists(capID string, now time.Time) bool {
+	for i := range t.n {
+		if ts := t.at(i); ts.expires.After(now) && ts.capability(capID) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // listing appends to out copies of the live tombstones that list the

@@ -167,6 +167,14 @@ type Settlement struct {
 	// is then how long it ran until the settlement.
 	Executed  bool
 	Execution time.Duration
+	// Registered reports whether the capability id the call named
+	// (InvocationInfo.CapabilityID) is that of a capability registered in
+	// the registry: of a live registration, or of one a live tombstone
+	// remembers, whoever may see it. It is set for every call that
+	// resolved. An id a caller made up is never registered, so series and
+	// span names keyed by registered ids only stay bounded by what the
+	// application registers.
+	Registered bool
 }
 
 // ConfirmationChange is a confirmation request created or resolved.
@@ -287,9 +295,10 @@ func (r *Registry) observeSettled(a *attempt, res *Result, d time.Duration) {
 		return
 	}
 	a.rec = nil // exactly once
+	registered := a.cap != nil || r.registered(a.inv.CapabilityID)
 	defer r.telemetryPanic("Settle")
 	rec.Settle(Settlement{Status: res.Status, Error: res.Error, Duration: d, Admission: a.queued, QueueWait: a.queueWait,
-		Executed: a.executed, Execution: a.execution})
+		Executed: a.executed, Execution: a.execution, Registered: registered})
 }
 
 // telemetryPanic recovers and logs a panic raised by a telemetry hook.

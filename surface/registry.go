@@ -213,6 +213,7 @@ type Registry struct {
 	closed  bool                                // Close has begun
 	ordered []*registration                     // active registrations in snapshot order; nil when out of date
 	byID    map[string]*registration            // active registrations by registration id
+	capIDs  map[string]int                      // capability ids of active registrations, with their counts
 	byType  map[string]map[string]*registration // active registrations by type, then instance id
 	// spareInstances is the empty map of the last type whose instances
 	// all went, reused by the next new type: a page that unmounts its
@@ -520,7 +521,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.ordered, r.byID, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, nil, tombstones{}
+	r.ordered, r.byID, r.capIDs, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, nil, nil, tombstones{}
 	r.evMu.Lock()
 	r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged) // no surface-changed after Close
 	r.evMu.Unlock()
