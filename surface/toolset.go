@@ -179,7 +179,9 @@ type CallOptions struct {
 	ConfirmationID string
 }
 
-const emptyObject = `{"additionalProperties":false,"properties":{},"type":"object"}`
+// emptyObject is the input schema of an observation's tool (semantics
+// §16.1).
+const emptyObject = `{"type":"object","properties":{},"additionalProperties":false}`
 
 // NewToolset returns a toolset over reg. It fails with ErrToolsetOptions
 // when neither Topology nor Confirmations is set, or when a Budget is set
