@@ -216,7 +216,7 @@ func (r *Registry) admitCall(a *attempt) (*waiter, *Error) {
 // code, so a panic (or an input that does not decode) fails the call.
 func (r *Registry) groupKey(a *attempt) (key string, e *Error) {
 	defer r.recoverAs(&e, handlerError, "the concurrency key", a.inv.CapabilityID)
-	key, err := a.cap.def.conc.key(a.in)
+	key, err := a.cap.def.conc.key(a.eff.in)
 	if err != nil {
 		r.opts.Logger.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)
 		return "", handlerError()

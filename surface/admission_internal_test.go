@@ -277,7 +277,7 @@ func TestGroupAdmissionMatchesModel_AS_CONC_001_002(t *testing.T) {
 			case op <= 2: // a call arrives
 				rc := &reg.caps[rapid.IntRange(0, len(reg.caps)-1).Draw(rt, "capability")]
 				k := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "key")
-				c := call{id: step, group: groupOf(rc, k), a: &attempt{reg: reg, cap: rc, in: &keyed{K: k}}}
+				c := call{id: step, group: groupOf(rc, k), a: &attempt{reg: reg, cap: rc, eff: effective{in: &keyed{K: k}}}}
 				depth := rc.def.conc.depth
 				if depth < 0 {
 					depth = r.Limits().ActionQueueDepth

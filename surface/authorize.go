@@ -33,7 +33,7 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt) Result {
 	if !a.cap.invokes {
 		return r.afterInvokePolicies(ctx, a)
 	}
-	value := a.value
+	value := a.eff.value
 	if a.cap.def.kind == KindObservation {
 		value = map[string]any{}
 	}

@@ -402,13 +402,14 @@ func confirmationDigest(surfaceID, regID, capID, consumerKey string, effect Effe
 
 // confirmationGate is the innermost layer of phase 6 (semantics §13.1):
 // it decides whether the call needs the user's approval and, if so,
-// requests it or checks the evidence sent. Approved, matching evidence is
-// reserved for this call and handed to the handler; it is spent when
-// execution starts, and released if the call fails before.
-func (r *Registry) confirmationGate(a *attempt) *Error {
+// requests it or checks the evidence sent. It returns approved, matching
+// evidence reserved for this call, which the caller hands to the
+// handler; it is spent when execution starts, and released if the call
+// fails before.
+func (r *Registry) confirmationGate(a *attempt) (*confirmRecord, *Error) {
 	d := a.cap.def
 	if d.kind == KindObservation {
-		return nil
+		return nil, nil
 	}
 	level := d.confirmation
 	var composer func(any) string // of the first active escalation that has one
@@ -423,32 +424,30 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 		}
 	}
 	if level != ConfirmRequired {
-		return nil // a confirmationId sent anyway is ignored, not consumed
+		return nil, nil // a confirmationId sent anyway is ignored, not consumed
 	}
-	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.effInput)
+	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.eff.text)
 	if id := a.inv.ConfirmationID; id != "" {
 		rec, pending, e := r.confirm.reserve(id, digest)
 		r.observePresented(a, id, rec, pending) // observe: the evidence was checked (accepted iff rec != nil)
 		switch {
 		case e != nil:
-			return e
+			return nil, e
 		case pending != nil:
-			return confirmationRequired(*pending)
+			return nil, confirmationRequired(*pending)
 		}
-		a.evidence = rec
-		a.call.Confirmation = &Evidence{ID: id, ApprovedAt: rec.approvedAt}
-		return nil
+		return rec, nil
 	}
 	view := PendingConfirmation{
 		CapabilityID: a.cap.id, RegistrationID: a.reg.id, ConsumerKey: a.consumerKey,
-		Effect: d.effect, Summary: r.summary(a, composer), Input: JSONText(a.effInput),
+		Effect: d.effect, Summary: r.summary(a, composer), Input: JSONText(a.eff.text),
 	}
 	view, e := r.confirm.request(view, d.audit, digest)
 	if e != nil {
-		return e
+		return nil, e
 	}
 	r.observePhase(a, requestedPhase(view)) // observe: the user's approval is requested
-	return confirmationRequired(view)
+	return nil, confirmationRequired(view)
 }
 
 // confirmationRequired is the CONFIRMATION_REQUIRED of a pending request.
@@ -466,7 +465,7 @@ func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
 		return true
 	}
 	return guarded(r, "a confirmation condition", a.inv.CapabilityID, true, func() bool {
-		return esc.when(&InvokeContext{PolicyContext: *a.view.pc, InvocationID: a.id(), Input: a.value})
+		return esc.when(&InvokeContext{PolicyContext: *a.view.pc, InvocationID: a.id(), Input: a.eff.value})
 	})
 }
 
@@ -476,9 +475,9 @@ func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
 func (r *Registry) summary(a *attempt, composer func(any) string) string {
 	d := a.cap.def
 	if composer == nil {
-		return clip(d.description+" — input: "+string(a.effInput), maxMessage)
+		return clip(d.description+" — input: "+string(a.eff.text), maxMessage)
 	}
-	return clip(guarded(r, "a confirmation summary", a.inv.CapabilityID, d.description, func() string { return composer(a.value) }), maxMessage)
+	return clip(guarded(r, "a confirmation summary", a.inv.CapabilityID, d.description, func() string { return composer(a.eff.value) }), maxMessage)
 }
 
 // releaseEvidence gives back approved evidence reserved by a call that

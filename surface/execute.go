@@ -218,7 +218,7 @@ func (r *Registry) callHandler(hctx context.Context, a *attempt) (out any, e *Er
 	case KindObservation:
 		out, err = d.read(hctx, &a.call)
 	case KindAction:
-		out, err = d.execute(hctx, &a.call, a.in)
+		out, err = d.execute(hctx, &a.call, a.eff.in)
 	default:
 		out, err = r.callExecutor(hctx, a)
 	}
@@ -258,7 +258,7 @@ func (r *Registry) callExecutor(ctx context.Context, a *attempt) (out any, err e
 	}
 	defer recoverError(&err)
 	raw, err := box.e.Execute(ctx, &ProcedureCall{
-		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.effInput, InvocationID: a.id(),
+		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.eff.text, InvocationID: a.id(),
 		Consumer: a.call.Consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,
 	})
 	if err != nil || raw == nil {

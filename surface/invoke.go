@@ -172,10 +172,7 @@ type attempt struct {
 	reg *registration
 	cap *regCap
 
-	// Effective input (phase 5).
-	in       any    // the typed input handed to the handler
-	value    any    // its JSON value, for invoke policies
-	effInput []byte // its canonical JSON
+	eff effective // the effective input (phase 5)
 
 	// Confirmation (phase 6), admission (8) and execution (9).
 	evidence  *confirmRecord // approved evidence reserved for this call
@@ -332,9 +329,11 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 // afterAuthorization runs phases 5 to 9 inside the authorize hooks.
 func (r *Registry) afterAuthorization(ctx context.Context, a *attempt) Result {
 	// Phase 5: effective input.
-	if e := r.effectiveInput(ctx, a); e != nil {
+	eff, e := r.effectiveInput(ctx, a)
+	if e != nil {
 		return a.result(r, e)
 	}
+	a.eff = eff
 
 	// Phase 6: the invoke hooks, which wrap the later phases.
 	return r.invokePolicies(ctx, a)
@@ -343,8 +342,13 @@ func (r *Registry) afterAuthorization(ctx context.Context, a *attempt) Result {
 // afterInvokePolicies runs the confirmation gate (the innermost layer of
 // phase 6) and phases 7 to 9 inside the invoke hooks.
 func (r *Registry) afterInvokePolicies(ctx context.Context, a *attempt) Result {
-	if e := r.confirmationGate(a); e != nil {
+	evidence, e := r.confirmationGate(a)
+	if e != nil {
 		return a.result(r, e)
+	}
+	if evidence != nil {
+		a.evidence = evidence
+		a.call.Confirmation = &Evidence{ID: evidence.view.ConfirmationID, ApprovedAt: evidence.approvedAt}
 	}
 
 	// Phase 7: precondition.

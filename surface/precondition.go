@@ -11,7 +11,7 @@ func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
 		return nil
 	}
 	defer r.recoverAs(&e, handlerError, "the precondition", a.inv.CapabilityID)
-	if err := d.precondition(ctx, &a.call, a.in); err != nil {
+	if err := d.precondition(ctx, &a.call, a.eff.in); err != nil {
 		return r.userError(a, err, "precondition")
 	}
 	return nil

@@ -172,7 +172,7 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 		ev.ExecutionMs = &ms[2]
 	}
 	if a.level() == AuditLevelFull {
-		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.effInput), res.Output)
+		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.eff.text), res.Output)
 	}
 	r.audit(ev)
 }
