@@ -70,9 +70,10 @@
 //
 // [Registry.Invoke] runs every call through one fixed pipeline: identity
 // (an invocation id, scoped by consumer, joins or replays an identical
-// request and conflicts with a different one), resolution (stale
-// registration ids, tombstones of unmounted components, ambiguous
-// instances), availability, authorization, the effective input (validated
+// request and conflicts with a different one), resolution among the
+// capabilities the consumer sees (stale registration ids, tombstones of
+// unmounted components, ambiguous instances; see Visibility),
+// availability, authorization, the effective input (validated
 // against the schema), invoke policies and confirmation, precondition,
 // admission (actions queue per instance unless their [Concurrency] says
 // otherwise; reads share a bounded pool),

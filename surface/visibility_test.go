@@ -285,3 +285,46 @@ func TestHiddenLeavesNoTrace_AS_POLICY_003(t *testing.T) {
 	surfacetest.RequireCode(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:acct.admin.wipe"}, as("a")), surface.CodeConfirmationRequired)
 	surfacetest.RequireCode(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:acct.admin.wipe"}, as("a")), surface.CodeRateLimited)
 }
+
+// The consumer view reads the host context once per call: one Snapshot,
+// one Explain, one Invoke, however many candidates its policies judge and
+// whatever phase first needs it; the handler sees that same context.
+// AS-POLICY-003.
+func TestHostContextReadOncePerCall_AS_POLICY_003(t *testing.T) {
+	reads := 0
+	tenant := "acme"
+	reg := accountsRegistry(t, &tenant, &surface.Options{Context: func() map[string]any {
+		reads++
+		return map[string]any{"read": reads}
+	}})
+	var seen any
+	for _, id := range []string{"a1", "a2", "a3"} {
+		c := account(id, "acme")
+		c.Actions = map[string]surface.Capability{"touch": surface.Action(surface.ActionDef[surface.None, surface.None]{
+			Description: "Touches", Effect: surface.EffectLocalState,
+			Execute: func(_ context.Context, call *surface.Call, _ surface.None) (surface.None, error) {
+				seen = call.Host["read"]
+				return surface.None{}, nil
+			}})}
+		surfacetest.MustRegister(t, reg, c)
+	}
+	for what, call := range map[string]func(){
+		"snapshot": func() { reg.Snapshot(surface.SnapshotOptions{}) },
+		"explain":  func() { reg.Explain(surface.SnapshotOptions{}) },
+		"ambiguous call": func() {
+			surfacetest.RequireCode(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:acct.detail.touch"}, as("a")), surface.CodeAmbiguousInstance)
+		},
+		"call": func() {
+			surfacetest.RequireOK(t, reg.Invoke(bg, surface.Invocation{CapabilityID: "view:acct.detail.touch", InstanceID: "a2"}, as("a")))
+			if seen != reads {
+				t.Errorf("the handler saw host context read %v, the call's was read %d", seen, reads)
+			}
+		},
+	} {
+		before := reads
+		call()
+		if n := reads - before; n != 1 {
+			t.Errorf("%s read the host context %d times, want once", what, n)
+		}
+	}
+}
