@@ -356,6 +356,12 @@ func (c Capability) normalized() (Capability, error) {
 	c.Component, c.Context = cloneParent(c.Component), cloneParent(c.Context)
 	c.Idempotent, c.Reversible, c.RequiresConfirmation = cloneBool(c.Idempotent), cloneBool(c.Reversible), cloneBool(c.RequiresConfirmation)
 	c.BoundFields = slices.Clone(c.BoundFields)
+	slices.SortFunc(c.BoundFields, func(a, b BoundField) int { return strings.Compare(a.Path, b.Path) })
+	for i := 1; i < len(c.BoundFields); i++ {
+		if c.BoundFields[i].Path == c.BoundFields[i-1].Path {
+			return c, fmt.Errorf("%w: bound field %q listed twice", ErrFormat, c.BoundFields[i].Path)
+		}
+	}
 	if len(c.BoundFields) == 0 {
 		c.BoundFields = nil
 	}

@@ -13,6 +13,12 @@
 //	}
 //	file, err := c.Encode() // commit it, e.g. under testdata/
 //
+//	old, err := contract.Parse(committed)
+//	changes, err := contract.Compare(old, c)
+//	if bad := contract.Classes{contract.Widening}.Failing(changes); len(bad) > 0 {
+//		contract.WriteTable(os.Stderr, bad)
+//	}
+//
 // # The contract file
 //
 // A contract is JSON, indented, with a final newline:
@@ -97,9 +103,81 @@
 // from one that asks for some inputs only; removing either is a
 // widening.
 //
+// # The rule table
+//
+// [Compare] reports every difference as one [Change] with a class. A
+// change is widening when the consumer may do more, or when the
+// classifier cannot show that it may not; narrowing when it may do less;
+// neutral when what it may do is unchanged. A change that widens in one
+// respect and narrows in another, or that cannot be ordered, is a mixed
+// widening: widening whichever contract is the old one. Swapping the two
+// contracts turns every other widening into a narrowing and back, and
+// keeps neutral changes neutral (a property test checks it).
+//
+//	field                 widening                              narrowing                      neutral
+//	consumer              added, and sees a capability          removed, and saw one           added or removed seeing none
+//	capability            added, not hidden                     removed, was not hidden        added or removed while hidden
+//	visibility            hidden → disabled → listed → exposed  the converse                   -
+//	kind                  any change (mixed)                    -                              -
+//	effect                raised in reach: read < local-state,  lowered                        -
+//	                      navigation < server-query <
+//	                      server-mutation < external-side-
+//	                      effect, destructive; between equals
+//	                      (local-state and navigation, external-
+//	                      side-effect and destructive) mixed
+//	idempotent            false → true                          true → false                   -
+//	reversible            false → true                          true → false                   -
+//	confirmation          lowered (never < optional < required) raised                         -
+//	confirmationByPolicy  required → none                       none → required                -
+//	requiresConfirmation  true → false, when no confirmation    false → true, likewise         when both contracts record
+//	                      level is recorded (MCP)                                              the level (it follows from it)
+//	inputSchema,          the new schema may accept a value     the new schema refuses a       an equivalent schema
+//	outputSchema          the old one refuses (mixed when the   value the old one accepted
+//	                      converse holds too)
+//	boundFields[path]     removed (the agent supplies it now),  added, or locked               -
+//	                      or unlocked
+//	annotations           now served over MCP (registry)        no longer served               -
+//	annotations.<hint>    towards safer (readOnlyHint or        towards less safe              when both contracts record the
+//	                      idempotentHint true, destructiveHint                                 kind, effect and idempotency
+//	                      or openWorldHint false), when the                                    they follow from; title
+//	                      facts are not recorded
+//	policies[layer name]  removed; hooks removed (mixed when    added; hooks added; now        vote and reason (the visibility
+//	                      others were added); no longer         raises the confirmation        row carries them)
+//	                      raises the confirmation level         level
+//	policies              the chain's order changed (mixed)     -                              -
+//	description, wireName, context, disabledReason, meta, grants, identity (kind, id), components,
+//	a policy's hooks in another order, annotations written out or left to MCP's defaults:
+//	                      -                                     -                              any change
+//
+// When a capability is hidden in either contract, the visibility row
+// carries the class, and what else changed (what a capability that
+// comes out of hiding shows, what one that goes into hiding no longer
+// shows) is listed as neutral rows: the consumer was, or is, shown
+// nothing of it. An absent schema compares as what its absence means: no
+// input (the empty object) for an input schema, any value for an output
+// schema. Every difference between two contract files gives at least one
+// change (a property test checks that too).
+//
 // # Schemas
 //
-// A contract records the schemas agents are shown. The element type of
+// A schema change is classified by proving inclusions between the sets
+// of values the two schemas accept, under the validator's rules: the new
+// schema widens unless every value it accepts is shown to be accepted by
+// the old one, and narrows unless the converse is shown. The proof
+// follows $ref (assuming a pair of nodes under proof when a recursion
+// meets it again, which a finite value makes sound), distributes anyOf,
+// compares types (integer within number), the bounds and counts of
+// strings, numbers, arrays and objects, required and declared
+// properties and additionalProperties, and checks a finite set of values
+// (const, enum, booleans and null) value by value with the validator
+// itself. What it cannot show — a pattern or format it cannot compare, a
+// keyword it does not know, a schema too complex to finish within its
+// budget — counts as not shown, so an unclassifiable change is a widening
+// (or a mixed one), never neutral. The proof is sound, not complete: a
+// change it calls widening may in fact accept nothing new; a change it
+// calls narrowing or neutral never accepts anything new.
+//
+// A contract compares the schemas agents are shown. The element type of
 // an inferred Go map is enforced by the registry but not part of the
 // shown schema (the subset has no schema-valued additionalProperties), so
 // a contract cannot see it change.
