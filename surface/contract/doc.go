@@ -19,6 +19,10 @@
 //		contract.WriteTable(os.Stderr, bad)
 //	}
 //
+// In Go tests, surfacetest.RequireContract writes a registry's contract
+// under testdata with -update and fails with the classified changes when
+// it differs.
+//
 // # The contract file
 //
 // A contract is JSON, indented, with a final newline:
@@ -82,7 +86,7 @@
 // restated from the facts by [AnnotationsFor] (a test checks that
 // mcpsurface agrees). Of a hidden capability a contract records only its
 // id, kind, component, description and policies: the consumer is shown
-// nothing else, and nothing else is compared.
+// nothing else.
 //
 // [FromTools] reads what an MCP server lists (see the agentsurface
 // contract command), which is less. It knows the wire name, the schemas
