@@ -21,7 +21,11 @@
 //
 // In Go tests, surfacetest.RequireContract writes a registry's contract
 // under testdata with -update and fails with the classified changes when
-// it differs.
+// it differs. The agentsurface command prints the contract of a running
+// surface over MCP (agentsurface contract) and the classified changes
+// between two contract files (agentsurface diff); the repository's
+// README has a CI recipe that fails a pull request whose committed
+// contract widens the base branch's.
 //
 // # The contract file
 //
