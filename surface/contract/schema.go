@@ -520,16 +520,16 @@ func lengths(as []map[string]any, minKey, maxKey string) (lo, hi float64) {
 func numericRange(as []map[string]any) (lo, hi bound) {
 	for _, m := range as {
 		if x, ok := number(m["minimum"]); ok {
-			lo = tighterLow(lo, bound{true, x, false})
+			lo = tighter(lo, bound{true, x, false}, true)
 		}
 		if x, ok := number(m["exclusiveMinimum"]); ok {
-			lo = tighterLow(lo, bound{true, x, true})
+			lo = tighter(lo, bound{true, x, true}, true)
 		}
 		if x, ok := number(m["maximum"]); ok {
-			hi = tighterHigh(hi, bound{true, x, false})
+			hi = tighter(hi, bound{true, x, false}, false)
 		}
 		if x, ok := number(m["exclusiveMaximum"]); ok {
-			hi = tighterHigh(hi, bound{true, x, true})
+			hi = tighter(hi, bound{true, x, true}, false)
 		}
 	}
 	return lo, hi
@@ -661,26 +661,18 @@ type bound struct {
 	exclusive bool
 }
 
-// tighterLow returns the tighter of two lower bounds.
-func tighterLow(x, y bound) bound {
-	switch {
-	case !x.set:
-		return y
-	case !y.set:
-		return x
-	case y.v > x.v || y.v == x.v && y.exclusive:
-		return y
+// tighter returns the tighter of two lower (low) or upper bounds.
+func tighter(x, y bound, low bool) bound {
+	beyond := y.v < x.v
+	if low {
+		beyond = y.v > x.v
 	}
-	return x
-}
-
-func tighterHigh(x, y bound) bound {
 	switch {
 	case !x.set:
 		return y
 	case !y.set:
 		return x
-	case y.v < x.v || y.v == x.v && y.exclusive:
+	case beyond || y.v == x.v && y.exclusive:
 		return y
 	}
 	return x
