@@ -66,3 +66,41 @@ func TestParseRejects(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParse reads contract files, which a CI gate takes from pull
+// requests: Parse never panics, and what it accepts encodes to a file it
+// reads back to the same bytes, with no change against itself and a
+// classified change for every consumer against an empty contract.
+func FuzzParse(f *testing.F) {
+	f.Add(encode(f, must(contract.FromRegistry(shop(f, shopOptions{}), agent, console))))
+	f.Add([]byte(`{"format":"agentsurface.contract","version":1,"source":"mcp","consumers":[{"consumer":"a","capabilities":[{"wireName":"t","visibility":"listed","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"idempotentHint":false}}]}]}`))
+	f.Add([]byte(`{"format":"agentsurface.contract","version":1,"source":"registry","consumers":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := contract.Parse(data)
+		if err != nil {
+			if !errors.Is(err, contract.ErrFormat) {
+				t.Fatalf("an error that is not ErrFormat: %v", err)
+			}
+			return
+		}
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := contract.Parse(b)
+		if err != nil {
+			t.Fatalf("the encoding does not parse: %v\n%s", err, b)
+		}
+		if b2, _ := again.Encode(); !bytes.Equal(b, b2) {
+			t.Fatalf("not stable:\n%s\n%s", b, b2)
+		}
+		if ch, err := contract.Compare(c, again); err != nil || len(ch) != 0 {
+			t.Fatalf("changes against itself: %v %+v", err, ch)
+		}
+		empty := &contract.Contract{Format: contract.Format, Version: contract.Version, Source: c.Source}
+		ch, err := contract.Compare(empty, c)
+		if err != nil || len(ch) != len(c.Consumers) {
+			t.Fatalf("against nothing: %v, %d changes for %d consumers", err, len(ch), len(c.Consumers))
+		}
+	})
+}
