@@ -29,7 +29,7 @@ func BenchmarkCompare(b *testing.B) {
 	old := must(contract.FromRegistry(shop(b, shopOptions{}), agent, console))
 	new := must(contract.FromRegistry(shop(b, shopOptions{edit: func(cart, _ *surface.Component) {
 		cart.Actions["addItem"] = surface.Action(surface.ActionDef[addItem, surface.None]{
-			Description: "Add an item", Effect: surface.EffectLocalState, Execute: noop[addItem](surface.EffectLocalState),
+			Description: "Add an item", Effect: surface.EffectLocalState, Execute: noop[addItem](),
 			InputSchema: []byte(`{"type":"object","properties":{"id":{"type":"string","maxLength":10},"quantity":{"type":"integer","minimum":1}},"required":["id"],"additionalProperties":false}`),
 		})
 	}}), agent, console))

@@ -50,7 +50,7 @@ type shopOptions struct {
 	edit func(cartComp, adminComp *surface.Component)
 }
 
-func noop[In any](effect surface.Effect) func(context.Context, *surface.Call, In) (surface.None, error) {
+func noop[In any]() func(context.Context, *surface.Call, In) (surface.None, error) {
 	return func(context.Context, *surface.Call, In) (surface.None, error) { return surface.None{}, nil }
 }
 
@@ -80,14 +80,14 @@ func shop(t testing.TB, o shopOptions) *surface.Registry {
 		},
 		Actions: map[string]surface.Capability{
 			"addItem": surface.Action(surface.ActionDef[addItem, surface.None]{
-				Description: "Add an item", Effect: surface.EffectLocalState, Execute: noop[addItem](surface.EffectLocalState),
+				Description: "Add an item", Effect: surface.EffectLocalState, Execute: noop[addItem](),
 			}),
 			"checkout": surface.Action(surface.ActionDef[surface.None, surface.None]{
 				Description: "Go to the checkout page", Effect: surface.EffectNavigation, Idempotent: true, Irreversible: true,
-				Execute: noop[surface.None](surface.EffectNavigation),
+				Execute: noop[surface.None](),
 			}),
 			"setTags": surface.Action(surface.ActionDef[[]string, surface.None]{
-				Description: "Replace the cart's tags", Effect: surface.EffectLocalState, Execute: noop[[]string](surface.EffectLocalState),
+				Description: "Replace the cart's tags", Effect: surface.EffectLocalState, Execute: noop[[]string](),
 			}),
 		},
 		Procedures: []surface.Capability{
@@ -127,7 +127,7 @@ func shop(t testing.TB, o shopOptions) *surface.Registry {
 		},
 		Actions: map[string]surface.Capability{
 			"purge": surface.Action(surface.ActionDef[surface.None, surface.None]{
-				Description: "Purge the cache", Effect: surface.EffectLocalState, Execute: noop[surface.None](surface.EffectLocalState),
+				Description: "Purge the cache", Effect: surface.EffectLocalState, Execute: noop[surface.None](),
 				Policies: []surface.Policy{{Name: "maintenance", Discover: func(*surface.PolicyContext) surface.Decision {
 					return surface.Disable("The cache is being rebuilt.")
 				}}},

@@ -151,7 +151,7 @@ func TestLiveStateLeftOut(t *testing.T) {
 	note := "none"
 	edit := func(cart, _ *surface.Component) {
 		cart.Actions["addItem"] = surface.Action(surface.ActionDef[addItem, surface.None]{
-			Description: "Add an item", Effect: surface.EffectLocalState, Execute: noop[addItem](surface.EffectLocalState),
+			Description: "Add an item", Effect: surface.EffectLocalState, Execute: noop[addItem](),
 			When: func() bool { return available }, UnavailableReason: "The cart is full.",
 		})
 		cart.Procedures = append(cart.Procedures[:0:0], cart.Procedures...)
@@ -197,7 +197,7 @@ func TestChangingSurface(t *testing.T) {
 	var nested atomic.Bool
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "a", Description: "A", Actions: map[string]surface.Capability{
 		"go": surface.Action(surface.ActionDef[surface.None, surface.None]{
-			Description: "Go", Effect: surface.EffectNavigation, Execute: noop[surface.None](surface.EffectNavigation),
+			Description: "Go", Effect: surface.EffectNavigation, Execute: noop[surface.None](),
 			When: func() bool {
 				if nested.CompareAndSwap(false, true) {
 					_, _ = reg.Register(surface.Component{Type: "b", InstanceID: fmt.Sprint("i", n.Add(1)), Description: "B"})
