@@ -6,13 +6,14 @@ import (
 )
 
 // bindCall begins phase 4: it makes what handlers and policies see of the
-// resolved call, with the host context the consumer view read (once per
-// call). The discovery hooks have run already: resolution asked them
+// resolved call, with the host context the consumer view v read (once
+// per call). The discovery hooks have run already: resolution asked them
 // whether the consumer sees the capability (DESIGN decisions 2 and 19).
-func (a *attempt) bindCall() {
-	a.call.CapabilityID, a.call.RegistrationID, a.call.Host = a.cap.id, a.reg.id, a.view.hostContext()
+func (a *attempt) bindCall(v *consumerView) {
+	a.call.CapabilityID, a.call.RegistrationID, a.call.Host = a.cap.id, a.reg.id, v.hostContext()
 	if len(a.cap.chain) > 0 {
-		a.view.policyContext().fill(a.reg, a.cap)
+		a.pc = v.policyContext()
+		a.pc.fill(a.reg, a.cap)
 	}
 }
 
@@ -23,7 +24,7 @@ func (r *Registry) authorize(ctx context.Context, a *attempt) Result {
 		return r.afterAuthorization(ctx, a)
 	}
 	hook := func(p *Policy) func(context.Context, *PolicyContext, Next) Result { return p.Authorize }
-	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, a.view.pc, func(ctx context.Context) Result { return r.afterAuthorization(ctx, a) })
+	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, a.pc, func(ctx context.Context) Result { return r.afterAuthorization(ctx, a) })
 }
 
 // invokePolicies is phase 6: the invoke hooks, outermost first, around
@@ -37,7 +38,7 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt) Result {
 	if a.cap.def.kind == KindObservation {
 		value = map[string]any{}
 	}
-	ic := &InvokeContext{PolicyContext: *a.view.pc, InvocationID: a.id(), Input: value}
+	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: value}
 	hook := func(p *Policy) func(context.Context, *InvokeContext, Next) Result { return p.Invoke }
 	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, ic, func(ctx context.Context) Result { return r.afterInvokePolicies(ctx, a) })
 }

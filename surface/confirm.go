@@ -465,7 +465,7 @@ func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
 		return true
 	}
 	return guarded(r, "a confirmation condition", a.inv.CapabilityID, true, func() bool {
-		return esc.when(&InvokeContext{PolicyContext: *a.view.pc, InvocationID: a.id(), Input: a.eff.value})
+		return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: a.eff.value})
 	})
 }
 

@@ -133,7 +133,7 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 		Capabilities:   []CapabilityExplanation{},
 	}
 	known := consumer.Kind.Valid()
-	view := r.newView(&consumer)
+	view := r.newView(consumer)
 	for k, reg := range live {
 		for i := range reg.caps {
 			rc := &reg.caps[i]

@@ -164,15 +164,12 @@ type attempt struct {
 	// the start, the rest once authorized (phase 4).
 	call Call
 
-	// What the consumer sees (phases 2 and 3). From phase 4 on, view.pc
-	// is what the capability's policies see, when it has any.
-	view consumerView
-
 	// Resolution (phase 2).
 	reg *registration
 	cap *regCap
 
-	eff effective // the effective input (phase 5)
+	pc  *PolicyContext // what policies see (phase 4 on); nil without policies
+	eff effective      // the effective input (phase 5)
 
 	// Confirmation (phase 6), admission (8) and execution (9).
 	evidence  *confirmRecord // approved evidence reserved for this call
@@ -200,7 +197,6 @@ func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
 		timeout:      opts.Timeout,
 	}
 	a.call.InvocationID, a.call.Consumer = inv.InvocationID, opts.Consumer.normalized()
-	a.view = r.newView(&a.call.Consumer)
 	if a.call.InvocationID == "" {
 		a.call.InvocationID = newInvocationID()
 	}
@@ -299,7 +295,8 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	}()
 
 	// Phase 2: resolution, among the capabilities the consumer sees.
-	t, e := r.resolve(a)
+	view := r.newView(a.call.Consumer)
+	t, e := r.resolve(a, &view)
 	if e != nil {
 		a.unresolved = true
 		return a.result(r, e)
@@ -316,13 +313,13 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	// Phase 3: availability as the consumer sees it: disabled by a
 	// policy, or unavailable in the current state (semantics §8.4),
 	// evaluated live.
-	if v := a.view.with(t.decision, t.st, t.cap); !v.available() {
+	if v := view.with(t.decision, t.st, t.cap); !v.available() {
 		return a.result(r, NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": v.reason}))
 	}
 
 	// Phase 4: authorization, the authorize hooks wrapping the later
 	// phases.
-	a.bindCall()
+	a.bindCall(&view)
 	return a.envelope(r, r.authorize(ctx, a))
 }
 

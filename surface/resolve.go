@@ -17,7 +17,7 @@ type target struct {
 	decision Decision
 }
 
-// resolve runs phase 2 (semantics §9) through the consumer view, then the
+// resolve runs phase 2 (semantics §9) through the consumer view v, then the
 // version gate. It considers only the candidates the consumer sees: those
 // a policy hides from the consumer are dropped before ambiguity,
 // staleness or tombstones are decided, so the answer is the one a
@@ -31,13 +31,12 @@ type target struct {
 // capability) costs the same whatever the number of instances of the
 // type: the named candidate is looked up directly, and the others are
 // collected only when it is not one the consumer sees.
-func (r *Registry) resolve(a *attempt) (target, *Error) {
+func (r *Registry) resolve(a *attempt, v *consumerView) (target, *Error) {
 	inv := &a.inv
 	id, ok := parseCapabilityID(inv.CapabilityID)
 	if !ok {
 		return target{}, notFound()
 	}
-	v := &a.view
 	var hidden *registration // the registration the request names, if the consumer cannot see its capability
 	if inv.RegistrationID != "" || inv.InstanceID != "" && id.Plane == PlaneView {
 		r.mu.RLock()
@@ -54,13 +53,17 @@ func (r *Registry) resolve(a *attempt) (target, *Error) {
 		}
 	}
 
+	if inv.RegistrationID != "" { // it names none of the candidates the consumer sees
+		live, ok := r.firstSeen(v, id, inv.InstanceID, hidden)
+		if !ok {
+			return target{}, r.notLive(v, inv.RegistrationID, nil)
+		}
+		return target{}, r.notLive(v, inv.RegistrationID, &live)
+	}
 	var buf [4]candidate
 	r.mu.RLock()
 	cands := r.candidatesLocked(buf[:0], id, inv.InstanceID)
 	r.mu.RUnlock()
-	if inv.RegistrationID != "" { // it names none of the candidates the consumer sees
-		return target{}, r.notLive(v, inv.RegistrationID, firstSeen(v, cands, hidden))
-	}
 	seen := cands[:0]  // the candidates the consumer sees, in order
 	var first Decision // the consumer's decision on seen[0]
 	for _, c := range cands {
@@ -181,22 +184,67 @@ func (r *Registry) candidatesLocked(cands []candidate, id parsedID, instance str
 		}
 	}
 	if len(cands) > 1 {
-		slices.SortFunc(cands, func(x, y candidate) int {
-			return cmp.Or(strings.Compare(x.instance(), y.instance()), strings.Compare(x.reg.id, y.reg.id))
-		})
+		slices.SortFunc(cands, candidateCmp)
 	}
 	return cands
 }
 
-// firstSeen returns the first of the candidates the consumer sees, or
-// nil; the registration hidden is already known not to be one.
-func firstSeen(v *consumerView, cands []candidate, hidden *registration) *candidate {
-	for i := range cands {
-		if cands[i].reg != hidden && v.decision(cands[i].reg, cands[i].cap).verdict != hide {
-			return &cands[i]
+// candidateCmp orders candidates by instance, then registration id.
+func candidateCmp(x, y candidate) int {
+	return cmp.Or(strings.Compare(x.instance(), y.instance()), strings.Compare(x.reg.id, y.reg.id))
+}
+
+// eachCandidateLocked calls f with each live capability with the id,
+// of the instance when one is given, in no particular order.
+func (r *Registry) eachCandidateLocked(id parsedID, instance string, f func(candidate)) {
+	if id.Plane == PlaneView {
+		if instance != "" {
+			if reg := r.instanceLocked(id.Type, instance); reg != nil {
+				if rc := reg.capability(id); rc != nil {
+					f(candidate{reg, rc, reg.st})
+				}
+			}
+			return
+		}
+		for _, reg := range r.byType[id.Type] {
+			if rc := reg.capability(id); rc != nil {
+				f(candidate{reg, rc, reg.st})
+			}
+		}
+		return
+	}
+	for _, reg := range r.byProc[id.Path] {
+		if c := (candidate{reg, reg.capability(id), reg.st}); instance == "" || c.instance() == instance {
+			f(c)
 		}
 	}
-	return nil
+}
+
+// firstSeen returns the first, in candidate order, of the live
+// capabilities with the id (of the instance, if given) that the consumer
+// sees; the registration hidden is known not to be one. It takes one pass
+// over the candidates and sorts nothing: those without discovery policies
+// are judged under the lock (no user code runs), the others after it, and
+// only while they would come first.
+func (r *Registry) firstSeen(v *consumerView, id parsedID, instance string, hidden *registration) (best candidate, ok bool) {
+	var judge []candidate // with discovery policies, ahead of best when met
+	r.mu.RLock()
+	r.eachCandidateLocked(id, instance, func(c candidate) {
+		switch {
+		case c.reg == hidden || ok && candidateCmp(c, best) >= 0:
+		case c.cap.discovers:
+			judge = append(judge, c)
+		default:
+			best, ok = c, true
+		}
+	})
+	r.mu.RUnlock()
+	for _, c := range judge {
+		if (!ok || candidateCmp(c, best) < 0) && v.decision(c.reg, c.cap).verdict != hide {
+			best, ok = c, true
+		}
+	}
+	return best, ok
 }
 
 // notLive is the failure of a call whose registration id names none of

@@ -56,3 +56,28 @@ func BenchmarkInvokeNamedInstance(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInvokeReplacedRegistration: a call naming a registration that
+// was replaced (STALE_CAPABILITY registration-replaced, which names the
+// first live instance) among n instances of one type (target: linear in
+// n at worst, no sort).
+func BenchmarkInvokeReplacedRegistration(b *testing.B) {
+	for _, n := range resolveSizes {
+		b.Run("instances="+strconv.Itoa(n), func(b *testing.B) {
+			reg, hs := benchInvokeRegistry(b, n, surface.Limits{})
+			old := hs[n/2].ID()
+			hs[n/2].Unregister()
+			if _, err := reg.Register(benchComponents(n)[n/2]); err != nil {
+				b.Fatal(err)
+			}
+			inv := surface.Invocation{CapabilityID: benchAction, RegistrationID: old, Input: benchInput}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if res := reg.Invoke(ctx, inv, benchConsumer); res.Error == nil || res.Error.Code != surface.CodeStaleCapability {
+					b.Fatalf("%+v", res)
+				}
+			}
+		})
+	}
+}

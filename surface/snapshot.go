@@ -288,7 +288,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		es.parents = make([]Parent, 0, nParents)
 	}
 
-	view := r.newView(&consumer)
+	view := r.newView(consumer)
 	var buf [8]listed // room for the states of most registrations' capabilities
 	views := buf[:0]  // the capability states of one registration
 	for k, reg := range live {

@@ -60,7 +60,7 @@ func viewOf(d Decision, avail func() (bool, string)) capView {
 // safe for concurrent use.
 type consumerView struct {
 	r        *Registry
-	consumer *Consumer // normalized
+	consumer Consumer // normalized
 	// pc is the context policies see, filled for one capability at a
 	// time; made when the first Discover hook runs (or the pipeline hands
 	// it to authorize and invoke hooks).
@@ -70,7 +70,7 @@ type consumerView struct {
 }
 
 // newView returns the view of consumer c (normalized).
-func (r *Registry) newView(c *Consumer) consumerView {
+func (r *Registry) newView(c Consumer) consumerView {
 	return consumerView{r: r, consumer: c}
 }
 
@@ -86,7 +86,7 @@ func (v *consumerView) hostContext() map[string]any {
 // host context and the environment set.
 func (v *consumerView) policyContext() *PolicyContext {
 	if v.pc == nil {
-		v.pc = &PolicyContext{Consumer: *v.consumer, Host: v.hostContext(), Environment: v.r.opts.Environment, r: v.r}
+		v.pc = &PolicyContext{Consumer: v.consumer, Host: v.hostContext(), Environment: v.r.opts.Environment, r: v.r}
 	}
 	return v.pc
 }
