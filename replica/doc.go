@@ -1,0 +1,3 @@
+// Package replica runs agentsurface on several replicas behind a load
+// balancer, with Postgres as the shared store.
+package replica
