@@ -103,13 +103,13 @@ type Directory struct {
 	done       chan struct{}
 
 	mu       sync.Mutex
-	id       string               // this replica's current registration
-	deadline time.Time            // when the lease runs out unless renewed (local clock)
-	lost     bool                 // the lease ran out; not registered again yet
-	own      map[key]struct{}     // the keys this registration claimed
-	releases []key                // released keys not yet deleted from the table
-	peers    map[string]*peer     // live replicas a request was forwarded to, by id
-	cache    map[key]string       // owner id of keys looked up
+	id       string           // this replica's current registration
+	deadline time.Time        // when the lease runs out unless renewed (local clock)
+	lost     bool             // the lease ran out; not registered again yet
+	own      map[key]struct{} // the keys this registration claimed
+	releases []key            // released keys not yet deleted from the table
+	peers    map[string]*peer // live replicas a request was forwarded to, by id
+	cache    map[key]string   // owner id of keys looked up
 	closed   bool
 	frozen   bool // tests: the renewal loop was stopped without a trace, as a crash would
 

@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -92,6 +94,16 @@ func (a *app) session(r *http.Request) *appSession {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.sessions[token(r)]
+}
+
+// hits returns how many /hit requests session tok has served.
+func (a *app) hits(tok string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s := a.sessions[tok]; s != nil {
+		return s.hits
+	}
+	return -1
 }
 
 // endSession ends a session as the console does: forget it, release it.
@@ -231,6 +243,7 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 	}
 	n.dir, err = replica.OpenDirectory(context.Background(), n.pool, &replica.Options{
 		Addr: n.addr, Name: name, Secret: secret, Lease: o.lease, Timeout: time.Second, OnLeaseLost: o.onLeaseLost,
+		Logger: testLogger(t),
 	})
 	if err != nil {
 		ln.Close()
@@ -293,6 +306,7 @@ func startBalancer(t testing.TB, nodes ...*node) *balancer {
 			pr.Out.Host = pr.In.Host
 		},
 		Transport: b.tr, FlushInterval: -1,
+		ErrorLog: log.New(io.Discard, "", 0), // a crashed replica is expected; the test checks the answers
 	}
 	b.srv = &http.Server{Handler: rp}
 	go func() {
@@ -368,4 +382,16 @@ func readEvent(br *bufio.Reader) (string, error) {
 			return d, nil
 		}
 	}
+}
+
+// testLogger returns a logger writing to t's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -18,17 +18,17 @@ const ScopeName = "github.com/agentsurface/agentsurface/replica"
 type outcome int
 
 const (
-	outcomeLocal        outcome = iota // served here: this replica owns the session, or it names none
-	outcomeForwarded                   // proxied to the owner
-	outcomeReceived                    // forwarded here by another replica
-	outcomeEnded                       // no live owner
-	outcomeUnavailable                 // the directory could not be read
-	outcomeUnreachable                 // the owner could not be reached
-	outcomeFailed                      // the owner failed before answering
-	outcomeGone                        // the owner's lease ran out before it answered
-	outcomeTimeout                     // the owner did not answer in time
-	outcomeBadHop                      // a forwarded request failed authentication
-	outcomeLeaseLost                   // this replica lost its lease
+	outcomeLocal       outcome = iota // served here: this replica owns the session, or it names none
+	outcomeForwarded                  // proxied to the owner
+	outcomeReceived                   // forwarded here by another replica
+	outcomeEnded                      // no live owner
+	outcomeUnavailable                // the directory could not be read
+	outcomeUnreachable                // the owner could not be reached
+	outcomeFailed                     // the owner failed before answering
+	outcomeGone                       // the owner's lease ran out before it answered
+	outcomeTimeout                    // the owner did not answer in time
+	outcomeBadHop                     // a forwarded request failed authentication
+	outcomeLeaseLost                  // this replica lost its lease
 	numOutcomes
 )
 
