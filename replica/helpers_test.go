@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -19,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/replica"
+	"github.com/agentsurface/agentsurface/surface"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -60,6 +63,7 @@ func migrated(t testing.TB) (*pgxpool.Pool, string) {
 type app struct {
 	name string
 	dir  *replica.Directory
+	mcp  *mcpsurface.HTTPHandler // serves /mcp: each session's registry, by bearer token
 
 	mu       sync.Mutex
 	sessions map[string]*appSession
@@ -71,6 +75,45 @@ type appSession struct {
 	id      string
 	hits    int
 	pending map[string]chan bool // held calls waiting for a decision, by id
+	reg     *surface.Registry    // what MCP clients of the session operate
+}
+
+// mcpConsumer is the consumer MCP clients act as.
+var mcpConsumer = surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}
+
+// resolveMCP maps a bearer token to its session's registry, as the
+// console does.
+func (a *app) resolveMCP(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+	s := a.session(r)
+	if s == nil {
+		return nil, surface.Consumer{}, errors.New("no session")
+	}
+	return s.reg, mcpConsumer, nil
+}
+
+// newRegistry returns a session's registry: one component whose action
+// bumps the session's counter and names the replica that ran it.
+func (a *app) newRegistry(tok string) *surface.Registry {
+	reg := surface.New(nil)
+	_, _ = reg.Register(surface.Component{Type: "counter", InstanceID: "main", Description: "Counter",
+		Actions: map[string]surface.Capability{"bump": surface.Action(surface.ActionDef[surface.None, bumped]{
+			Description: "Bumps the counter", Effect: surface.EffectLocalState,
+			Execute: func(context.Context, *surface.Call, surface.None) (bumped, error) {
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				s := a.sessions[tok]
+				if s == nil {
+					return bumped{}, errors.New("session ended")
+				}
+				s.hits++
+				return bumped{Replica: a.name, N: s.hits}, nil
+			}})}})
+	return reg
+}
+
+type bumped struct {
+	Replica string `json:"replica"`
+	N       int    `json:"n"`
 }
 
 // token returns the session token a request names.
@@ -109,9 +152,28 @@ func (a *app) hits(tok string) int {
 // endSession ends a session as the console does: forget it, release it.
 func (a *app) endSession(tok string) {
 	a.mu.Lock()
+	s := a.sessions[tok]
 	delete(a.sessions, tok)
 	a.mu.Unlock()
 	a.dir.Release(tok)
+	if s != nil {
+		a.mcp.Forget(s.reg)
+		_ = s.reg.Close()
+	}
+}
+
+// close ends every session.
+func (a *app) close() {
+	a.mu.Lock()
+	var toks []string
+	for tok := range a.sessions {
+		toks = append(toks, tok)
+	}
+	a.mu.Unlock()
+	for _, tok := range toks {
+		a.endSession(tok)
+	}
+	_ = a.mcp.Close()
 }
 
 func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -123,9 +185,13 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.mu.Lock()
-		a.sessions[tok] = &appSession{id: tok[:6], pending: map[string]chan bool{}}
+		a.sessions[tok] = &appSession{id: tok[:6], pending: map[string]chan bool{}, reg: a.newRegistry(tok)}
 		a.mu.Unlock()
 		fmt.Fprint(w, tok)
+		return
+	}
+	if r.URL.Path == "/mcp" {
+		a.mcp.ServeHTTP(w, r)
 		return
 	}
 	s := a.session(r)
@@ -225,6 +291,8 @@ type node struct {
 
 type nodeOptions struct {
 	lease   time.Duration
+	// stateless serves MCP without protocol sessions (2026-07-28).
+	stateless bool
 	forward replica.ForwardOptions
 	// onLeaseLost, if set, is the directory's OnLeaseLost.
 	onLeaseLost func()
@@ -250,6 +318,7 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 		t.Fatal(err)
 	}
 	n.app = &app{name: name, dir: n.dir, sessions: map[string]*appSession{}}
+	n.app.mcp = mcpsurface.NewHTTPHandler(n.app.resolveMCP, &mcpsurface.HTTPOptions{Stateless: o.stateless})
 	if o.forward.Token == nil {
 		o.forward.Token = token
 	}
@@ -264,6 +333,7 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 
 // stop stops the replica gracefully: server, then directory.
 func (n *node) stop() {
+	n.app.close() // ends MCP sessions, so that the server can close
 	_ = n.srv.Close()
 	<-n.done
 	_ = n.dir.Close()
@@ -275,6 +345,7 @@ func (n *node) crash() {
 	n.dir.Freeze()
 	_ = n.srv.Close()
 	<-n.done
+	n.app.close() // what a dead process holds is gone
 }
 
 // balancer is a round-robin reverse proxy over replicas, with no
