@@ -17,7 +17,7 @@ import (
 
 // three starts three replicas on a fresh database behind a round-robin
 // balancer.
-func three(t *testing.T, o nodeOptions) ([]*node, *balancer, string) {
+func three(t testing.TB, o nodeOptions) ([]*node, *balancer, string) {
 	t.Helper()
 	_, url := migrated(t)
 	nodes := []*node{startNode(t, url, "r1", o), startNode(t, url, "r2", o), startNode(t, url, "r3", o)}

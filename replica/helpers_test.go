@@ -290,10 +290,10 @@ type node struct {
 }
 
 type nodeOptions struct {
-	lease   time.Duration
+	lease time.Duration
 	// stateless serves MCP without protocol sessions (2026-07-28).
 	stateless bool
-	forward replica.ForwardOptions
+	forward   replica.ForwardOptions
 	// onLeaseLost, if set, is the directory's OnLeaseLost.
 	onLeaseLost func()
 }
