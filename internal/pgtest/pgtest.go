@@ -252,11 +252,34 @@ func startServer() (*Server, error) {
 			break
 		}
 		if err = s.Start(); err == nil {
+			s.watch()
 			return s, nil
 		}
 	}
 	os.RemoveAll(s.dir)
 	return nil, err
+}
+
+// watch starts a watchdog process that stops the server and removes its
+// directory once this process has gone, however it went: a test binary
+// that panics or times out skips its cleanups, and the server would
+// outlive it. It waits two seconds more, for a pg_ctl start the process
+// left running to finish.
+func (s *Server) watch() {
+	if _, err := os.Stat("/proc/self"); err != nil {
+		return // no /proc to watch this process by
+	}
+	stop := s.command(filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "stop")
+	quoted := make([]string, len(stop.Args))
+	for i, a := range stop.Args {
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	script := fmt.Sprintf("while [ -d /proc/%d ]; do sleep 1; done; sleep 2; %s >/dev/null 2>&1; rm -rf '%s'",
+		os.Getpid(), strings.Join(quoted, " "), s.dir)
+	w := exec.Command("sh", "-c", script)
+	if w.Start() == nil {
+		_ = w.Process.Release()
+	}
 }
 
 // binaries returns the directory of initdb and pg_ctl.
