@@ -509,22 +509,23 @@ func (d *Directory) renew() {
 		return
 	}
 	var stopped []*inflight
+	removed := false
 	d.mu.Lock()
-	if d.id == id {
+	if d.id == id && !d.lost {
 		d.deadline = start.Add(d.opts.Lease)
-		d.releases = d.releases[len(releases):]
+		d.releases = d.releases[len(releases):] // those deleted; more may have come meanwhile
 	}
 	for pid, p := range d.peers {
 		if live[pid] {
 			continue
 		}
-		p.gone = true
+		p.gone, removed = true, true
 		delete(d.peers, pid)
 		for f := range p.inflight {
 			stopped = append(stopped, f)
 		}
 	}
-	if len(stopped) > 0 || len(d.peers) < len(live) {
+	if removed {
 		for k, pid := range d.cache {
 			if d.peers[pid] == nil {
 				delete(d.cache, k)
