@@ -99,10 +99,11 @@ func TestAuditColumnsAndBadRecords(t *testing.T) {
 	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1",
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123e6, time.UTC)
-	ms := int64(42)
+	ms, wait, exec := int64(42), int64(30), int64(12)
 	events := []surface.AuditEvent{
 		{At: at, Type: surface.AuditInvocationSettled, CapabilityID: "view:a.b", RegistrationID: "reg_1", InvocationID: "inv_1",
 			ConsumerID: "mcp-bridge:agent", Status: surface.StatusError, Code: surface.CodeNotAuthorized, DurationMs: &ms,
+			QueueWaitMs: &wait, ExecutionMs: &exec,
 			Payload: &surface.AuditPayload{Input: `{"ids":["d1"]}`, Truncated: true}},
 		{At: at, Type: surface.AuditConfirmationApproved, ConfirmationID: "conf_1", Actor: "olivia\x00 (browser)", Reason: "bad \xff utf-8"},
 		{At: at, Type: surface.AuditInvocationSettled, InvocationID: "inv_bad", Payload: &surface.AuditPayload{Output: "{not json"}},
@@ -125,17 +126,19 @@ func TestAuditColumnsAndBadRecords(t *testing.T) {
 	var (
 		gotAt                              time.Time
 		typ, capID, code, status, consumer string
-		dur                                *int64
+		dur, queueWait, execution          *int64
 		input                              string
 		truncated                          bool
 	)
-	err := pool.QueryRow(context.Background(), `SELECT at, type, capability_id, code, status, consumer_id, duration_ms, input::text, truncated
-		FROM agentsurface_audit WHERE invocation_id = 'inv_1'`).Scan(&gotAt, &typ, &capID, &code, &status, &consumer, &dur, &input, &truncated)
+	err := pool.QueryRow(context.Background(), `SELECT at, type, capability_id, code, status, consumer_id, duration_ms,
+		queue_wait_ms, execution_ms, input::text, truncated FROM agentsurface_audit WHERE invocation_id = 'inv_1'`).
+		Scan(&gotAt, &typ, &capID, &code, &status, &consumer, &dur, &queueWait, &execution, &input, &truncated)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !gotAt.Equal(at) || typ != "invocation-settled" || capID != "view:a.b" || code != "NOT_AUTHORIZED" || status != "error" ||
-		consumer != "mcp-bridge:agent" || dur == nil || *dur != 42 || input != `{"ids":["d1"]}` || !truncated {
+		consumer != "mcp-bridge:agent" || dur == nil || *dur != 42 || input != `{"ids":["d1"]}` || !truncated ||
+		queueWait == nil || *queueWait != 30 || execution == nil || *execution != 12 { // AS-OBSV-001: wait and execution apart
 		t.Fatalf("row: %v %s %s %s %s %s %v %s %v", gotAt, typ, capID, code, status, consumer, dur, input, truncated)
 	}
 	var actor, reason string

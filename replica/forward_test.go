@@ -12,6 +12,8 @@ import (
 
 	"github.com/agentsurface/agentsurface/internal/pgtest"
 	"github.com/agentsurface/agentsurface/replica"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"pgregory.net/rapid"
 )
 
@@ -508,5 +510,53 @@ func TestDirectoryUnavailable(t *testing.T) {
 	})
 	if a.dir.Stats().LeasesLost+b.dir.Stats().LeasesLost != 0 {
 		t.Fatal("a lease was lost to an outage shorter than the lease")
+	}
+}
+
+// The directory's metrics count each request by outcome, as Stats does.
+func TestForwardingMetrics(t *testing.T) {
+	_, url := migrated(t)
+	readers := []*sdkmetric.ManualReader{sdkmetric.NewManualReader(), sdkmetric.NewManualReader()}
+	var nodes []*node
+	for i, name := range []string{"a", "b"} {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(readers[i]))
+		t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		nodes = append(nodes, startNode(t, url, name, nodeOptions{meter: mp}))
+	}
+	c := client(t)
+	tok := newSession(t, c, nodes[0].addr)
+	do(t, c, http.MethodGet, nodes[1].addr+"/hit", tok, "")
+	do(t, c, http.MethodGet, nodes[1].addr+"/hit", randomToken(), "")
+	read := func(r *sdkmetric.ManualReader) map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		if err := r.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				switch d := m.Data.(type) {
+				case metricdata.Sum[int64]:
+					for _, dp := range d.DataPoints {
+						v, _ := dp.Attributes.Value("agentsurface.replica.outcome")
+						out[m.Name+"/"+v.AsString()] = dp.Value
+					}
+				case metricdata.Gauge[int64]:
+					for _, dp := range d.DataPoints {
+						out[m.Name] = dp.Value
+					}
+				}
+			}
+		}
+		return out
+	}
+	a, b := read(readers[0]), read(readers[1])
+	if a["agentsurface.replica.requests/local"] != 1 || a["agentsurface.replica.requests/received"] != 1 ||
+		a["agentsurface.replica.sessions"] != 1 {
+		t.Fatalf("owner's metrics: %v", a)
+	}
+	if b["agentsurface.replica.requests/forwarded"] != 1 || b["agentsurface.replica.requests/ended"] != 1 ||
+		b["agentsurface.replica.sessions"] != 0 {
+		t.Fatalf("entry replica's metrics: %v", b)
 	}
 }

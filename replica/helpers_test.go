@@ -24,6 +24,7 @@ import (
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // secret is the cluster secret of the tests' replicas.
@@ -296,6 +297,8 @@ type nodeOptions struct {
 	forward   replica.ForwardOptions
 	// onLeaseLost, if set, is the directory's OnLeaseLost.
 	onLeaseLost func()
+	// meter, if set, is the directory's MeterProvider.
+	meter metric.MeterProvider
 }
 
 // startNode starts a replica on a database.
@@ -311,7 +314,7 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 	}
 	n.dir, err = replica.OpenDirectory(context.Background(), n.pool, &replica.Options{
 		Addr: n.addr, Name: name, Secret: secret, Lease: o.lease, Timeout: time.Second, OnLeaseLost: o.onLeaseLost,
-		Logger: testLogger(t),
+		Logger: testLogger(t), MeterProvider: o.meter,
 	})
 	if err != nil {
 		ln.Close()
