@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentsurface/agentsurface/internal/pgtest"
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
@@ -154,12 +153,7 @@ func TestAuditColumnsAndBadRecords(t *testing.T) {
 // drops and counts the rest, says so in the log and the metric, and
 // writes the queued ones once Postgres is back: none of them is lost.
 func TestAuditWhilePostgresIsDown(t *testing.T) {
-	srv := pgtest.StartServer(t)
-	url := srv.Database(t)
-	pool := openPool(t, url)
-	if err := replica.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	srv, pool, _ := privateMigrated(t)
 	logs := new(syncWriter)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -217,12 +211,7 @@ func TestAuditWhilePostgresIsDown(t *testing.T) {
 // Close with Postgres down gives up after CloseTimeout, counting and
 // logging what it could not write.
 func TestAuditCloseWithPostgresDownIsBounded(t *testing.T) {
-	srv := pgtest.StartServer(t)
-	url := srv.Database(t)
-	pool := openPool(t, url)
-	if err := replica.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	srv, pool, _ := privateMigrated(t)
 	logs := new(syncWriter)
 	sink := replica.NewAuditSink(pool, &replica.AuditOptions{CloseTimeout: 700 * time.Millisecond, Timeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentsurface/agentsurface/internal/pgtest"
 	"github.com/agentsurface/agentsurface/replica"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -469,12 +468,7 @@ func TestHopHeaderIsAuthenticated(t *testing.T) {
 // While Postgres cannot be read, a request that needs the directory gets
 // 503 within the timeout; owned and remembered sessions go on working.
 func TestDirectoryUnavailable(t *testing.T) {
-	srv := pgtest.StartServer(t)
-	url := srv.Database(t)
-	pool := openPool(t, url)
-	if err := replica.Migrate(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
+	srv, _, url := privateMigrated(t)
 	const lease = 20 * time.Second // longer than the outage
 	a := startNode(t, url, "a", nodeOptions{lease: lease})
 	b := startNode(t, url, "b", nodeOptions{lease: lease})

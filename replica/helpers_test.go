@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentsurface/agentsurface/internal/pgtest"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
@@ -55,6 +56,19 @@ func migrated(t testing.TB) (*pgxpool.Pool, string) {
 		t.Fatal(err)
 	}
 	return pool, url
+}
+
+// privateMigrated starts a server of t's own (which t may stop and
+// start) and returns it with a pool on a fresh, migrated database.
+func privateMigrated(t testing.TB) (*pgtest.Server, *pgxpool.Pool, string) {
+	t.Helper()
+	srv := pgtest.StartServer(t)
+	url := srv.Database(t)
+	pool := openPool(t, url)
+	if err := replica.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	return srv, pool, url
 }
 
 // app is the application a test replica serves: sessions named by a
