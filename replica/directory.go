@@ -51,6 +51,7 @@ type Options struct {
 	// here too, so that no session is live on one replica and ended on
 	// the others. The directory then registers again under a new
 	// [Directory.ID]; sessions created from then on are claimed under it.
+	// It must not call Close, which waits for that goroutine.
 	OnLeaseLost func()
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
