@@ -68,12 +68,12 @@ func BenchmarkForwardingLatency(b *testing.B) {
 	b.ReportMetric(f99-d99, "added-p99-µs")
 }
 
-// BenchmarkMCPCalls measures MCP tools/call through a round-robin
-// balancer over three replicas with 100 sessions (stateful MCP sessions
-// of the go-sdk client; two calls in three land on a replica that does
-// not own the session and are forwarded): calls/s, and p50/p99 of a call
-// sent straight to its owner against one sent to another replica,
-// alternating in one loop.
+// BenchmarkMCPCalls measures MCP tools/call over three replicas with 100
+// sessions (stateful MCP sessions of the go-sdk client): calls/s through
+// a round-robin balancer (two calls in three land on a replica that does
+// not own the session and are forwarded) and straight to the owners; and
+// p50/p99 of a call sent to its owner against one sent to another
+// replica, alternating in one loop.
 func BenchmarkMCPCalls(b *testing.B) {
 	const sessions = 100
 	nodes, lb, _ := three(b, nodeOptions{})
@@ -86,8 +86,8 @@ func BenchmarkMCPCalls(b *testing.B) {
 		owner := nodes[i%3]
 		tok := newSession(b, c, owner.addr)
 		all[i].viaLB = mcpClient(b, c, lb.url, tok, "2025-11-25", nil)
+		all[i].direct = mcpClient(b, c, owner.addr, tok, "2025-11-25", nil)
 		if i == 0 {
-			all[i].direct = mcpClient(b, c, owner.addr, tok, "2025-11-25", nil)
 			all[i].other = mcpClient(b, c, nodes[1].addr, tok, "2025-11-25", nil)
 		}
 	}
@@ -119,15 +119,24 @@ func BenchmarkMCPCalls(b *testing.B) {
 		b.ReportMetric(f50-d50, "added-p50-µs")
 		b.ReportMetric(f99-d99, "added-p99-µs")
 	})
-	b.Run("throughput-100-sessions", func(b *testing.B) {
-		var next atomic.Uint64
-		b.SetParallelism(4) // 8 callers on 2 cores: enough to keep the replicas busy
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				call(all[next.Add(1)%sessions].viaLB)
-			}
+	// The same load through the balancer (two calls in three forwarded)
+	// and straight to each session's owner (a balancer that knew).
+	for _, via := range []string{"balancer", "direct"} {
+		b.Run("throughput-100-sessions-"+via, func(b *testing.B) {
+			var next atomic.Uint64
+			b.SetParallelism(4) // 8 callers on 2 cores: enough to keep the replicas busy
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					s := all[next.Add(1)%sessions]
+					if via == "balancer" {
+						call(s.viaLB)
+					} else {
+						call(s.direct)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
 		})
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
-	})
+	}
 }
