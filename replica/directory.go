@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -250,10 +251,14 @@ func (d *Directory) register(ctx context.Context) error {
 // claimed), and with [ErrUnavailable] when Postgres cannot be reached in
 // time.
 func (d *Directory) Claim(ctx context.Context, tokens ...string) error {
-	keys := make([][]byte, len(tokens))
-	ks := make([]key, len(tokens))
-	for i, t := range tokens {
-		ks[i] = d.key(t)
+	var ks []key
+	for _, t := range tokens {
+		if k := d.key(t); !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	keys := make([][]byte, len(ks))
+	for i := range ks {
 		keys[i] = ks[i][:]
 	}
 	d.mu.Lock()
@@ -269,7 +274,7 @@ func (d *Directory) Claim(ctx context.Context, tokens ...string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
-	var claimed, alive bool
+	var alive bool
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agentsurface_replicas WHERE id = $1 AND expires_at > now())`,
 			id).Scan(&alive); err != nil || !alive {
@@ -285,7 +290,7 @@ func (d *Directory) Claim(ctx context.Context, tokens ...string) error {
 		if err != nil {
 			return err
 		}
-		if claimed = tag.RowsAffected() == int64(len(keys)); !claimed {
+		if tag.RowsAffected() != int64(len(keys)) {
 			return ErrClaimed // rolls the others back
 		}
 		return nil
@@ -313,12 +318,16 @@ func (d *Directory) Claim(ctx context.Context, tokens ...string) error {
 // replica. It does not wait for Postgres: requests for them are answered
 // as for an ended session at once (this replica no longer owns them, and
 // one forwarded here by a replica that has not heard finds no session),
-// and the rows go at the next renewal.
+// and the rows go at the next renewal. A released token is spent: do not
+// claim it again.
 func (d *Directory) Release(tokens ...string) {
+	ks := make([]key, len(tokens))
+	for i, t := range tokens {
+		ks[i] = d.key(t)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, t := range tokens {
-		k := d.key(t)
+	for _, k := range ks {
 		if _, ok := d.own[k]; !ok {
 			continue
 		}
@@ -447,7 +456,8 @@ func (d *Directory) loop() {
 func (d *Directory) renew() {
 	d.mu.Lock()
 	id, lost := d.id, d.lost
-	releases := d.releases
+	releases := d.releases // this renewal deletes them, or puts them back
+	d.releases = nil
 	d.mu.Unlock()
 	if lost {
 		if err := d.register(context.Background()); err != nil {
@@ -499,6 +509,12 @@ func (d *Directory) renew() {
 		left := time.Until(d.deadline)
 		d.mu.Unlock()
 		if left > 0 {
+			d.mu.Lock()
+			if d.id == id && !d.lost {
+				d.releases = append(releases, d.releases...)
+				d.releases = d.releases[:min(len(d.releases), maxReleases)]
+			}
+			d.mu.Unlock()
 			d.log.Warn("replica: cannot renew the lease; retrying", "replica", id, "lease_left", left.Round(time.Millisecond), "error", err)
 			return
 		}
@@ -514,7 +530,6 @@ func (d *Directory) renew() {
 	d.mu.Lock()
 	if d.id == id && !d.lost {
 		d.deadline = start.Add(d.opts.Lease)
-		d.releases = d.releases[len(releases):] // those deleted; more may have come meanwhile
 	}
 	for pid, p := range d.peers {
 		if live[pid] {

@@ -53,11 +53,11 @@ func TestOpenDirectoryRefusesBadOptions(t *testing.T) {
 
 func TestClaimOwnerRelease(t *testing.T) {
 	_, url := migrated(t)
-	a := startNode(t, url, "a", nodeOptions{lease: 600 * time.Millisecond})
-	b := startNode(t, url, "b", nodeOptions{lease: 600 * time.Millisecond})
+	a := startNode(t, url, "a", nodeOptions{lease: time.Second})
+	b := startNode(t, url, "b", nodeOptions{lease: time.Second})
 	ctx := context.Background()
 	tok := randomToken()
-	if err := a.dir.Claim(ctx, tok, tok+"-join"); err != nil {
+	if err := a.dir.Claim(ctx, tok, tok+"-join", tok); err != nil { // a token twice is one key
 		t.Fatal(err)
 	}
 	o, err := a.dir.Owner(ctx, tok)
@@ -121,7 +121,7 @@ func TestDirectoryStoresNoToken(t *testing.T) {
 // another may then claim them.
 func TestDeadReplicaLosesSessionsWithinLease(t *testing.T) {
 	_, url := migrated(t)
-	const lease = 600 * time.Millisecond
+	const lease = time.Second
 	a := startNode(t, url, "a", nodeOptions{lease: lease})
 	b := startNode(t, url, "b", nodeOptions{lease: lease})
 	tok := randomToken()
@@ -148,7 +148,7 @@ func TestDeadReplicaLosesSessionsWithinLease(t *testing.T) {
 func TestLeaseLostIsReportedAndRecovered(t *testing.T) {
 	pool, url := migrated(t)
 	lost := make(chan struct{}, 1)
-	a := startNode(t, url, "a", nodeOptions{lease: 600 * time.Millisecond, onLeaseLost: func() { lost <- struct{}{} }})
+	a := startNode(t, url, "a", nodeOptions{lease: time.Second, onLeaseLost: func() { lost <- struct{}{} }})
 	tok := randomToken()
 	if err := a.dir.Claim(context.Background(), tok); err != nil {
 		t.Fatal(err)

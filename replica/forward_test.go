@@ -215,7 +215,7 @@ func TestEndedSessionAnswersAsEnded(t *testing.T) {
 // ended answer within the lease; nothing hangs; the other replicas'
 // sessions go on working.
 func TestOwnerDeathEndsItsSessionsWithinLease(t *testing.T) {
-	const lease = 900 * time.Millisecond
+	const lease = 1500 * time.Millisecond
 	nodes, lb, _ := three(t, nodeOptions{lease: lease})
 	c := client(t)
 	dead := newSession(t, c, nodes[0].addr)
@@ -263,7 +263,7 @@ func TestOwnerDeathEndsItsSessionsWithinLease(t *testing.T) {
 // out, with a clear error; an owner that is merely slow to answer is cut
 // off by ResponseHeaderTimeout where one is set.
 func TestStalledAndSlowOwners(t *testing.T) {
-	const lease = 900 * time.Millisecond
+	const lease = 1500 * time.Millisecond
 	_, url := migrated(t)
 	a := startNode(t, url, "a", nodeOptions{lease: lease})
 	b := startNode(t, url, "b", nodeOptions{lease: lease})

@@ -327,7 +327,7 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 		o.lease = 3 * time.Second
 	}
 	n.dir, err = replica.OpenDirectory(context.Background(), n.pool, &replica.Options{
-		Addr: n.addr, Name: name, Secret: secret, Lease: o.lease, Timeout: time.Second, OnLeaseLost: o.onLeaseLost,
+		Addr: n.addr, Name: name, Secret: secret, Lease: o.lease, Timeout: 3 * time.Second, OnLeaseLost: o.onLeaseLost,
 		Logger: testLogger(t), MeterProvider: o.meter,
 	})
 	if err != nil {
