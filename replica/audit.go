@@ -303,6 +303,7 @@ func (s *AuditSink) write(batch []auditRow, deadline time.Time) (consumed, store
 	case err == nil:
 		return len(rows), int(n), nil
 	case !invalidData(err):
+		again(ctx, s.pool, err) // the retry (after the backoff) gets a fresh connection
 		return 0, 0, err
 	}
 	for i, r := range rows {

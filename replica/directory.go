@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -275,26 +276,32 @@ func (d *Directory) Claim(ctx context.Context, tokens ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
 	var alive bool
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agentsurface_replicas WHERE id = $1 AND expires_at > now())`,
-			id).Scan(&alive); err != nil || !alive {
-			return err
-		}
-		// A key a dead replica held is taken over; one a live replica
-		// holds is not.
-		tag, err := tx.Exec(ctx, `INSERT INTO agentsurface_sessions AS s (key, replica)
+	claim := func() error {
+		return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agentsurface_replicas WHERE id = $1 AND expires_at > now())`,
+				id).Scan(&alive); err != nil || !alive {
+				return err
+			}
+			// A key a dead replica held is taken over; one a live replica
+			// holds is not.
+			tag, err := tx.Exec(ctx, `INSERT INTO agentsurface_sessions AS s (key, replica)
 			SELECT k, $1 FROM unnest($2::bytea[]) AS k
 			ON CONFLICT (key) DO UPDATE SET replica = EXCLUDED.replica, claimed_at = now()
 			WHERE s.replica = EXCLUDED.replica OR NOT EXISTS (
 				SELECT 1 FROM agentsurface_replicas r WHERE r.id = s.replica AND r.expires_at > now())`, id, keys)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != int64(len(keys)) {
-			return ErrClaimed // rolls the others back
-		}
-		return nil
-	})
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != int64(len(keys)) {
+				return ErrClaimed // rolls the others back
+			}
+			return nil
+		})
+	}
+	err := claim()
+	if again(ctx, d.pool, err) { // claiming twice is claiming once
+		err = claim()
+	}
 	switch {
 	case errors.Is(err, ErrClaimed):
 		return ErrClaimed
@@ -381,9 +388,15 @@ func (d *Directory) lookup(ctx context.Context, k key) (*peer, bool, error) {
 	defer cancel()
 	var id, name, addr string
 	var live bool
-	err := d.pool.QueryRow(ctx, `SELECT s.replica, r.name, r.addr, r.expires_at > now()
-		FROM agentsurface_sessions s JOIN agentsurface_replicas r ON r.id = s.replica
-		WHERE s.key = $1`, k[:]).Scan(&id, &name, &addr, &live)
+	query := func() error {
+		return d.pool.QueryRow(ctx, `SELECT s.replica, r.name, r.addr, r.expires_at > now()
+			FROM agentsurface_sessions s JOIN agentsurface_replicas r ON r.id = s.replica
+			WHERE s.key = $1`, k[:]).Scan(&id, &name, &addr, &live)
+	}
+	err := query()
+	if again(ctx, d.pool, err) {
+		err = query()
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, ErrNoOwner
@@ -414,6 +427,20 @@ func (d *Directory) lookup(ctx context.Context, k key) (*peer, bool, error) {
 	}
 	d.cache[k] = id
 	return p, false, nil
+}
+
+// again reports whether a failed statement that is safe to repeat should
+// run once more: the connection failed (Postgres did not refuse it) and
+// there is time left. A server that restarted leaves every idle
+// connection of the pool dead, so the pool is reset first and the retry
+// gets a fresh one; connections in use close when they are returned.
+func again(ctx context.Context, pool *pgxpool.Pool, err error) bool {
+	var pe *pgconn.PgError
+	if err == nil || errors.As(err, &pe) || errors.Is(err, pgx.ErrNoRows) || errors.Is(err, ErrClaimed) || ctx.Err() != nil {
+		return false
+	}
+	pool.Reset()
+	return true
 }
 
 // track registers a request forwarded to p; the renewal stops it with

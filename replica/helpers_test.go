@@ -79,6 +79,9 @@ type app struct {
 	name string
 	dir  *replica.Directory
 	mcp  *mcpsurface.HTTPHandler // serves /mcp: each session's registry, by bearer token
+	// audit, if set, records one invocation-settled record per /hit,
+	// with the invocation id "<session>-<n>".
+	audit *replica.AuditSink
 
 	mu       sync.Mutex
 	sessions map[string]*appSession
@@ -221,6 +224,10 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.hits++
 		n := s.hits
 		a.mu.Unlock()
+		if a.audit != nil {
+			_ = a.audit.For(s.id).Record(r.Context(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+				InvocationID: fmt.Sprintf("%s-%d", s.id, n), Status: surface.StatusOK})
+		}
 		fmt.Fprintf(w, "%s %d", a.name, n)
 	case "/echo":
 		b, _ := io.ReadAll(r.Body)
@@ -313,6 +320,8 @@ type nodeOptions struct {
 	onLeaseLost func()
 	// meter, if set, is the directory's MeterProvider.
 	meter metric.MeterProvider
+	// audit makes the app record its hits in an AuditSink (node.app.audit).
+	audit bool
 }
 
 // startNode starts a replica on a database.
@@ -336,6 +345,9 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 	}
 	n.app = &app{name: name, dir: n.dir, sessions: map[string]*appSession{}}
 	n.app.mcp = mcpsurface.NewHTTPHandler(n.app.resolveMCP, &mcpsurface.HTTPOptions{Stateless: o.stateless})
+	if o.audit {
+		n.app.audit = replica.NewAuditSink(n.pool, &replica.AuditOptions{Replica: name, Timeout: 2 * time.Second})
+	}
 	if o.forward.Token == nil {
 		o.forward.Token = token
 	}
@@ -354,6 +366,9 @@ func (n *node) stop() {
 	_ = n.srv.Close()
 	<-n.done
 	_ = n.dir.Close()
+	if n.app.audit != nil {
+		_ = n.app.audit.Close()
+	}
 }
 
 // crash stops the replica dead: connections refused, lease not renewed,
