@@ -161,8 +161,11 @@
 // A replica keeps serving its own sessions, and the sessions of others it
 // has already looked up, while Postgres is unreachable; requests that need
 // the directory get 503 within Options.Timeout; new sessions cannot be
-// claimed; audit records queue. When Postgres is back (the pool makes new
-// connections) everything resumes. An outage longer than the lease ends
+// claimed; audit records queue. When Postgres is back everything resumes
+// at once: after a connection failure the directory and the audit sink
+// reset the pool (a restarted server leaves every idle connection dead),
+// and an owner lookup or a claim, both safe to repeat, runs once more on
+// a fresh connection. An outage longer than the lease ends
 // every session, as above: choose the lease longer than a Postgres
 // failover takes.
 package replica
