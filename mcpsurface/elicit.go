@@ -123,7 +123,7 @@ func elicitable(req *mcp.CallToolRequest) bool {
 // elicitation turns a CONFIRMATION_REQUIRED into an input request for the
 // client, with the signed state the re-call needs.
 func (s *Server) elicitation(name string, args json.RawMessage, res surface.Result, rec *issued) *mcp.CallToolResult {
-	cid, _ := res.Error.Details["confirmationId"].(string)
+	cid := res.Error.ConfirmationID()
 	summary, _ := res.Error.Details["summary"].(string)
 	st := requestState{
 		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID,
@@ -162,7 +162,7 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 		// Refused here, but resolved elsewhere meanwhile: a refusal never
 		// executes.
 		return surface.Result{Status: surface.StatusError, InvocationID: st.Inv, CapabilityID: st.Cap,
-			Error: surface.NewError(surface.CodeConfirmationInvalid, "", map[string]any{"reason": "denied"}), SurfaceVersion: s.reg.Version()}
+			Error: surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonDenied, ""), SurfaceVersion: s.reg.Version()}
 	}
 	if s.meta {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})

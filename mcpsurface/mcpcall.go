@@ -67,8 +67,7 @@ func InputRequired(ctx context.Context, requests mcp.InputRequestMap, state stri
 		f.out = &outcome{requests: requests, state: state}
 		f.mu.Unlock()
 	}
-	return &mcpOutcome{surface.NewError(surface.CodePreconditionFailed, "The call needs input from the client.",
-		map[string]any{"reason": reasonInputRequired})}
+	return &mcpOutcome{surface.NewReasonError(surface.CodePreconditionFailed, reasonInputRequired, "The call needs input from the client.")}
 }
 
 // MissingClientCapability ends a call that needs a client capability the
@@ -81,15 +80,14 @@ func MissingClientCapability(ctx context.Context, required *mcp.ClientCapabiliti
 		f.out = &outcome{missing: required}
 		f.mu.Unlock()
 	}
-	return &mcpOutcome{surface.NewError(surface.CodePreconditionFailed, "The client lacks a capability this call needs.",
-		map[string]any{"reason": reasonMissingCapability})}
+	return &mcpOutcome{surface.NewReasonError(surface.CodePreconditionFailed, reasonMissingCapability, "The client lacks a capability this call needs.")}
 }
 
 // Reasons of the PRECONDITION_FAILED of InputRequired and
 // MissingClientCapability.
 const (
-	reasonInputRequired     = "input-required"
-	reasonMissingCapability = "client-capability-missing"
+	reasonInputRequired     surface.Reason = "input-required"
+	reasonMissingCapability surface.Reason = "client-capability-missing"
 )
 
 // mcpOutcome is the error of InputRequired and MissingClientCapability:
@@ -133,7 +131,7 @@ func (s *Server) answerOf(f *inflight, name string, args json.RawMessage, res su
 	f.mu.Lock()
 	o := f.out
 	f.mu.Unlock()
-	reason, _ := res.Error.Details["reason"].(string)
+	reason := res.Error.Reason()
 	switch {
 	case o == nil:
 		return nil, nil, false

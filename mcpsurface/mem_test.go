@@ -301,7 +301,14 @@ func TestToolDefinitionsShared(t *testing.T) {
 	if n := mcpsurface.SharedToolDefs(f.h); n != 9 {
 		t.Fatalf("%d definitions held after the unmount, want 9", n)
 	}
-	f.h.Forget(a.reg)
+	// The clients leave first: one still connected would reconnect after
+	// Forget, and get a new server.
+	_ = alice.Close()
+	_ = ab.Close()
+	f.h.Forget(a.reg) // Bob still shows the table
+	if n := mcpsurface.SharedToolDefs(f.h); n != 9 {
+		t.Fatalf("%d definitions held after Alice's server went, want Bob's 9", n)
+	}
 	f.h.Forget(bob.reg)
 	if n := mcpsurface.SharedToolDefs(f.h); n != 0 {
 		t.Fatalf("%d definitions held with no server, want 0", n)

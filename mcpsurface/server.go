@@ -197,13 +197,12 @@ type Server struct {
 	// session's recorded catalog is exactly the list it was sent.
 	listing sync.RWMutex
 
-	mu       sync.Mutex
-	closed   bool
-	dirty    bool             // the catalog may have changed since the last sync
-	syncing  bool             // some goroutine runs the sync loop
-	released bool             // the shared tool definitions were given back
-	current  *surface.Catalog // the catalog the SDK's tool set shows
-	served   map[string]bool  // catalog names of the tools in the SDK's tool set
+	mu      sync.Mutex
+	closed  bool
+	dirty   bool             // the catalog may have changed since the last sync
+	syncing bool             // some goroutine runs the sync loop
+	current *surface.Catalog // the catalog the SDK's tool set shows
+	served  map[string]bool  // catalog names of the tools in the SDK's tool set
 	// toCatalog maps the MCP name of every renamed tool of the SDK's
 	// tool set to its catalog name.
 	toCatalog map[string]string
@@ -385,8 +384,6 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	release := !s.syncing // else the sync loop does, as it stops
-	s.released = release
 	clear(s.listed)
 	s.shared = nil
 	calls := make([]*inflight, 0, len(s.calls))
@@ -401,9 +398,9 @@ func (s *Server) Close() error {
 		s.unsub()
 	}
 	_ = s.ts.Close()
-	if release {
-		s.releaseDefs()
-	}
+	s.listing.Lock()
+	s.releaseDefs()
+	s.listing.Unlock()
 	for ss := range s.mcp.Sessions() {
 		_ = ss.Close()
 	}
@@ -429,16 +426,12 @@ func (s *Server) sync() {
 		s.mu.Lock()
 	}
 	s.syncing = false
-	release := s.closed && !s.released
-	s.released = s.released || release
 	s.mu.Unlock()
-	if release {
-		s.releaseDefs()
-	}
 }
 
-// releaseDefs gives the shared tool definitions back, once the Server
-// is closed and no sync loop runs.
+// releaseDefs gives the shared tool definitions back. It runs once, in
+// Close, with s.listing held: an apply in progress has finished, and the
+// next one sees the Server closed.
 func (s *Server) releaseDefs() {
 	for _, d := range s.defs {
 		s.tools.release(d.key)
@@ -465,6 +458,12 @@ func (s *Server) apply() {
 	}
 	s.listing.Lock()
 	defer s.listing.Unlock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return // Close gave the definitions back: add none
+	}
 	served := make(map[string]bool, len(tools))
 	toCatalog := make(map[string]string)
 	for _, t := range tools {
