@@ -157,6 +157,13 @@ func TestExtend(t *testing.T) {
 				if err != nil || r.Contents[0].Text != "profile of "+u.user {
 					t.Fatalf("%s: resource %+v %v", u.user, r, err)
 				}
+				if version == v2026 { // what the extension serves is the user's: private too
+					ps, _ := cs.ListPrompts(bg, nil)
+					rs, _ := cs.ListResources(bg, nil)
+					if ps == nil || rs == nil || ps.CacheScope != "private" || rs.CacheScope != "private" || r.CacheScope != "private" {
+						t.Fatalf("%s: cache scopes %+v %+v %q", u.user, ps, rs, r.CacheScope)
+					}
+				}
 				c, err := cs.Complete(bg, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"}, Argument: mcp.CompleteParamsArgument{Name: "x"}})
 				if err != nil || fmt.Sprint(c.Completion.Values) != "["+u.user+"]" {
 					t.Fatalf("%s: completion %+v %v", u.user, c, err)

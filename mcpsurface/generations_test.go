@@ -199,3 +199,49 @@ func TestHTTPListenStreamsCapped(t *testing.T) {
 		}
 	})
 }
+
+// Bad input is refused on every path, the same as before both
+// generations shared the handler: an unknown token gets 401 before the
+// SDK (no session is opened, no server created); a body over
+// MaxRequestBodyBytes gets 413, declared length or not; malformed JSON-RPC
+// gets 400; and none of them leaves a session behind.
+func TestHTTPBadInputOnEveryPath(t *testing.T) {
+	users := twoUsers(t)
+	f := newHTTP(t, &mcpsurface.HTTPOptions{MaxRequestBodyBytes: 4 << 10}, users)
+	alice := rawClient{f.srv.Client(), f.srv.URL, "tok-alice"}
+	sid := alice.open(t)
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + meta2026 + `,"x":"` + strings.Repeat("a", 8<<10) + `"}}`
+	bigInit := rawInit[:len(rawInit)-1] + `,"x":"` + strings.Repeat("a", 8<<10) + `"}`
+	paths := []struct {
+		name, sid, version string
+	}{
+		{"stateful session", sid, v2025},
+		{"new session", "", ""},
+		{"2026-07-28", "", v2026},
+	}
+	for _, p := range paths {
+		for _, c := range []struct {
+			what, token, body string
+			want              int
+		}{
+			{"unknown token", "tok-mallory", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, http.StatusUnauthorized},
+			{"too large", "tok-alice", map[bool]string{true: bigInit, false: big}[p.name == "new session"], http.StatusRequestEntityTooLarge},
+			{"malformed", "tok-alice", `{"jsonrpc":"2.0","id":1,"method":`, http.StatusBadRequest},
+		} {
+			before := f.resolves.Load()
+			status, gotSID, _, err := rawClient{f.srv.Client(), f.srv.URL, c.token}.postVersion(bg, p.sid, p.version, c.body)
+			if err != nil || status != c.want || gotSID != "" {
+				t.Errorf("%s, %s: %d %q %v, want %d", p.name, c.what, status, gotSID, err, c.want)
+			}
+			if f.resolves.Load() == before {
+				t.Errorf("%s, %s: the resolver was not asked", p.name, c.what)
+			}
+		}
+	}
+	if n := mcpsurface.OpenSessions(f.h); n != 1 {
+		t.Fatalf("%d sessions open, want Alice's one", n)
+	}
+	if n := mcpsurface.CachedServers(f.h); n != 1 {
+		t.Fatalf("%d servers cached: an unknown token made one", n)
+	}
+}
