@@ -124,10 +124,11 @@
 // outputSchema, with the capability's own output schema under "output"
 // (its $defs moved to the root; any value for the meta tools), and every
 // structuredContent validates against it, error results included. A
-// failed capability call is a normal
-// result with isError set, never a protocol error, so the model can read
-// the code and recover. Protocol errors are left to the SDK (malformed
-// requests, unknown tools).
+// failed capability call is a normal result with isError set, never a
+// protocol error, so the model can read the code and recover. Protocol
+// errors are the SDK's (malformed requests, unknown tools), a request
+// state that does not verify (-32602), and what a handler asks for with
+// [MissingClientCapability].
 //
 // A panic in the code a call runs (the registry and, through it, the
 // application's decoders, encoders, handlers and policies) never takes
