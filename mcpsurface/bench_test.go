@@ -2,6 +2,7 @@ package mcpsurface_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -38,11 +39,11 @@ func benchClient(b *testing.B, s *mcp.Server) *mcp.ClientSession {
 }
 
 // benchHTTPClient connects a go-sdk client over Streamable HTTP with a
-// bearer token, at the client's default protocol version (it probes with
-// server/discover, then initializes a stateful session).
-func benchHTTPClient(b *testing.B, url, token string, tr http.RoundTripper) *mcp.ClientSession {
+// bearer token at a protocol version: a stateful session at 2025-11-25,
+// session-less requests at 2026-07-28.
+func benchHTTPClient(b *testing.B, url, token, version string, tr http.RoundTripper) *mcp.ClientSession {
 	ct := &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token, tr}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(bg, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(bg, ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func benchHTTPClient(b *testing.B, url, token string, tr http.RoundTripper) *mcp
 
 // benchSessions are the concurrent session counts of the round-trip
 // benchmarks.
-var benchSessions = []int{1, 100}
+var benchSessions = []int{1, 10, 100}
 
 // noopRegistry is a registry with one no-op view action, the tool
 // view_bench__noop.
@@ -82,33 +83,50 @@ func BenchmarkToolsCallRoundTrip(b *testing.B) {
 			}
 			measure(b, sessions, params)
 		})
-		b.Run(fmt.Sprintf("transport=http/sessions=%d", n), func(b *testing.B) {
-			users := map[string]*surface.Registry{}
-			for i := range n {
-				users[fmt.Sprint("tok-", i)] = noopRegistry(b)
-			}
-			h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
-				reg := users[r.Header.Get("Authorization")[len("Bearer "):]]
-				return reg, surface.Consumer{ID: "bench"}, nil
-			}, nil)
-			hs := httptest.NewServer(h)
-			b.Cleanup(func() { _ = h.Close(); hs.Close() })
-			sessions := make([]*mcp.ClientSession, n)
-			for i := range sessions {
-				sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), hs.Client().Transport)
-			}
-			measure(b, sessions, params)
-		})
+		for _, version := range versions {
+			b.Run(fmt.Sprintf("transport=http/version=%s/sessions=%d", version, n), func(b *testing.B) {
+				users := map[string]*surface.Registry{}
+				for i := range n {
+					users[fmt.Sprint("tok-", i)] = noopRegistry(b)
+				}
+				h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+					reg := users[r.Header.Get("Authorization")[len("Bearer "):]]
+					return reg, surface.Consumer{ID: "bench"}, nil
+				}, nil)
+				hs := httptest.NewServer(h)
+				b.Cleanup(func() { _ = h.Close(); hs.Close() })
+				sessions := make([]*mcp.ClientSession, n)
+				for i := range sessions {
+					sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), version, hs.Client().Transport)
+				}
+				measure(b, sessions, params)
+			})
+		}
 	}
 }
 
 // The same round trips against a bare go-sdk server with one no-op raw
-// tool: the baseline.
+// tool answering "ok": the baseline.
 func BenchmarkBareSDKRoundTrip(b *testing.B) {
+	bareRoundTrips(b, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}})
+}
+
+// The same round trips against a bare go-sdk server whose raw tool
+// answers what the adapter answers, the result envelope as text and as
+// structured content: the baseline with the same bytes on the wire.
+func BenchmarkBareSDKEnvelopeRoundTrip(b *testing.B) {
+	env := `{"status":"ok","invocationId":"mcp_0123456789_1","capabilityId":"view:bench.noop","surfaceVersion":"1"}`
+	bareRoundTrips(b, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env}}, StructuredContent: json.RawMessage(env)})
+}
+
+// bareRoundTrips runs the round trips against one bare go-sdk server
+// whose only tool answers res.
+func bareRoundTrips(b *testing.B, res *mcp.CallToolResult) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+			r := *res
+			return &r, nil
 		})
 	params := &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}}
 	for _, n := range benchSessions {
@@ -119,16 +137,20 @@ func BenchmarkBareSDKRoundTrip(b *testing.B) {
 			}
 			measure(b, sessions, params)
 		})
-		b.Run(fmt.Sprintf("transport=http/sessions=%d", n), func(b *testing.B) {
-			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-			hs := httptest.NewServer(h)
-			b.Cleanup(hs.Close)
-			sessions := make([]*mcp.ClientSession, n)
-			for i := range sessions {
-				sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), hs.Client().Transport)
-			}
-			measure(b, sessions, params)
-		})
+		for _, version := range versions {
+			b.Run(fmt.Sprintf("transport=http/version=%s/sessions=%d", version, n), func(b *testing.B) {
+				// The SDK serves 2026-07-28 only session-less.
+				h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+					&mcp.StreamableHTTPOptions{Stateless: version == v2026})
+				hs := httptest.NewServer(h)
+				b.Cleanup(hs.Close)
+				sessions := make([]*mcp.ClientSession, n)
+				for i := range sessions {
+					sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), version, hs.Client().Transport)
+				}
+				measure(b, sessions, params)
+			})
+		}
 	}
 }
 
@@ -151,7 +173,10 @@ func measure(b *testing.B, sessions []*mcp.ClientSession, params *mcp.CallToolPa
 		wg.Go(func() {
 			for range n {
 				t0 := time.Now()
-				res, err := cs.CallTool(bg, params)
+				// A fresh copy per call: the client writes the 2026-07-28
+				// request _meta into the params it is given.
+				p := *params
+				res, err := cs.CallTool(bg, &p)
 				if err != nil || res.IsError {
 					b.Error(err, res)
 					return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -17,8 +18,9 @@ import (
 // results with IsError; it never returns a Go error. A panic in the code it
 // runs (the registry, and through it the application's) is recovered as
 // an EXECUTION_FAILED result.
-func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result *mcp.CallToolResult, _ error) {
+func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result *mcp.CallToolResult, err error) {
 	p := req.Params
+	name := s.catalogName(req, p.Name) // the catalog's name of the tool
 	f := inflightFrom(ctx)
 	at := &attempt{}
 	if f != nil {
@@ -26,19 +28,37 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 	}
 	defer func() {
 		if rec := recover(); rec != nil {
-			result = toolResult(s.panicked(rec, p.Name, p.Arguments, at))
+			result, err = toolResult(s.panicked(rec, name, p.Arguments, at)), nil
 		}
 	}()
-	if len(p.InputResponses) > 0 || p.RequestState != "" {
-		if f != nil {
-			f.answered()
+	var in input // the client's answers to an earlier round
+	switch {
+	case p.RequestState != "":
+		st, ok := s.verifyFor(p.RequestState, name, p.Arguments)
+		if !ok {
+			s.log.Warn("mcpsurface: refused a tool call with an invalid request state", "tool", name)
+			return nil, errBadRequestState
 		}
-		return toolResult(s.resume(ctx, at, req)), nil
+		if st.Use == stateConfirm {
+			if f != nil {
+				f.answered()
+			}
+			return toolResult(s.resume(ctx, at, req, name, st)), nil
+		}
+		in = input{responses: p.InputResponses, state: st.App}
+	case len(p.InputResponses) > 0:
+		in = input{responses: p.InputResponses}
 	}
-	cat := s.catalogFor(req.Session)
-	res := s.call(ctx, at, cat, p.Name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	if f != nil {
+		f.round(req, in)
+	}
+	cat := s.catalogFor(req)
+	res := s.call(ctx, at, cat, name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	if answer, err, ok := s.answerOf(f, name, p.Arguments, res); ok {
+		return answer, err
+	}
 	if code(res) == surface.CodeConfirmationRequired {
-		rec := s.remember(cat, p.Name, p.Arguments, res)
+		rec := s.remember(cat, name, p.Arguments, res)
 		if s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
 			cid := res.Error.ConfirmationID()
 			if expiresAt, pending := s.expiry(cid); pending {
@@ -46,11 +66,31 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 				if f != nil { // older clients are asked while this call waits: until expiry at most
 					f.expireAt(s, cid, expiresAt)
 				}
-				return s.elicitation(p.Name, p.Arguments, res, rec), nil
+				return s.elicitation(name, p.Arguments, res, rec), nil
 			}
 		}
 	}
-	return toolResult(res), nil
+	out := toolResult(res)
+	if s.content != nil && res.Status == surface.StatusOK {
+		if t, ok := cat.Tool(name); ok || s.meta {
+			if !ok {
+				t = surface.Tool{Name: name}
+			}
+			out.Content = append(s.contentOf(t, res.Output), out.Content...)
+		}
+	}
+	return out, nil
+}
+
+// contentOf calls Options.Content; a panic is logged and adds nothing.
+func (s *Server) contentOf(t surface.Tool, output surface.JSONText) (blocks []mcp.Content) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			s.log.Error("mcpsurface: Options.Content panicked", "tool", t.Name, "panic", fmt.Sprint(rec))
+			blocks = nil
+		}
+	}()
+	return slices.DeleteFunc(s.content(t, output), func(c mcp.Content) bool { return c == nil })
 }
 
 // expiry returns when the pending confirmation cid expires; pending is

@@ -96,7 +96,10 @@
 // list), and a destructive or external-side-effect procedure called after
 // a surface change STALE_CAPABILITY surface-version-mismatch. Each such
 // change is announced with notifications/tools/list_changed; the client
-// lists again and calls.
+// lists again and calls. Requests without a session (over HTTP:
+// 2026-07-28 clients, and every client of a stateless handler) share one
+// catalog per (registry, consumer): the last tools/list answered to any
+// of them.
 //
 // [Options.TraceContext] runs first on every tools/call with the
 // request's _meta, so a tracing library continues the client's trace
@@ -117,10 +120,15 @@
 // A call returns the registry's result envelope unchanged, as the text
 // content (JSON) and as structuredContent: status, invocationId,
 // capabilityId, output or error {code, message, retry, details},
-// surfaceVersion, surfaceChanged. A failed capability call is a normal
-// result with isError set, never a protocol error, so the model can read
-// the code and recover. Protocol errors are left to the SDK (malformed
-// requests, unknown tools).
+// surfaceVersion, surfaceChanged. Each tool declares that envelope as its
+// outputSchema, with the capability's own output schema under "output"
+// (its $defs moved to the root; any value for the meta tools), and every
+// structuredContent validates against it, error results included. A
+// failed capability call is a normal result with isError set, never a
+// protocol error, so the model can read the code and recover. Protocol
+// errors are the SDK's (malformed requests, unknown tools), a request
+// state that does not verify (-32602), and what a handler asks for with
+// [MissingClientCapability].
 //
 // A panic in the code a call runs (the registry and, through it, the
 // application's decoders, encoders, handlers and policies) never takes
@@ -168,8 +176,11 @@
 // confirmation id, invocation id, tool, registration and a digest of the
 // arguments. The SDK answers it — natively on 2026-07-28 sessions, through
 // elicitation/create on older ones — and calls the tool again with the
-// answer. The server verifies the state, resolves the registry's record
-// (approve, or deny on decline and cancel) and retries with the evidence;
+// answer. The server verifies the state (a retry whose state was not
+// issued by this server for this tool and these arguments is refused
+// with a JSON-RPC invalid-params error, as SEP-2322 asks), resolves the
+// registry's record (approve, or deny on decline and cancel) and retries
+// with the evidence;
 // a denial comes back as CONFIRMATION_INVALID, reason "denied". A decline
 // never executes, even when the record was approved elsewhere meanwhile.
 // The client application answers elicitations, so this is
@@ -189,13 +200,20 @@
 //
 // # HTTP
 //
-// [NewHTTPHandler] serves Streamable HTTP for many user sessions at once.
+// [NewHTTPHandler] serves Streamable HTTP for many user sessions at once,
+// to clients of both protocol generations from one endpoint: clients up
+// to 2025-11-25 get stateful sessions (initialize, Mcp-Session-Id),
+// clients of 2026-07-28 and later are served session-less (each request
+// carries its protocol version, identity and capabilities; change
+// notifications travel on their subscriptions/listen stream), and
+// server/discover lists every revision served.
 // A [Resolver] maps each request to its registry and consumer (a pairing
 // or bearer token, a cookie); a resolver error is answered 401 before the
 // SDK sees the request. One Server per (registry, consumer) is created on
-// first use and cached. Stateful MCP session ids are bound to that pair, so
-// a request can never reach a session, and therefore a registry, that its
-// credentials do not resolve to.
+// first use and cached, and both generations reach it. Stateful MCP
+// session ids are bound to that pair, so a request can never reach a
+// session, and therefore a registry, that its credentials do not resolve
+// to.
 //
 //	h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
 //		s, ok := sessions.ByPairingToken(bearer(r))
@@ -207,16 +225,80 @@
 //	defer h.Close()
 //	mux.Handle("/mcp", h)
 //
+// Everything a server lists or reads (tools/list and the other lists,
+// resources/read, server/discover) depends on the consumer and is marked
+// cacheScope "private", so no shared cache serves one user's tools to
+// another; lists are in name order, the same on every request. Tool call
+// results carry no cache hints.
+//
 // What a client opens is bounded and reclaimed. A stateful session with
 // no request in progress for [HTTPOptions.SessionTimeout] (default 30
 // minutes) is closed, whether or not the client sent DELETE. At most
 // [HTTPOptions.MaxSessions] (default 32) sessions are open per (registry,
-// consumer): one more is refused with 429 Too Many Requests and a JSON-RPC
-// error of code [CodeTooManySessions], so one credential cannot exhaust the
-// server. A Server with no session and no request for
-// [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and dropped,
-// with what it held. When a session's registry closes, its servers go on
-// their next request or sweep; [HTTPHandler.Forget] drops them at once.
+// consumer), and an abandoned one never locks its credential out: when a
+// new session would exceed the cap, the idle session (no request in
+// progress, no open stream) idle the longest is closed to make room, and
+// a later request on it gets 404. Only when every session is busy is the
+// new one refused, with 429 Too Many Requests and a JSON-RPC error of
+// code [CodeTooManySessions], so one credential cannot exhaust the
+// server. Requests that open no session (probes, 2026-07-28 requests)
+// take no slot; a 2026-07-28 client's subscriptions/listen streams are
+// capped at MaxSessions alike. A Server with no session and no request
+// for [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and
+// dropped, with what it held. When a session's registry closes, its
+// servers go on their next request or sweep; [HTTPHandler.Forget] drops
+// them at once.
+//
+// # Beyond tools
+//
+// [Options.ToolNames] gives tools names of the application's choice,
+// [Options.Content] adds content blocks (an image, a resource) to a
+// result, and [Options.Extend] adds the application's own prompts,
+// resources and resource templates, with completions and resource
+// subscriptions, to every server this package creates.
+//
+// A capability's handler that knows it serves MCP clients can reach what
+// only MCP has: [RequestFromContext] gives the tools/call request and its
+// session (progress notifications, log messages, requests to the client),
+// [InputRequired] and [Input] ask the client for input over several
+// rounds (elicitation, sampling, roots; signed request state), and
+// [MissingClientCapability] refuses a client that lacks a capability the
+// call needs. Under other adapters these do nothing MCP-specific.
+//
+// # Authorization
+//
+// For a deployment where users sign in with an authorization server, put
+// the handler behind go-sdk's bearer-token verification and serve its
+// protected-resource metadata (RFC 9728), from which MCP clients discover
+// where to get a token:
+//
+//	mux.Handle("/.well-known/oauth-protected-resource", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+//		Resource: "https://app.example.com/mcp", AuthorizationServers: []string{"https://auth.example.com"},
+//	}))
+//	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{
+//		ResourceMetadataURL: "https://app.example.com/.well-known/oauth-protected-resource",
+//	})(h))
+//
+// A request without a valid token is refused there, before this package
+// sees it. The resolver reads the verified user with
+// auth.TokenInfoFromContext(r.Context()).UserID; stateful sessions are
+// then also bound to that user by the SDK (another user's request gets
+// 403).
+//
+// The token says who; the resolver must still say which of the user's
+// live sessions (pages, registries) the agent acts on. The rule this
+// package recommends, and Example (Authorization) implements: the user
+// pairs one of their pages with their agent in the application ("use with
+// my agent"), and every request of that user goes to the page paired last;
+// a request that names a page by the pairing token shown on it (a header
+// such as Mcp-Pairing-Token) goes to that page instead, if it is the
+// user's own. It is never a guess (not "the most recent tab"), so an agent
+// cannot drift to a page the user did not choose. A user with no paired
+// live page gets [ErrNoSession] (403). Pairing another page moves the
+// agent: the stateful session on the old page ends (its id gets 404) and
+// the client's next session, or next 2026-07-28 request, acts on the new
+// one. Without an authorization server, the pairing token alone is the
+// credential, as in the devices demo.
 //
 // # Concurrency
 //

@@ -34,7 +34,18 @@ type requestState struct {
 	// the capability kind.
 	Reg  string       `json:"reg,omitempty"`
 	Kind surface.Kind `json:"kind,omitempty"`
+	// Use is what the state is for: a confirmation (stateConfirm), or
+	// the input a capability asked for (stateInput), whose own state is
+	// App.
+	Use string `json:"use,omitempty"`
+	App string `json:"app,omitempty"`
 }
+
+// Uses of a request state.
+const (
+	stateConfirm = ""
+	stateInput   = "input"
+)
 
 const stateVersion = 1
 
@@ -70,10 +81,21 @@ func (s *Server) verify(token string) (requestState, error) {
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.mac(payload)) {
 		return st, errBadState
 	}
-	if json.Unmarshal(payload, &st) != nil || st.V != stateVersion || st.Srf != s.reg.SurfaceID() || st.Con != s.consumerID || st.CID == "" {
+	if json.Unmarshal(payload, &st) != nil || st.V != stateVersion || st.Srf != s.reg.SurfaceID() || st.Con != s.consumerID ||
+		(st.Use == stateConfirm && st.CID == "") || (st.Use != stateConfirm && st.Use != stateInput) {
 		return requestState{}, errBadState
 	}
 	return st, nil
+}
+
+// verifyFor verifies a request state sent with a call of tool name with
+// args: issued by this server, for that tool and those arguments.
+func (s *Server) verifyFor(token, name string, args json.RawMessage) (requestState, bool) {
+	st, err := s.verify(token)
+	if err != nil || st.Tool != name || st.Args != argsDigest(args) {
+		return requestState{}, false
+	}
+	return st, true
 }
 
 // argsDigest is the digest of a call's canonical arguments.
@@ -120,18 +142,11 @@ func (s *Server) elicitation(name string, args json.RawMessage, res surface.Resu
 	}
 }
 
-// resume handles the re-call that carries the client's answer: it checks
-// the state, resolves the registry's record and retries with the evidence.
-// It never asks again.
-func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolRequest) surface.Result {
+// resume handles the re-call that carries the client's answer to a
+// confirmation, with st its verified state: it resolves the registry's
+// record and retries with the evidence. It never asks again.
+func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolRequest, name string, st requestState) surface.Result {
 	p := req.Params
-	st, err := s.verify(p.RequestState)
-	if err != nil || st.Tool != p.Name || st.Args != argsDigest(p.Arguments) {
-		s.log.Warn("mcpsurface: rejected a tool call with an invalid request state", "tool", p.Name)
-		return surface.Result{Status: surface.StatusError, InvocationID: s.newInvocationID(), CapabilityID: firstNonEmpty(st.Cap, p.Name),
-			Error:          surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonMismatch, "The confirmation state could not be verified; call the tool again."),
-			SurfaceVersion: s.reg.Version()}
-	}
 	at.invocationID, at.capabilityID = st.Inv, st.Cap
 	approve, action := answer(p.InputResponses[confirmKey])
 	actor := "mcp-elicitation"
@@ -151,11 +166,11 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 	}
 	if s.meta {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})
-		return s.ts.Call(ctx, p.Name, args, surface.CallOptions{ToolCallID: st.Inv})
+		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: st.Inv})
 	}
 	rec := s.issued.byID(st.CID)
-	if rec == nil || rec.tool != p.Name || rec.registrationID != st.Reg {
-		rec = &issued{confirmationID: st.CID, tool: p.Name, capabilityID: st.Cap, registrationID: st.Reg, kind: st.Kind}
+	if rec == nil || rec.tool != name || rec.registrationID != st.Reg {
+		rec = &issued{confirmationID: st.CID, tool: name, capabilityID: st.Cap, registrationID: st.Reg, kind: st.Kind}
 	}
 	return s.withEvidence(ctx, at, rec, p.Arguments, st.Inv)
 }

@@ -2,6 +2,7 @@ package mcpsurface_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -164,7 +166,8 @@ func TestElicitationStaleAfterRemount_AS_STALE_001(t *testing.T) {
 }
 
 // The request state is signed and bound to the tool, the arguments, the
-// registry and the consumer: a forged or replayed state is refused.
+// registry and the consumer: a forged or replayed state is refused with a
+// JSON-RPC error before anything runs (SEP-2322).
 func TestElicitationRequestState(t *testing.T) {
 	reg, a, _ := newApp(t)
 	srv := newServer(t, reg, &mcpsurface.Options{Elicit: true})
@@ -190,6 +193,16 @@ func TestElicitationRequestState(t *testing.T) {
 		t.Helper()
 		return callToolParams(t, cs, &mcp.CallToolParams{Name: name, Arguments: args, InputResponses: approve, RequestState: state})
 	}
+	// refused checks that a retry is refused as SEP-2322 asks of state
+	// that fails verification: a JSON-RPC error, invalid params.
+	refused := func(what string, cs *mcp.ClientSession, name string, args any, state string) {
+		t.Helper()
+		_, err := cs.CallTool(bg, &mcp.CallToolParams{Name: name, Arguments: args, InputResponses: approve, RequestState: state})
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) || wire.Code != jsonrpc.CodeInvalidParams {
+			t.Fatalf("%s: %v, want a JSON-RPC invalid-params error", what, err)
+		}
+	}
 	state := first.RequestState
 	tampered := state[:len(state)-2] + flip(state[len(state)-2:])
 	for _, c := range []struct {
@@ -203,9 +216,7 @@ func TestElicitationRequestState(t *testing.T) {
 		{"other arguments", "view_devices__table__wipe", map[string]any{"ids": []string{"d1", "d2"}}, state},
 		{"other tool", "view_devices__table__selectRows", args, state},
 	} {
-		if e := requireCode(t, retry(c.tool, c.args, c.state), surface.CodeConfirmationInvalid); e.Details["reason"] != "mismatch" {
-			t.Fatalf("%s: %+v", c.name, e)
-		}
+		refused(c.name, cs, c.tool, c.args, c.state)
 	}
 	// Another registry's server, even with the same key, refuses it.
 	other, _, _ := newApp(t)
@@ -217,8 +228,7 @@ func TestElicitationRequestState(t *testing.T) {
 	if err != nil || r1.RequestState == "" {
 		t.Fatalf("%v %+v", err, r1)
 	}
-	env := callToolParams(t, c2, &mcp.CallToolParams{Name: "view_devices__table__wipe", Arguments: map[string]any{"ids": []string{"d7"}}, InputResponses: approve, RequestState: r1.RequestState})
-	requireCode(t, env, surface.CodeConfirmationInvalid)
+	refused("another registry's state", c2, "view_devices__table__wipe", map[string]any{"ids": []string{"d7"}}, r1.RequestState)
 	if a.wipes.Load() != 0 {
 		t.Fatal("ran with a bad state")
 	}

@@ -1,5 +1,7 @@
 package mcpsurface
 
+import "github.com/modelcontextprotocol/go-sdk/mcp"
+
 // CachedServers returns how many Servers h holds.
 func CachedServers(h *HTTPHandler) int {
 	h.mu.Lock()
@@ -19,4 +21,39 @@ func OpenSessions(h *HTTPHandler) int {
 		}
 	}
 	return n
+}
+
+// ServerSessions returns the MCP sessions the Servers h holds have open.
+func ServerSessions(h *HTTPHandler) []*mcp.ServerSession {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*mcp.ServerSession
+	for _, c := range h.servers {
+		for ss := range c.srv.mcp.Sessions() {
+			out = append(out, ss)
+		}
+	}
+	return out
+}
+
+// ListedSessions returns how many sessions' catalogs the Servers h holds
+// keep.
+func ListedSessions(h *HTTPHandler) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.servers {
+		c.srv.mu.Lock()
+		n += len(c.srv.listed)
+		c.srv.mu.Unlock()
+	}
+	return n
+}
+
+// SharedToolDefs returns how many tool definitions the Servers of h
+// share.
+func SharedToolDefs(h *HTTPHandler) int {
+	h.tools.mu.Lock()
+	defer h.tools.mu.Unlock()
+	return len(h.tools.defs)
 }

@@ -3,6 +3,7 @@ package mcpsurface_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -23,9 +25,10 @@ type fuzzTarget struct {
 // FuzzToolCall sends arbitrary arguments, _meta and request state to
 // every known tool through real in-memory go-sdk sessions, in direct and
 // meta mode at both protocol generations, with elicitation on. A call
-// never fails as a protocol error, never panics (the server logs every
-// recovered panic, which fails the run) and always returns a well-formed
-// result envelope, or an input request for a confirmation.
+// never panics (the server logs every recovered panic, which fails the
+// run) and always returns a well-formed result envelope, or an input
+// request for a confirmation; its only protocol error is the refusal of a
+// request state that does not verify.
 // Seed corpus: testdata/fuzz/FuzzToolCall.
 func FuzzToolCall(f *testing.F) {
 	reg, a, _ := newApp(f)
@@ -74,6 +77,10 @@ func FuzzToolCall(f *testing.F) {
 			p.InputResponses = mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}
 		}
 		res, err := tg.cs.CallTool(bg, p)
+		var wire *jsonrpc.Error
+		if err != nil && state != "" && errors.As(err, &wire) && wire.Code == jsonrpc.CodeInvalidParams {
+			return // a request state that does not verify is refused (SEP-2322)
+		}
 		if err != nil {
 			t.Fatalf("%s(%s) _meta %s: protocol error %v", name, args, meta, err)
 		}

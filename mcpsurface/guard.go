@@ -36,6 +36,11 @@ type inflight struct {
 	mu    sync.Mutex
 	timer *time.Timer // ends an elicitation wait at the confirmation's expiry
 	done  bool
+	// The current round of the call: its request, what it carries from
+	// the previous round, and the outcome its handler asked for.
+	req *mcp.CallToolRequest
+	in  input
+	out *outcome
 }
 
 // Causes of a call's context ending.
@@ -66,7 +71,7 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 		var args json.RawMessage
 		var meta map[string]any
 		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-			name, args, meta = p.Name, p.Arguments, p.Meta
+			name, args, meta = s.catalogName(req, p.Name), p.Arguments, p.Meta
 		}
 		ctx = s.traceContext(ctx, meta)
 		f := &inflight{}
@@ -86,7 +91,7 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}()
 		ctx = context.WithValue(ctx, inflightKey{}, f)
-		if call, ok := req.(*mcp.CallToolRequest); ok && !s.meta && s.shownOnly(ss, name) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && !s.meta && s.shownOnly(req, name) {
 			// A tool the session was shown but the list has dropped: the
 			// SDK no longer knows it, the registry answers (stale or
 			// unmounted) without asking the client anything.
@@ -144,6 +149,9 @@ func (s *Server) begin(f *inflight) error {
 	case f.session != "" && s.closing[f.session] > 0:
 		return errSessionClosed
 	}
+	if s.calls == nil {
+		s.calls = map[*inflight]struct{}{}
+	}
 	s.calls[f] = struct{}{}
 	return nil
 }
@@ -158,6 +166,9 @@ func (s *Server) end(f *inflight) {
 	if f.timer != nil {
 		f.timer.Stop()
 	}
+	// The registry may keep the call's context (and so f) a while, for
+	// idempotent replays: let go of the request and its session.
+	f.req, f.in, f.out = nil, input{}, nil
 	f.mu.Unlock()
 	f.cancel(nil)
 }
@@ -197,6 +208,9 @@ func (f *inflight) answered() {
 // refuses new ones until reopen.
 func (s *Server) closeSession(id string) {
 	s.mu.Lock()
+	if s.closing == nil {
+		s.closing = map[string]int{}
+	}
 	s.closing[id]++
 	var calls []*inflight
 	for f := range s.calls {
@@ -211,12 +225,24 @@ func (s *Server) closeSession(id string) {
 }
 
 // sessionClosed undoes closeSession's refusal once the session is gone.
-func (s *Server) sessionClosed(id string) {
+// If ended is set, the session is gone: what this Server kept of it goes
+// too (the SDK may still list it for a moment).
+func (s *Server) sessionClosed(id string, ended bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closing[id]--; s.closing[id] <= 0 {
 		delete(s.closing, id)
 	}
+	s.closing = orNil(s.closing)
+	if ended {
+		for ss := range s.listed {
+			if ss.ID() == id {
+				delete(s.listed, ss)
+			}
+		}
+		s.listed = orNil(s.listed)
+	}
+	s.mu.Unlock()
+	s.forgetEnded()
 }
 
 // expiredResult is the result of a call whose confirmation expired while

@@ -21,10 +21,19 @@ import (
 
 // Resolver maps an HTTP request to the session's registry and consumer,
 // e.g. by a bearer or pairing token. An error (or a nil registry) means
-// the request is not authenticated: it is answered 401. It is called on
-// every request, so it should be a cheap lookup. A panic is recovered and
+// the request is not authenticated: it is answered 401, unless the error
+// is (or wraps) [ErrNoSession]: the request is authenticated but has no
+// live session to reach, and is answered 403. It is called on every
+// request, so it should be a cheap lookup. A panic is recovered and
 // logged, and the request answered 500.
 type Resolver func(*http.Request) (*surface.Registry, surface.Consumer, error)
+
+// ErrNoSession is what a [Resolver] returns (or wraps) for a request whose
+// credentials are valid but that has no live session to reach, such as a
+// verified user who has not paired a page with their agent: the request
+// is answered 403 Forbidden, so that an OAuth client does not take it for
+// a token to renew.
+var ErrNoSession = errors.New("mcpsurface: no live session for these credentials")
 
 // HTTPOptions configure an HTTPHandler. The zero value (or nil) is valid.
 type HTTPOptions struct {
@@ -32,20 +41,26 @@ type HTTPOptions struct {
 	Options
 	// Stateless serves every request with a temporary MCP session (no
 	// Mcp-Session-Id, no server-to-client requests), as
-	// mcp.StreamableHTTPOptions.Stateless.
+	// mcp.StreamableHTTPOptions.Stateless, also those of clients older
+	// than 2026-07-28, which then cannot receive notifications or be
+	// asked for elicitation. By default they get stateful sessions, and
+	// only 2026-07-28 clients are served session-less.
 	Stateless bool
 	// SessionTimeout closes a stateful session that has had no request
 	// in progress for this long, freeing what it held; the client must
 	// initialize a new one. Zero means [DefaultSessionTimeout]; negative
-	// never (sessions then live until DELETE, Forget or Close).
+	// never (sessions then live until DELETE, reclaim, Forget or Close).
 	SessionTimeout time.Duration
 	// MaxSessions caps the stateful sessions open at once per (registry,
-	// consumer). A request to open one more is answered 429 Too Many
-	// Requests with a JSON-RPC error of code [CodeTooManySessions]; the
-	// client can end a session with DELETE or wait for idle ones to time
-	// out. Requests that open no session, such as the server/discover
-	// probe a client sends before initialize, take no slot. Zero means
-	// [DefaultMaxSessions]; negative means no cap.
+	// consumer). When opening one more would exceed it, the idle session
+	// (no request in progress, no open stream) idle the longest is
+	// closed to make room; its id then gets 404. Only when all of them
+	// are busy is the request answered 429 Too Many Requests, with a
+	// JSON-RPC error of code [CodeTooManySessions]. Requests that open no
+	// session, such as a probe, take no slot; a 2026-07-28 client's
+	// subscriptions/listen streams, which are never idle, are capped at
+	// MaxSessions on their own. Zero means [DefaultMaxSessions]; negative
+	// means no cap.
 	MaxSessions int
 	// IdleTimeout closes and drops a cached Server that has had no request
 	// and no connected session for this long, checked every IdleTimeout/4
@@ -74,18 +89,26 @@ const (
 
 // CodeTooManySessions is the JSON-RPC error code of a request refused
 // because its (registry, consumer) has HTTPOptions.MaxSessions sessions
-// open. It is in the range JSON-RPC reserves for implementation-defined
+// busy (or subscriptions/listen streams open). It is in the range JSON-RPC reserves for implementation-defined
 // server errors.
 const CodeTooManySessions = -32029
 
 // HTTPHandler serves MCP over Streamable HTTP for many user sessions: one
-// Server per (registry, consumer), created on first use and cached. It is
-// safe for concurrent use.
+// Server per (registry, consumer), created on first use and cached. It
+// serves both protocol generations: stateful sessions (initialize,
+// Mcp-Session-Id) for clients up to 2025-11-25, and session-less requests
+// for 2026-07-28 and later. It is safe for concurrent use.
 type HTTPHandler struct {
 	resolve Resolver
 	opts    HTTPOptions
-	sdk     *mcp.StreamableHTTPHandler
-	log     *slog.Logger
+	// stateful serves sessions (unless HTTPOptions.Stateless); stateless
+	// serves session-less requests of 2026-07-28 and later, and every
+	// request when HTTPOptions.Stateless is set.
+	stateful  *mcp.StreamableHTTPHandler
+	stateless *mcp.StreamableHTTPHandler
+	log       *slog.Logger
+
+	tools toolDefs // shared by the servers
 
 	mu        sync.Mutex
 	servers   map[serverKey]*cached
@@ -97,20 +120,28 @@ type HTTPHandler struct {
 	sweeping sync.Mutex
 }
 
-// serverKey identifies the Server of a (registry, consumer) pair.
+// serverKey identifies the Server of a (registry, consumer) pair: the
+// consumer with its grants (policies may decide by grant, so two grant
+// sets are two servers).
 type serverKey struct {
 	reg      *surface.Registry
-	consumer string
+	kind, id string
+	grants   string
 }
 
+// cached is a Server and the accounting of what its clients hold open.
+// Every field but srv and prefix is guarded by HTTPHandler.mu.
 type cached struct {
 	srv      *Server
 	prefix   string // every session id of srv starts with prefix + "."
 	lastUsed time.Time
-	opening  int // sessions being created (guarded by HTTPHandler.mu)
-	// live holds the ids of the sessions an initialize request opened
-	// (guarded by HTTPHandler.mu); reserve forgets those that have ended.
-	live map[string]struct{}
+	opening  int // stateful sessions being created
+	// sessions are the stateful sessions of srv, by id, with their use.
+	sessions map[string]*sessionUse
+	// reclaiming holds the ids of sessions being closed to make room:
+	// their requests are answered 404 meanwhile.
+	reclaiming map[string]struct{}
+	listening  int // subscriptions/listen streams open
 }
 
 type serverCtxKey struct{}
@@ -121,6 +152,13 @@ type serverCtxKey struct{}
 // id only works with credentials that resolve to the pair it was created
 // for (others get 404), so no request can reach another session's
 // registry.
+//
+// A request without Mcp-Session-Id whose MCP-Protocol-Version (or
+// request _meta) is 2026-07-28 or later, and the server/discover probe of
+// any version, are served session-less; every other request through a
+// stateful session. Both reach the same Server, so a client of either
+// generation sees the same tools of the same registry as the same
+// consumer, and server/discover lists every version the handler serves.
 func NewHTTPHandler(resolve Resolver, opts *HTTPOptions) *HTTPHandler {
 	h := &HTTPHandler{resolve: resolve, servers: map[serverKey]*cached{}}
 	if opts != nil {
@@ -139,15 +177,22 @@ func NewHTTPHandler(resolve Resolver, opts *HTTPOptions) *HTTPHandler {
 	if h.opts.MaxSessions == 0 {
 		h.opts.MaxSessions = DefaultMaxSessions
 	}
-	h.sdk = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+	getServer := func(r *http.Request) *mcp.Server {
 		s, _ := r.Context().Value(serverCtxKey{}).(*mcp.Server)
 		return s // set by ServeHTTP; the SDK answers 400 to nil
-	}, &mcp.StreamableHTTPOptions{
-		Stateless:           h.opts.Stateless,
-		SessionTimeout:      max(h.opts.SessionTimeout, 0),
+	}
+	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
 		MaxRequestBodyBytes: h.opts.MaxRequestBodyBytes,
 		Logger:              h.opts.Logger,
 	})
+	if !h.opts.Stateless {
+		h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			SessionTimeout:      max(h.opts.SessionTimeout, 0),
+			MaxRequestBodyBytes: h.opts.MaxRequestBodyBytes,
+			Logger:              h.opts.Logger,
+		})
+	}
 	return h
 }
 
@@ -159,6 +204,10 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reg, consumer, err := h.resolveRecovered(r)
 	if errors.Is(err, errResolverPanicked) {
 		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	if errors.Is(err, ErrNoSession) {
+		http.Error(w, "no live session for these credentials", http.StatusForbidden)
 		return
 	}
 	if err != nil || reg == nil {
@@ -176,43 +225,127 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	if !h.opts.Stateless {
-		sid := r.Header.Get("Mcp-Session-Id")
-		if sid != "" && !strings.HasPrefix(sid, c.prefix+".") {
+	r = r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.srv.mcp))
+	sid := r.Header.Get("Mcp-Session-Id")
+	// A 2026-07-28 request names its method in a header, which the SDK
+	// checks against the body: its body need not be read ahead.
+	modern := sid == "" && r.Header.Get("Mcp-Protocol-Version") >= sessionlessVersion
+	var body *peeked
+	if r.Method == http.MethodPost && (sid == "" || h.stateful == nil) && !modern {
+		body = peek(r)
+	}
+	if h.stateful == nil || modern || (sid == "" && sessionlessHTTP(r, body)) {
+		if (body != nil && body.listens()) || (modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen") {
+			if !h.listen(c) {
+				h.tooManySessions(w, body)
+				return
+			}
+			defer h.unlisten(c)
+		}
+		h.stateless.ServeHTTP(w, r)
+		return
+	}
+	switch {
+	case sid != "":
+		if !strings.HasPrefix(sid, c.prefix+".") {
 			http.Error(w, "session not found", http.StatusNotFound) // as the SDK answers unknown ids
 			return
 		}
-		if sid != "" && r.Method == http.MethodDelete {
+		u := h.use(c, sid)
+		if u == nil { // being reclaimed
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		defer h.release(c, sid, u)
+		if r.Method == http.MethodDelete {
 			// The SDK's session Close waits for the calls in progress:
 			// end them first.
 			c.srv.closeSession(sid)
-			defer c.srv.sessionClosed(sid)
-		}
-		if sid == "" && r.Method == http.MethodPost && opensSession(r) {
-			if !h.reserve(c) {
-				h.tooManySessions(w, r)
-				return
+			sw := &statusWriter{ResponseWriter: w}
+			h.stateful.ServeHTTP(sw, r)
+			deleted := sw.status == http.StatusNoContent
+			c.srv.sessionClosed(sid, deleted)
+			if deleted {
+				h.forget(c, sid)
 			}
-			defer func() { h.unreserve(c, w.Header().Get("Mcp-Session-Id")) }()
+			return
 		}
+	case body != nil && body.opens():
+		ok, victims := h.reserve(c)
+		h.reclaim(c, victims)
+		if !ok {
+			h.tooManySessions(w, body)
+			return
+		}
+		defer func() { h.unreserve(c, w.Header().Get("Mcp-Session-Id")) }()
 	}
-	h.sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.srv.mcp)))
+	h.stateful.ServeHTTP(w, r)
 }
 
-// peekBytes bounds what opensSession reads of a body before the SDK does.
+// statusWriter records the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// The protocol revision from which requests carry no session.
+const sessionlessVersion = "2026-07-28"
+
+// sessionlessHTTP reports whether a request without a session id and
+// without a 2026-07-28 MCP-Protocol-Version header is served session-less
+// all the same: the protocol version in the _meta of one of its requests
+// is 2026-07-28 or later (the SDK then answers that the header is
+// missing).
+func sessionlessHTTP(r *http.Request, body *peeked) bool {
+	if body == nil || !body.whole {
+		return false
+	}
+	for _, req := range body.reqs {
+		if metaVersion(req.Params) >= sessionlessVersion {
+			return true // the SDK answers it: the header is missing
+		}
+	}
+	return false
+}
+
+// metaVersion returns the protocol version a request's params carry in
+// _meta, or "".
+func metaVersion(params json.RawMessage) string {
+	if !bytes.Contains(params, []byte(mcp.MetaKeyProtocolVersion)) {
+		return ""
+	}
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	_ = json.Unmarshal(params, &p)
+	v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string)
+	return v
+}
+
+// peekBytes bounds what ServeHTTP reads of a body before the SDK does.
 const peekBytes = 64 << 10
 
-// opensSession reports whether a POST without a session id may open a
-// session: unless its body is JSON-RPC requests none of which is
-// initialize. A probe, such as the server/discover a 2026 client sends
-// first, is answered by the SDK on a session that ends with the request
-// and is never given to the client: it takes none of MaxSessions. A body
-// it cannot read whole within peekBytes, or that holds anything but
-// requests, counts as opening one. It puts
-// what it read back in front of the rest of r.Body.
-func opensSession(r *http.Request) bool {
+// peeked is what ServeHTTP read ahead of a session-less POST's body.
+type peeked struct {
+	// whole is set when the body was read in full (within peekBytes) and
+	// is JSON-RPC requests (or notifications), all in reqs.
+	whole bool
+	reqs  []*jsonrpc.Request
+}
+
+// peek reads a POST's body ahead of the SDK, within peekBytes, and puts
+// what it read back in front of the rest of r.Body. It decodes the body
+// as the SDK does (readBatch): with its JSON decoder, which is
+// case-sensitive, not encoding/json's.
+func peek(r *http.Request) *peeked {
+	p := &peeked{}
 	if r.Body == nil || r.Body == http.NoBody {
-		return true
+		return p
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, peekBytes+1))
 	r.Body = struct {
@@ -220,17 +353,51 @@ func opensSession(r *http.Request) bool {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
 	if err != nil || len(b) > peekBytes {
-		return true
+		return p
 	}
-	// Decoded as the SDK decodes it (readBatch): its JSON decoder, which
-	// is case-sensitive, decides the method, not encoding/json's.
 	var raw []json.RawMessage
 	if json.Unmarshal(b, &raw) != nil {
 		raw = []json.RawMessage{b}
 	}
 	for _, m := range raw {
 		req, ok := decodeRequest(m)
-		if !ok || req.Method == "initialize" {
+		if !ok {
+			p.reqs = nil
+			return p
+		}
+		p.reqs = append(p.reqs, req)
+	}
+	p.whole = true
+	return p
+}
+
+// opens reports whether the POST may open a stateful session: unless its
+// body is, in full, JSON-RPC requests none of which is initialize. A
+// probe, such as the ping or server/discover a client may send first, is
+// answered by the SDK on a session that ends with the request and is never
+// given to the client: it takes none of MaxSessions. A body that could not
+// be read whole within peekBytes, or that holds anything but requests,
+// counts as opening one.
+func (p *peeked) opens() bool {
+	if !p.whole {
+		return true
+	}
+	for _, req := range p.reqs {
+		if req.Method == "initialize" {
+			return true
+		}
+	}
+	return false
+}
+
+// listens reports whether the body opens a subscriptions/listen stream.
+// A body that could not be read whole counts as one.
+func (p *peeked) listens() bool {
+	if !p.whole {
+		return true
+	}
+	for _, req := range p.reqs {
+		if req.Method == "subscriptions/listen" {
 			return true
 		}
 	}
@@ -256,7 +423,13 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 	if consumer.Kind == "" {
 		consumer.Kind = surface.ConsumerMCPBridge
 	}
-	key := serverKey{reg: reg, consumer: consumerKey(consumer)}
+	if consumer.ID == "" {
+		consumer.ID = "anonymous" // as the registry names it
+	}
+	key := serverKey{reg: reg, kind: string(consumer.Kind), id: consumer.ID}
+	if len(consumer.Grants) > 0 {
+		key.grants = strings.Join(consumer.Grants, "\x1f")
+	}
 	now := time.Now()
 	h.mu.Lock()
 	if h.closed {
@@ -282,7 +455,7 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 	// Created outside the lock: NewServer reads the registry's catalog,
 	// which runs app code.
 	prefix := randomID(16)
-	srv, err := newServer(reg, consumer, &h.opts.Options, prefix)
+	srv, err := newServer(reg, consumer, &h.opts.Options, prefix, &h.tools)
 	if err != nil {
 		return nil, err
 	}
@@ -304,71 +477,6 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 		_ = srv.Close()
 	}
 	return c, nil
-}
-
-// reserve counts a session about to be opened for c, unless c has
-// MaxSessions open or opening. Open are the sessions an initialize
-// opened that the SDK still has: each is counted once, by opening while
-// its request runs, then by live; the SDK's sessions of probes and of
-// requests in progress are not.
-func (h *HTTPHandler) reserve(c *cached) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if limit := h.opts.MaxSessions; limit > 0 && c.opening+len(c.live) >= limit {
-		var open []string
-		for ss := range c.srv.mcp.Sessions() {
-			if _, ok := c.live[ss.ID()]; ok {
-				open = append(open, ss.ID())
-			}
-		}
-		if len(open) < len(c.live) { // forget the ended ones
-			clear(c.live)
-			for _, id := range open {
-				c.live[id] = struct{}{}
-			}
-		}
-		if c.opening+len(c.live) >= limit {
-			return false
-		}
-	}
-	c.opening++
-	return true
-}
-
-// unreserve ends a reservation; sid is the id of the session its
-// request opened, if any.
-func (h *HTTPHandler) unreserve(c *cached, sid string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.opening--
-	if sid != "" && h.opts.MaxSessions > 0 {
-		if c.live == nil {
-			c.live = map[string]struct{}{}
-		}
-		c.live[sid] = struct{}{}
-	}
-}
-
-// tooManySessions answers a request that would open a session beyond
-// MaxSessions: 429 with a JSON-RPC error response to the request.
-func (h *HTTPHandler) tooManySessions(w http.ResponseWriter, r *http.Request) {
-	var id jsonrpc.ID // null unless the body is one request
-	if body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10)); err == nil {
-		if req, ok := decodeRequest(body); ok {
-			id = req.ID
-		}
-	}
-	data, _ := json.Marshal(map[string]int{"maxSessions": h.opts.MaxSessions})
-	resp, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
-		Code: CodeTooManySessions,
-		Message: fmt.Sprintf("Too many MCP sessions are open for this user (the limit is %d). "+
-			"End one with an HTTP DELETE of its Mcp-Session-Id, or wait for idle sessions to time out.", h.opts.MaxSessions),
-		Data: data,
-	}})
-	h.log.Warn("mcpsurface: refused a session beyond MaxSessions", "maxSessions", h.opts.MaxSessions)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(resp)
 }
 
 func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
@@ -431,8 +539,15 @@ func (h *HTTPHandler) sweepByTimer() {
 	}
 	idle := h.sweepLocked(time.Now())
 	h.armSweepLocked()
+	kept := make([]*Server, 0, len(h.servers))
+	for _, c := range h.servers {
+		kept = append(kept, c.srv)
+	}
 	h.mu.Unlock()
 	closeAll(idle)
+	for _, s := range kept { // sessions that timed out leave nothing behind
+		s.forgetEnded()
+	}
 }
 
 // Forget closes and drops the servers of reg, ending their sessions.
@@ -486,10 +601,4 @@ func closeAll(servers []*Server) {
 	for _, s := range servers {
 		_ = s.Close()
 	}
-}
-
-// consumerKey identifies a consumer with its grants (policies may decide
-// by grant, so two grant sets are two servers).
-func consumerKey(c surface.Consumer) string {
-	return c.Key() + "\x00" + strings.Join(c.Grants, "\x1f")
 }

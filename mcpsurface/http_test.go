@@ -127,12 +127,17 @@ func twoUsers(t testing.TB) map[string]*session {
 	}
 }
 
+// httpModes are the ways a client reaches an HTTPHandler: the default
+// handler serves 2025-11-25 clients stateful sessions and 2026-07-28
+// clients session-less requests; with HTTPOptions.Stateless every request
+// is session-less, also those of older clients.
 var httpModes = []struct {
 	name      string
-	stateless bool
+	stateless bool // HTTPOptions.Stateless
 	version   string
 }{
 	{"stateful", false, v2025},
+	{"default-2026", false, v2026},
 	{"stateless", true, v2026},
 	{"stateless-legacy", true, v2025},
 }
@@ -177,7 +182,7 @@ func TestHTTPSessionIsolation(t *testing.T) {
 			if _, err := f.client(t, "tok-mallory", mode.version, nil); err == nil {
 				t.Fatal("an unknown token connected")
 			}
-			if !mode.stateless {
+			if !mode.stateless && mode.version == v2025 {
 				sid := alice.ID()
 				if sid == "" {
 					t.Fatal("no session id")
@@ -194,9 +199,12 @@ func TestHTTPSessionIsolation(t *testing.T) {
 }
 
 // The tool list follows the registry over HTTP, stateful (standalone SSE)
-// and stateless (subscriptions/listen).
+// and session-less (subscriptions/listen), from one handler.
 func TestHTTPListChanged(t *testing.T) {
-	for _, mode := range httpModes[:2] { // stateless legacy sessions have no notification channel
+	for _, mode := range httpModes {
+		if mode.name == "stateless-legacy" {
+			continue // no notification channel
+		}
 		t.Run(mode.name, func(t *testing.T) {
 			users := twoUsers(t)
 			f := newHTTP(t, &mcpsurface.HTTPOptions{Stateless: mode.stateless}, users)
@@ -214,8 +222,10 @@ func TestHTTPListChanged(t *testing.T) {
 }
 
 // Elicitation over HTTP: stateful sessions use elicitation/create on the
-// SSE stream; stateless 2026-07-28 sessions answer input requests natively;
-// stateless legacy sessions cannot be asked and get two-phase.
+// SSE stream; 2026-07-28 clients answer input requests (MRTR, with the
+// signed request state) natively, from the default handler as from a
+// stateless one; stateless legacy sessions cannot be asked and get
+// two-phase.
 func TestHTTPElicitation(t *testing.T) {
 	for _, mode := range httpModes {
 		for _, action := range []string{"accept", "decline"} {

@@ -70,12 +70,13 @@ func connectRecorded(t *testing.T, token string, rec *recorder) (*mcp.ClientSess
 	return cs, err
 }
 
-// MaxSessions counts the sessions a consumer has open, not the
-// requests that open none: the SDK client's server/discover probe (sent
-// before initialize, without a session id) takes no slot and leaves no
-// session behind. MaxSessions clients of one consumer connecting at once
-// all succeed; one more is refused at initialize, after its probe was
-// answered.
+// MaxSessions counts the stateful sessions a consumer has open, not the
+// requests that open none: server/discover probes (with or without a
+// protocol version), pings and whole 2026-07-28 clients take no slot and
+// leave no session behind. MaxSessions 2025-11-25 clients of one consumer,
+// each holding its stream open, all connect while as many 2026-07-28
+// clients and probes come and go; with every session busy, one more
+// initialize is refused while probes are still answered.
 func TestHTTPProbeTakesNoSessionSlot(t *testing.T) {
 	const limit = 4
 	for round := range 5 { // the clients race differently each round
@@ -87,16 +88,33 @@ func TestHTTPProbeTakesNoSessionSlot(t *testing.T) {
 				defer p.stop()
 				defer f.h.Close()
 				rec := &recorder{next: p.tr}
+				raw := rawClient{p.client, "http://pipe/mcp", "tok-alice"}
 				var wg sync.WaitGroup
-				errs := make(chan error, limit)
-				for range limit {
-					wg.Go(func() {
-						cs, err := connectRecorded(t, "tok-alice", rec)
+				errs := make(chan error, 4*limit)
+				for i := range limit {
+					wg.Go(func() { // a stateful client: its standalone stream keeps it busy
+						cs, err := connectVersion(t, "tok-alice", v2025, rec)
 						if err == nil {
 							_, err = cs.ListTools(bg, nil)
 						}
 						if err != nil {
 							errs <- err
+						}
+					})
+					wg.Go(func() { // a 2026-07-28 client: no session at all
+						cs, err := connectVersion(t, "tok-alice", v2026, rec)
+						if err == nil {
+							_, err = cs.ListTools(bg, nil)
+						}
+						if err != nil {
+							errs <- err
+						}
+					})
+					wg.Go(func() { // probes
+						for _, pr := range probes(i) {
+							if status, sid, msg, err := raw.postVersion(bg, "", pr.version, pr.body); err != nil || status != http.StatusOK || sid != "" {
+								errs <- fmt.Errorf("probe %s: %d %q %v %+v", pr.body, status, sid, err, msg)
+							}
 						}
 					})
 				}
@@ -106,30 +124,28 @@ func TestHTTPProbeTakesNoSessionSlot(t *testing.T) {
 				for err := range errs {
 					t.Errorf("a client within MaxSessions failed: %v", err)
 				}
-				probes, inits := 0, 0
+				inits := 0
 				for _, x := range rec.exchanges() {
-					switch x.method {
-					case "server/discover":
-						probes++
-					case "initialize":
+					if x.method == "initialize" {
 						inits++
 					}
 				}
-				if probes != limit || inits != limit {
-					t.Fatalf("the clients sent %v: want %d probes and %d initializes", rec.exchanges(), limit, limit)
+				if inits != limit {
+					t.Fatalf("the clients sent %v: want %d initializes", rec.exchanges(), limit)
 				}
 				if n := mcpsurface.OpenSessions(f.h); n != limit {
 					t.Fatalf("%d sessions open, want %d", n, limit)
 				}
 
-				// At the limit: the probe is answered, the initialize refused,
-				// and nothing is left open.
-				over := &recorder{next: p.tr}
-				if _, err := connectRecorded(t, "tok-alice", over); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
-					t.Fatalf("one session beyond MaxSessions: %v", err)
+				// At the limit, every session busy: probes are answered, the
+				// initialize refused, and nothing is left open.
+				for _, pr := range probes(0) {
+					if status, _, _, err := raw.postVersion(bg, "", pr.version, pr.body); err != nil || status != http.StatusOK {
+						t.Fatalf("probe at the limit: %d %v", status, err)
+					}
 				}
-				if got, want := fmt.Sprint(over.exchanges()), fmt.Sprint([]exchange{{"server/discover", 200}, {"initialize", 429}}); got != want {
-					t.Fatalf("beyond the limit the client got %s, want %s", got, want)
+				if status, _, _, err := raw.post(bg, "", rawInit); err != nil || status != http.StatusTooManyRequests {
+					t.Fatalf("one session beyond MaxSessions: %d %v", status, err)
 				}
 				synctest.Wait()
 				if n := mcpsurface.OpenSessions(f.h); n != limit {
@@ -138,6 +154,38 @@ func TestHTTPProbeTakesNoSessionSlot(t *testing.T) {
 			})
 		})
 	}
+}
+
+// meta2026 is the _meta a 2026-07-28 request carries: the protocol
+// version, the client's identity and capabilities.
+const meta2026 = `{"io.modelcontextprotocol/protocolVersion":"` + v2026 + `","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+
+// probe is a session-less request and its MCP-Protocol-Version header.
+type probe struct{ version, body string }
+
+// probes are the session-less requests of probe round i: server/discover
+// at 2026-07-28 (as the go-sdk client sends it) and without a version
+// (which older protocols answer "method not found"), and a ping.
+func probes(i int) []probe {
+	return []probe{
+		{"", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"server/discover"}`, 100+i)},
+		{v2026, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"server/discover","params":{"_meta":%s}}`, 200+i, meta2026)},
+		{"", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 300+i)},
+	}
+}
+
+// connectVersion connects an SDK client at a protocol version over the
+// pipe network, recording what it sent without a session.
+func connectVersion(t *testing.T, token, version string, rec *recorder) (*mcp.ClientSession, error) {
+	t.Helper()
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://pipe/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{token, rec}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "probe-client", Version: "1"}, nil).
+		Connect(bg, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err == nil {
+		t.Cleanup(func() { _ = cs.Close() })
+	}
+	return cs, err
 }
 
 // A POST without a session id takes a slot unless its body is, in full,
@@ -153,7 +201,9 @@ func TestHTTPSessionOpeningBodies(t *testing.T) {
 		defer p.stop()
 		defer f.h.Close()
 		alice := rawClient{p.client, "http://pipe/mcp", "tok-alice"}
-		alice.open(t) // the one slot is taken
+		sid := alice.open(t) // the one slot is taken, and busy:
+		stop := alice.stream(t, sid)
+		defer stop()
 		padded := `{"jsonrpc":"2.0","id":1,"method":"initialize",` + `"x":"` + strings.Repeat(" ", 70<<10) + `",` + rawInit[len(`{"jsonrpc":"2.0","id":1,"method":"initialize",`):]
 		for name, body := range map[string]string{
 			"initialize":            rawInit,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/surfacetest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -29,6 +32,15 @@ type rawClient struct {
 // header and the JSON-RPC message of the response (from JSON or the SSE
 // stream), if any.
 func (c rawClient) post(ctx context.Context, sid, body string) (status int, sessionID string, msg jsonrpc.Message, err error) {
+	version := ""
+	if sid != "" {
+		version = v2025
+	}
+	return c.postVersion(ctx, sid, version, body)
+}
+
+// postVersion is post with an MCP-Protocol-Version header (none if "").
+func (c rawClient) postVersion(ctx context.Context, sid, version, body string) (status int, sessionID string, msg jsonrpc.Message, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(body))
 	if err != nil {
 		return 0, "", nil, err
@@ -38,7 +50,16 @@ func (c rawClient) post(ctx context.Context, sid, body string) (status int, sess
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", v2025)
+	}
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
+	}
+	if version >= v2026 { // 2026-07-28 requests name their method in a header too
+		var m struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal([]byte(body), &m)
+		req.Header.Set("Mcp-Method", m.Method)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -117,53 +138,163 @@ func TestHTTPAbandonedSessionTimesOutByDefault(t *testing.T) {
 	})
 }
 
-// One credential cannot open sessions without bound: beyond MaxSessions
-// (default DefaultMaxSessions) per (registry, consumer), opening one is
-// answered 429 with a JSON-RPC error a client can read; other users are
-// not affected, and a DELETE frees a slot.
-func TestHTTPSessionsCappedPerConsumer(t *testing.T) {
-	for _, limit := range []int{0, 3} {
-		t.Run(fmt.Sprint("MaxSessions=", limit), func(t *testing.T) {
-			f := newHTTP(t, &mcpsurface.HTTPOptions{MaxSessions: limit}, twoUsers(t))
-			want := limit
-			if limit == 0 {
-				want = mcpsurface.DefaultMaxSessions
-			}
-			alice := rawClient{f.srv.Client(), f.srv.URL, "tok-alice"}
-			var sids []string
-			for range want {
-				sids = append(sids, alice.open(t))
-			}
-			status, sid, msg, err := alice.post(bg, "", rawInit)
-			if err != nil || status != http.StatusTooManyRequests || sid != "" {
-				t.Fatalf("session %d: %d %q %v", want+1, status, sid, err)
-			}
-			resp, ok := msg.(*jsonrpc.Response)
-			if !ok || resp.Error == nil {
-				t.Fatalf("no JSON-RPC error: %+v", msg)
-			}
-			var wire *jsonrpc.Error
-			if !errors.As(resp.Error, &wire) || wire.Code != mcpsurface.CodeTooManySessions ||
-				!strings.Contains(wire.Message, fmt.Sprintf("limit is %d", want)) || resp.ID.Raw() != int64(1) {
-				t.Fatalf("error %+v id %v", resp.Error, resp.ID)
-			}
-			if _, err := f.client(t, "tok-alice", v2025, nil); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
-				t.Fatalf("an SDK client opened one more session: %v", err)
-			}
-			// Another user is not affected.
-			bob := f.mustClient(t, "tok-bob", v2025, nil)
-			listTools(t, bob)
-			// A DELETE frees a slot.
-			req, _ := http.NewRequest(http.MethodDelete, f.srv.URL, nil)
-			req.Header.Set("Authorization", "Bearer tok-alice")
-			req.Header.Set("Mcp-Session-Id", sids[0])
-			dr, err := f.srv.Client().Do(req)
-			if err != nil || dr.StatusCode != http.StatusNoContent {
-				t.Fatalf("DELETE: %v %v", dr, err)
-			}
-			dr.Body.Close()
-			alice.open(t)
-		})
+// stream opens the standalone SSE stream (GET) of session sid and
+// returns once the server has answered its headers; stop ends it.
+func (c rawClient) stream(t testing.TB, sid string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bg)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", v2025)
+	resp, err := c.http.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("GET stream: %v %v", resp, err)
+	}
+	return func() {
+		cancel()
+		resp.Body.Close()
+	}
+}
+
+// listTools sends tools/list on session sid and returns the HTTP status.
+func (c rawClient) listTools(t testing.TB, sid string) int {
+	t.Helper()
+	status, _, _, err := c.post(bg, sid, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status
+}
+
+// Abandoned sessions never lock a credential out: clients that leave
+// without DELETE (as the conformance suite and crashed clients do) fill
+// MaxSessions, and a new initialize closes the session idle the longest
+// instead of being refused. 34 initializes without DELETE against the
+// default cap of 32 all succeed; the two oldest sessions are gone (404),
+// the 32 others still work.
+func TestHTTPAbandonedSessionsNeverLockOut(t *testing.T) {
+	f := newHTTP(t, nil, twoUsers(t))
+	alice := rawClient{f.srv.Client(), f.srv.URL, "tok-alice"}
+	const n = mcpsurface.DefaultMaxSessions + 2
+	var sids []string
+	for i := range n {
+		status, sid, msg, err := alice.post(bg, "", rawInit)
+		if err != nil || status != http.StatusOK || sid == "" {
+			t.Fatalf("initialize %d of %d: %d %q %v %+v", i+1, n, status, sid, err, msg)
+		}
+		sids = append(sids, sid)
+	}
+	for i, sid := range sids {
+		want := http.StatusOK
+		if i < n-mcpsurface.DefaultMaxSessions {
+			want = http.StatusNotFound // reclaimed
+		}
+		if got := alice.listTools(t, sid); got != want {
+			t.Errorf("session %d: %d, want %d", i+1, got, want)
+		}
+	}
+	if open := mcpsurface.OpenSessions(f.h); open != mcpsurface.DefaultMaxSessions {
+		t.Fatalf("%d sessions open, want %d", open, mcpsurface.DefaultMaxSessions)
+	}
+}
+
+// Reclaim takes the session idle the longest (a request counts as use),
+// never one with a request in progress or an open stream: with every
+// session busy, opening one more is answered 429 with a JSON-RPC error a
+// client can read. Other users are not affected, and a session that turns
+// idle (its stream closed) makes room again.
+func TestHTTPBusySessionsCapped(t *testing.T) {
+	const limit = 3
+	f := newHTTP(t, &mcpsurface.HTTPOptions{MaxSessions: limit}, twoUsers(t))
+	gate := make(chan struct{})
+	entered := make(chan struct{})
+	users := f.sessions
+	surfacetest.MustRegister(t, users["tok-alice"].reg, surface.Component{Type: "gate", Description: "Gate",
+		Observations: map[string]surface.Capability{"wait": surface.Observation(surface.ObservationDef[string]{
+			Description: "Waits for the gate",
+			Read: func(ctx context.Context, _ *surface.Call) (string, error) {
+				close(entered)
+				select {
+				case <-gate:
+				case <-ctx.Done():
+				}
+				return "open", nil
+			},
+		})}})
+	alice := rawClient{f.srv.Client(), f.srv.URL, "tok-alice"}
+	var sids []string
+	for range limit {
+		sids = append(sids, alice.open(t))
+	}
+	// sids[0] is used again: sids[1] is now the session idle the longest.
+	if alice.listTools(t, sids[0]) != http.StatusOK {
+		t.Fatal("tools/list")
+	}
+	fourth := alice.open(t)
+	if alice.listTools(t, sids[1]) != http.StatusNotFound {
+		t.Fatal("the session idle the longest was not the one reclaimed")
+	}
+	sids = []string{sids[0], sids[2], fourth}
+	for _, sid := range sids {
+		if alice.listTools(t, sid) != http.StatusOK {
+			t.Fatalf("session %s was reclaimed", sid)
+		}
+	}
+
+	// Every session busy: two hold their stream, one a call in progress.
+	stop0 := alice.stream(t, sids[0])
+	defer stop0()
+	stop1 := alice.stream(t, sids[1])
+	defer stop1()
+	done := make(chan int, 1)
+	go func() {
+		status, _, _ := alice.call(bg, sids[2], 9, "view_gate__wait", `{}`)
+		done <- status
+	}()
+	select {
+	case <-entered:
+	case s := <-done:
+		t.Fatalf("the call returned %d without waiting", s)
+	}
+
+	status, sid, msg, err := alice.post(bg, "", rawInit)
+	if err != nil || status != http.StatusTooManyRequests || sid != "" {
+		t.Fatalf("beyond %d busy sessions: %d %q %v", limit, status, sid, err)
+	}
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || resp.Error == nil {
+		t.Fatalf("no JSON-RPC error: %+v", msg)
+	}
+	var wire *jsonrpc.Error
+	if !errors.As(resp.Error, &wire) || wire.Code != mcpsurface.CodeTooManySessions ||
+		!strings.Contains(wire.Message, fmt.Sprintf("limit is %d", limit)) || resp.ID.Raw() != int64(1) {
+		t.Fatalf("error %+v id %v", resp.Error, resp.ID)
+	}
+	if _, err := f.client(t, "tok-alice", v2025, nil); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+		t.Fatalf("an SDK client opened one more session: %v", err)
+	}
+	// Another user is not affected, and a 2026-07-28 client of the same
+	// user opens no session at all.
+	bob := f.mustClient(t, "tok-bob", v2025, nil)
+	listTools(t, bob)
+	listTools(t, f.mustClient(t, "tok-alice", v2026, nil))
+
+	// The call ends: its session is idle again, and makes room.
+	close(gate)
+	if s := <-done; s != http.StatusOK {
+		t.Fatalf("the call: %d", s)
+	}
+	alice.open(t)
+	if alice.listTools(t, sids[2]) != http.StatusNotFound {
+		t.Fatal("the idle session was not reclaimed")
+	}
+	for _, sid := range sids[:2] {
+		if alice.listTools(t, sid) != http.StatusOK {
+			t.Fatal("a session with an open stream was reclaimed")
+		}
 	}
 }
 

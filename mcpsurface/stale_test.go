@@ -137,3 +137,29 @@ func TestTraceContextPanicContained(t *testing.T) {
 	cs := connect(t, srv, v2025, nil)
 	requireOK(t, callTool(t, cs, "view_devices__table__readState", map[string]any{}, nil))
 }
+
+// Over HTTP, in every mode, a call acts on what was listed: session-less
+// requests (2026-07-28 clients, and every client of a stateless handler)
+// resolve against the last tools/list answered session-less, so a
+// component replaced since is STALE_CAPABILITY registration-replaced
+// until the client lists again. AS-STALE-001.
+func TestHTTPStaleCatalog_AS_STALE_001(t *testing.T) {
+	for _, mode := range httpModes {
+		t.Run(mode.name, func(t *testing.T) {
+			reg, a, _ := newAppWith(t, &surface.Options{OnDuplicate: surface.DuplicateReplace})
+			users := map[string]*session{"tok-alice": {reg: reg, app: a, consumer: surface.Consumer{ID: "alice"}}}
+			f := newHTTP(t, &mcpsurface.HTTPOptions{Stateless: mode.stateless}, users)
+			cs := f.mustClient(t, "tok-alice", mode.version, nil)
+			sel := map[string]any{"ids": []string{"d1"}}
+			listTools(t, cs)
+			requireOK(t, callTool(t, cs, "view_devices__table__selectRows", sel, nil))
+			h2 := surfacetest.MustRegister(t, reg, a.table("main"))
+			e := requireCode(t, callTool(t, cs, "view_devices__table__selectRows", sel, nil), surface.CodeStaleCapability)
+			if e.Details["reason"] != "registration-replaced" || e.Details["liveRegistrationId"] != h2.ID() {
+				t.Fatalf("%+v", e)
+			}
+			listTools(t, cs)
+			requireOK(t, callTool(t, cs, "view_devices__table__selectRows", sel, nil))
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentsurface/agentsurface/surface"
@@ -64,8 +65,11 @@ type Tool struct {
 // it takes the caller for). Tools carry less than the registry knows;
 // FromTools records what they tell faithfully and leaves the rest out:
 //
-//   - wireName, inputSchema, outputSchema (mcpsurface sends none) and
-//     annotations: as listed;
+//   - wireName, inputSchema and annotations: as listed;
+//   - outputSchema: the capability's, which mcpsurface declares under
+//     "output" of the result envelope it lists as the tool's outputSchema
+//     (with its $defs at the envelope's root); any other outputSchema as
+//     listed;
 //   - capabilityId, kind and effect: from the _meta fields mcpsurface
 //     writes ([MetaCapabilityID], [MetaKind], [MetaEffect]);
 //   - description and requiresConfirmation: from the tool description,
@@ -88,7 +92,7 @@ func FromTools(consumer string, tools []Tool) (*Contract, error) {
 	v := ConsumerView{Name: consumer, Capabilities: make([]Capability, 0, len(tools))}
 	for _, t := range tools {
 		c := Capability{WireName: t.Name, Visibility: Listed, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
+			InputSchema: t.InputSchema, OutputSchema: outputOf(t.OutputSchema)}
 		if t.Annotations != nil {
 			a := *t.Annotations
 			c.Annotations = &a
@@ -112,6 +116,40 @@ func FromTools(consumer string, tools []Tool) (*Contract, error) {
 		v.Capabilities = append(v.Capabilities, c)
 	}
 	return (&Contract{Format: Format, Version: Version, Source: SourceMCP, Consumers: []ConsumerView{v}}).normalized()
+}
+
+// outputOf returns the output schema of a capability from the outputSchema
+// of its tool: mcpsurface lists the result envelope, with the
+// capability's schema under properties.output and that schema's $defs at
+// the root; nil when the envelope has no output (the capability has
+// none). A schema that is not such an envelope is returned as it is.
+func outputOf(s json.RawMessage) json.RawMessage {
+	var env struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+		Defs       json.RawMessage            `json:"$defs"`
+	}
+	if len(s) == 0 || json.Unmarshal(s, &env) != nil || env.Properties["status"] == nil || env.Properties["invocationId"] == nil ||
+		env.Properties["surfaceVersion"] == nil || !slices.Contains(env.Required, "invocationId") {
+		return s
+	}
+	out, ok := env.Properties["output"]
+	if !ok {
+		return nil
+	}
+	if len(env.Defs) == 0 {
+		return out
+	}
+	var schema map[string]json.RawMessage
+	if json.Unmarshal(out, &schema) != nil {
+		return out
+	}
+	schema["$defs"] = env.Defs
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return out
+	}
+	return b
 }
 
 // confirmationMarker is the part of a tool description's prefix that

@@ -163,9 +163,10 @@ func TestFromToolsAgreesWithRegistry(t *testing.T) {
 			want = json.RawMessage(`{"additionalProperties":false,"properties":{},"type":"object"}`)
 		}
 		mustEqual("inputSchema", m.InputSchema, want)
+		mustEqual("outputSchema", m.OutputSchema, r.OutputSchema) // taken out of the result envelope mcpsurface declares
 		// Unknown over MCP, so absent.
 		if m.Visibility != contract.Listed || m.Component != nil || m.Context != nil || m.Reversible != nil || m.Confirmation != "" ||
-			m.ConfirmationByPolicy != "" || m.BoundFields != nil || m.Meta != nil || m.Policies != nil || m.OutputSchema != nil {
+			m.ConfirmationByPolicy != "" || m.BoundFields != nil || m.Meta != nil || m.Policies != nil {
 			t.Errorf("%s: a field MCP does not carry is set: %+v", r.Key(), m)
 		}
 	}

@@ -155,8 +155,21 @@ func TestSessionsIsolated(t *testing.T) {
 		t.Fatalf("A's confirmation is no longer pending: %+v", p)
 	}
 
-	// B's token cannot reach A's MCP session by its id.
-	sid := ma.Session().ID()
+	// B's token cannot reach A's MCP session by its id. (The go-sdk client
+	// speaks 2026-07-28, which has no session: open a 2025-11-25 one.)
+	ireq, _ := http.NewRequest(http.MethodPost, d.mcpURL(), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`))
+	ireq.Header.Set("Authorization", "Bearer "+a.Token())
+	ireq.Header.Set("Content-Type", "application/json")
+	ireq.Header.Set("Accept", "application/json, text/event-stream")
+	ires, err := d.srv.Client().Do(ireq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ires.Body.Close()
+	sid := ires.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %d, no session id", ires.StatusCode)
+	}
 	req, _ := http.NewRequest(http.MethodPost, d.mcpURL(), strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
 	req.Header.Set("Authorization", "Bearer "+b.Token())
 	req.Header.Set("Mcp-Session-Id", sid)

@@ -1,0 +1,104 @@
+package mcpsurface
+
+import (
+	"encoding/json"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// A tool's outputSchema describes what its structuredContent always is:
+// the registry's result envelope, with the capability's own output schema
+// under "output" (any value for the meta tools, which reach many
+// capabilities). It holds for error results too, whose "error" is the
+// agent-facing payload.
+
+// envelopeRetries are the retry categories an error carries.
+var envelopeRetries = []surface.Retry{
+	surface.RetryNo, surface.RetryYes, surface.RetryAfterRefresh,
+	surface.RetryAfterDelay, surface.RetryWithConfirmation, surface.RetryWithChanges,
+}
+
+// outputKey identifies a capability of one registration.
+type outputKey struct{ registrationID, capabilityID string }
+
+// outputSchemas returns the output schema of every capability the
+// consumer sees, by registration and capability (a capability without
+// output has none). It runs the registry's discovery, so it is called
+// outside every lock.
+func (s *Server) outputSchemas() map[outputKey]surface.JSONText {
+	snap := s.reg.Snapshot(surface.SnapshotOptions{Consumer: s.consumer, Scope: s.scope})
+	out := map[outputKey]surface.JSONText{}
+	for _, c := range snap.Components {
+		for _, o := range c.Observations {
+			out[outputKey{c.RegistrationID, o.CapabilityID}] = o.OutputSchema
+		}
+		for _, a := range c.Actions {
+			out[outputKey{c.RegistrationID, a.CapabilityID}] = a.OutputSchema
+		}
+	}
+	for _, p := range snap.Procedures {
+		out[outputKey{p.RegistrationID, p.ProcedureID}] = p.OutputSchema
+	}
+	return out
+}
+
+// envelope is a tool's outputSchema: the schema is written when a tools/list
+// is answered, so that a server does not hold its bytes for every tool.
+type envelope struct {
+	output    surface.JSONText
+	anyOutput bool
+}
+
+// MarshalJSON implements json.Marshaler.
+func (e envelope) MarshalJSON() ([]byte, error) { return envelopeSchema(e.output, e.anyOutput), nil }
+
+// envelopeSchema is the output schema of a tool whose capability's output
+// schema is output: "" for a capability without output, nil for any
+// output (meta tools). The capability schema's $defs move to the root, so
+// that its internal references still resolve; its $schema and $id go.
+func envelopeSchema(output surface.JSONText, anyOutput bool) json.RawMessage {
+	str := map[string]any{"type": "string"}
+	props := map[string]any{
+		"status":         map[string]any{"enum": []surface.ResultStatus{surface.StatusOK, surface.StatusError}},
+		"invocationId":   str,
+		"capabilityId":   str,
+		"surfaceVersion": str,
+		"surfaceChanged": map[string]any{"type": "boolean"},
+		"error": map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"code":    str,
+				"message": str,
+				"retry":   map[string]any{"enum": envelopeRetries},
+				"details": map[string]any{"type": "object"},
+			},
+			"required": []string{"code", "message", "retry"},
+		},
+	}
+	root := map[string]any{
+		"type":       "object",
+		"properties": props,
+		"required":   []string{"status", "invocationId", "capabilityId", "surfaceVersion"},
+		// An error result carries the error, an ok one none.
+		"if":   map[string]any{"properties": map[string]any{"status": map[string]any{"const": surface.StatusError}}},
+		"then": map[string]any{"required": []string{"error"}},
+		"else": map[string]any{"not": map[string]any{"required": []string{"error"}}},
+	}
+	switch {
+	case anyOutput:
+		props["output"] = map[string]any{}
+	case output != "":
+		var o map[string]json.RawMessage
+		if json.Unmarshal([]byte(output), &o) == nil {
+			if defs, ok := o["$defs"]; ok {
+				root["$defs"] = defs
+			}
+			delete(o, "$defs")
+			delete(o, "$schema")
+			delete(o, "$id")
+			props["output"] = o
+		}
+	}
+	b, _ := json.Marshal(root)
+	return b
+}

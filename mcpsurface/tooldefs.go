@@ -1,0 +1,72 @@
+package mcpsurface
+
+import (
+	"crypto/sha256"
+	"strconv"
+	"sync"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// toolDefs shares tool definitions among the Servers of one HTTPHandler.
+// Users of one application are shown the same tools: a definition (name,
+// description, schemas, annotations, _meta) depends on the capability and
+// its live state, not on the user or the registration, so the servers of
+// a thousand users hold one copy of each instead of a thousand. A shared
+// *mcp.Tool is never modified (the SDK does not modify the tools it is
+// given either); a definition is dropped when no server shows it. It is
+// safe for concurrent use.
+type toolDefs struct {
+	mu   sync.Mutex
+	defs map[toolSig]*sharedTool
+}
+
+type sharedTool struct {
+	tool *mcp.Tool
+	refs int
+}
+
+// acquire returns the definition of t, whose capability has the output
+// schema output, made by toolDef if no server shows it yet; key names it
+// for release. ok is false when the tool cannot be served (toolDef).
+func (d *toolDefs) acquire(t surface.Tool, output surface.JSONText) (def *mcp.Tool, key toolSig, ok bool) {
+	key = defSignature(t, output)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.defs[key]; s != nil {
+		s.refs++
+		return s.tool, key, true
+	}
+	def, ok = toolDef(t, output)
+	if !ok {
+		return nil, key, false
+	}
+	if d.defs == nil {
+		d.defs = map[toolSig]*sharedTool{}
+	}
+	d.defs[key] = &sharedTool{tool: def, refs: 1}
+	return def, key, true
+}
+
+// release ends one server's use of the definition key.
+func (d *toolDefs) release(key toolSig) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.defs[key]; s != nil {
+		if s.refs--; s.refs <= 0 {
+			delete(d.defs, key)
+		}
+	}
+}
+
+// defSignature identifies everything toolDef puts in a definition.
+func defSignature(t surface.Tool, output surface.JSONText) toolSig {
+	h := sha256.New()
+	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, string(t.Kind), string(t.Effect),
+		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note, string(output)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return toolSig(h.Sum(nil))
+}
