@@ -33,7 +33,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY.\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY\n($OPENAI_ORG_ID and $OPENAI_PROJECT_ID, if set, are sent too).\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, code, done := parse(fs, args, stdout, stderr)
@@ -94,7 +94,9 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	opts := console.Options{Store: store, Logger: log}
 	if *modelURL != "" {
-		opts.Agent, opts.AgentName = chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY")), *model
+		loop := chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY"))
+		loop.Header = openAIHeaders()
+		opts.Agent, opts.AgentName = loop, *model
 	}
 	app, tel, handler, err := newConsole(ctx, opts)
 	if err != nil {
@@ -162,6 +164,19 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "OK: every step got the expected outcome (%s)\n", time.Since(start).Round(time.Millisecond))
 	return exitOK
+}
+
+// openAIHeaders are the organization and project headers of OpenAI's
+// API, from the variables its own clients read ($OPENAI_ORG_ID,
+// $OPENAI_PROJECT_ID), when they are set.
+func openAIHeaders() http.Header {
+	h := http.Header{}
+	for name, v := range map[string]string{"OpenAI-Organization": "OPENAI_ORG_ID", "OpenAI-Project": "OPENAI_PROJECT_ID"} {
+		if val := os.Getenv(v); val != "" {
+			h.Set(name, val)
+		}
+	}
+	return h
 }
 
 // defaultDB is the database file under the user's cache directory.
