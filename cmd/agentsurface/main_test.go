@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentsurface/agentsurface/examples/devices/console"
@@ -20,9 +21,29 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // cli runs the command line and returns its exit status and outputs.
 func cli(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
+	var out, errOut lockedBuffer
 	code := run(context.Background(), args, &out, &errOut)
 	return code, out.String(), errOut.String()
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use: the go-sdk
+// logs a tools/list_changed notification it debounced from a timer's
+// goroutine, which may run after the demo returned.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestVersion(t *testing.T) {

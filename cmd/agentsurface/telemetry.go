@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -80,7 +80,12 @@ func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
 		if proto != "" && proto != "http/protobuf" {
 			log.Warn("the demo exports traces over OTLP/HTTP with protobuf only; the protocol variable is ignored", "protocol", proto)
 		}
-		exp, err := otlptracehttp.New(ctx)
+		client, err := newOTLPClient(otlpEnv{getenv: os.Getenv, readFile: os.ReadFile})
+		if err != nil {
+			_ = t.mp.Shutdown(ctx)
+			return nil, fmt.Errorf("OTLP traces exporter: %w", err)
+		}
+		exp, err := otlptrace.New(ctx, client)
 		if err != nil {
 			_ = t.mp.Shutdown(ctx)
 			return nil, fmt.Errorf("OTLP traces exporter: %w", err)

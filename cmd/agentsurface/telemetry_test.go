@@ -17,7 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
@@ -35,14 +36,14 @@ type collector struct {
 
 func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
-	var req coltrace.ExportTraceServiceRequest
-	if err != nil || r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
+	req, ok := decodeExport(body)
+	if err != nil || r.URL.Path != "/v1/traces" || !ok {
 		http.Error(w, "bad export", http.StatusBadRequest)
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
+	for _, rs := range req {
 		for _, kv := range rs.GetResource().GetAttributes() {
 			if kv.Key == "service.name" {
 				c.svc = append(c.svc, kv.GetValue().GetStringValue())
@@ -54,9 +55,30 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	b, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Type", "application/x-protobuf") // an empty ExportTraceServiceResponse
+}
+
+// decodeExport decodes an ExportTraceServiceRequest: its field 1,
+// repeated ResourceSpans.
+func decodeExport(b []byte) ([]*tracepb.ResourceSpans, bool) {
+	var out []*tracepb.ResourceSpans
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return nil, false
+		}
+		m, k := protowire.ConsumeBytes(b[n:])
+		if k < 0 {
+			return nil, false
+		}
+		b = b[n+k:]
+		rs := &tracepb.ResourceSpans{}
+		if proto.Unmarshal(m, rs) != nil {
+			return nil, false
+		}
+		out = append(out, rs)
+	}
+	return out, true
 }
 
 // demoConsole is the demo's console with its telemetry over a fresh
