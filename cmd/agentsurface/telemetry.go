@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -37,6 +38,8 @@ type telemetry struct {
 	inst *otelsurface.Instrumentation
 	// metrics serves the Prometheus scrape.
 	metrics http.Handler
+	// reg is the registry metrics serves.
+	reg *prometheus.Registry
 	// exporting is the OTLP traces endpoint variable that was set, or ""
 	// when no span leaves the process.
 	exporting string
@@ -60,11 +63,15 @@ func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
 	reg := prometheus.NewRegistry()
+	// The Go runtime's and the process's own series (go_goroutines,
+	// go_memstats_heap_*, process_open_fds, …), so that a leak shows.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
 	t := &telemetry{
+		reg:     reg,
 		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}),
 		mp:      sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res)),
 	}
@@ -149,5 +156,8 @@ func newConsole(ctx context.Context, opts console.Options) (*console.App, *telem
 		_ = tel.shutdown(ctx)
 		return nil, nil, nil, err
 	}
+	tel.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "agentsurface_console_sessions", Help: "Browser sessions the devices console holds.",
+	}, func() float64 { return float64(app.SessionCount()) }))
 	return app, tel, withMetrics(app, tel), nil
 }

@@ -236,6 +236,42 @@ func TestDemoTelemetryDefaultsToNoExporter(t *testing.T) {
 	}
 }
 
+// /metrics has the Go runtime's and the process's series, so that a leak
+// of goroutines, heap or descriptors shows, and the console's session
+// count, which a page visit raises.
+func TestDemoMetricsRuntime(t *testing.T) {
+	_, _, srv := demoConsole(t)
+	gauge := func(f map[string]*dto.MetricFamily, name string) float64 {
+		t.Helper()
+		m := f[name]
+		if m == nil || len(m.Metric) != 1 || m.Metric[0].GetGauge() == nil {
+			t.Fatalf("/metrics has no gauge %s among %d families", name, len(f))
+		}
+		return m.Metric[0].GetGauge().GetValue()
+	}
+	f := scrape(t, srv)
+	if n := gauge(f, "go_goroutines"); n < 2 {
+		t.Errorf("go_goroutines %v", n)
+	}
+	if h := gauge(f, "go_memstats_heap_alloc_bytes"); h < 1<<20 {
+		t.Errorf("go_memstats_heap_alloc_bytes %v", h)
+	}
+	if fds := gauge(f, "process_open_fds"); fds < 3 {
+		t.Errorf("process_open_fds %v", fds)
+	}
+	if n := gauge(f, "agentsurface_console_sessions"); n != 0 {
+		t.Errorf("sessions before any visit: %v", n)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := gauge(scrape(t, srv), "agentsurface_console_sessions"); n != 1 {
+		t.Errorf("sessions after a visit: %v", n)
+	}
+}
+
 // scrape GETs /metrics and parses the text format.
 func scrape(t *testing.T, srv *httptest.Server) map[string]*dto.MetricFamily {
 	t.Helper()

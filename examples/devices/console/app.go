@@ -198,6 +198,13 @@ func (a *App) newSession(o SessionOptions) (*Session, error) {
 // Sessions returns the live sessions.
 func (a *App) Sessions() []*Session { return a.all() }
 
+// SessionCount returns how many sessions are live.
+func (a *App) SessionCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.byCookie)
+}
+
 // byBearer returns the session whose MCP token is token.
 func (a *App) byBearer(token string) *Session {
 	if token == "" {
