@@ -86,7 +86,7 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 	c.appendLocked(ChatEntry{Who: "you", Text: prompt})
 	tools := c.tools
 	c.mu.Unlock()
-	c.s.changed()
+	c.s.changed(partAgent)
 
 	done := make(chan error, 1)
 	c.wg.Go(func() {
@@ -102,7 +102,7 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 		c.mu.Lock()
 		c.running, c.cancel = false, nil
 		c.mu.Unlock()
-		c.s.changed()
+		c.s.changed(partAgent)
 		done <- err
 	})
 	return done, nil
@@ -112,7 +112,7 @@ func (c *agentConsole) add(e ChatEntry) {
 	c.mu.Lock()
 	c.appendLocked(e)
 	c.mu.Unlock()
-	c.s.changed()
+	c.s.changed(partAgent)
 }
 
 func (c *agentConsole) appendLocked(e ChatEntry) {
@@ -121,6 +121,13 @@ func (c *agentConsole) appendLocked(e ChatEntry) {
 	if len(c.entries) > 200 {
 		c.entries = slices.Delete(c.entries, 0, len(c.entries)-200)
 	}
+}
+
+// scripted reports whether the console's agent is the scripted one,
+// which plays its fixed task whatever the prompt says.
+func (c *agentConsole) scripted() bool {
+	_, ok := c.runner.(*agent.Scripted)
+	return ok
 }
 
 // busy reports whether a run is in progress.

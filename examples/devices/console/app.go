@@ -46,6 +46,9 @@ type Options struct {
 	// MaxSessions bounds the browser sessions held at once; beyond it new
 	// visitors get 503. Default 10000.
 	MaxSessions int
+	// MaxStreams bounds the open event streams (tabs) of one browser
+	// session; a newer one pushes the oldest out. Default 8.
+	MaxStreams int
 	// MaxMCPSessions bounds the MCP sessions of one browser session.
 	// Default 8.
 	MaxMCPSessions int
@@ -86,11 +89,16 @@ type App struct {
 	mux   *http.ServeMux
 	exec  *executor
 	mcp   *mcpsurface.HTTPHandler // serves /mcp
+	// readState answers the table's readState; nil means
+	// Session.tableState. The load test sets it to compare with an answer
+	// from memory.
+	readState func(context.Context, *Session) (TableState, error)
 
 	mu       sync.Mutex
 	byCookie map[string]*Session
 	byToken  map[[32]byte]*Session
 	byJoin   map[string]*Session
+	byID     map[string]*Session
 	closed   bool
 
 	stop chan struct{}
@@ -125,6 +133,9 @@ func New(opts Options) (*App, error) {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = 10000
 	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = 8
+	}
 	if opts.MaxMCPSessions <= 0 {
 		opts.MaxMCPSessions = 8
 	}
@@ -136,13 +147,13 @@ func New(opts Options) (*App, error) {
 	}
 	a := &App{
 		opts: opts, store: opts.Store, log: opts.Logger,
-		byCookie: map[string]*Session{}, byToken: map[[32]byte]*Session{}, byJoin: map[string]*Session{},
+		byCookie: map[string]*Session{}, byToken: map[[32]byte]*Session{}, byJoin: map[string]*Session{}, byID: map[string]*Session{},
 		stop: make(chan struct{}),
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.exec = &executor{inner: domain.Procedures(opts.Store), changed: a.devicesChanged}
+	a.exec = &executor{inner: domain.Procedures(opts.Store), app: a}
 	a.mcp = a.newMCPHandler()
 	a.mux = a.routes()
 	a.wg.Go(a.sweeper)
@@ -192,6 +203,7 @@ func (a *App) newSession(o SessionOptions) (*Session, error) {
 	a.byCookie[cookie] = s
 	a.byToken[sha256.Sum256([]byte(token))] = s
 	a.byJoin[join] = s
+	a.byID[s.id] = s
 	return s, nil
 }
 
@@ -257,6 +269,9 @@ func (a *App) forget(s *Session) {
 	}
 	if a.byJoin[s.join] == s {
 		delete(a.byJoin, s.join)
+	}
+	if a.byID[s.id] == s {
+		delete(a.byID, s.id)
 	}
 }
 
@@ -333,21 +348,36 @@ func (a *App) Close() error {
 	return nil
 }
 
-// executor is the domain's executor; after a procedure that changes
-// devices succeeds it tells the App.
+// executor is the domain's executor. A call that presents an approval
+// tells its session, whose decision then shows the call's outcome; after
+// a procedure that changes devices succeeds it tells the App.
 type executor struct {
-	inner   surface.ProcedureExecutor
-	changed func()
+	inner surface.ProcedureExecutor
+	app   *App
 }
 
 func (x *executor) Paths() []string { return x.inner.Paths() }
 
 func (x *executor) Execute(ctx context.Context, call *surface.ProcedureCall) (json.RawMessage, error) {
+	if call.Confirmation != nil {
+		if id, _ := call.Host["session"].(string); id != "" {
+			if s := x.app.byPublicID(id); s != nil {
+				s.approvedRun(call.Confirmation.ID, call.InvocationID)
+			}
+		}
+	}
 	out, err := x.inner.Execute(ctx, call)
 	if err == nil && call.Path != domain.ListPath {
-		x.changed()
+		x.app.devicesChanged()
 	}
 	return out, err
+}
+
+// byPublicID returns the session whose public id is id.
+func (a *App) byPublicID(id string) *Session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.byID[id]
 }
 
 // randomToken returns 32 random bytes, base64url: unguessable.
