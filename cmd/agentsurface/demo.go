@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	allowHosts := fs.String("allow-host", "", "comma-separated host names the console may be reached by besides the loopback ones (a request naming another host is refused, against DNS rebinding); when --addr is not a loopback address its addresses are allowed too")
 	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use (with --scripted: a fresh temporary one unless set)")
 	reset := fs.Bool("reset", false, "delete the database first, for a fresh seed")
 	scripted := fs.Bool("scripted", false, "play the scripted agent over MCP, print its transcript and exit (0 if every step went as expected)")
@@ -92,7 +94,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "demo", err)
 	}
 
-	opts := console.Options{Store: store, Logger: log}
+	opts := console.Options{Store: store, Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}
 	if *modelURL != "" {
 		loop := chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY"))
 		loop.Header = openAIHeaders()
@@ -119,7 +121,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "demo", fmt.Errorf("listen on %s (see --addr): %w", *addr, err))
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := newServer(handler, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {
@@ -164,6 +166,59 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "OK: every step got the expected outcome (%s)\n", time.Since(start).Round(time.Millisecond))
 	return exitOK
+}
+
+// newServer is the demo's HTTP server: bounded time to send the headers
+// and the body of a request, and bounded headers. (Handlers may still run
+// long once a request has arrived: event streams, calls waiting for
+// approval.)
+func newServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// allowedHosts are the Host names the console serves besides loopback
+// ones: those of --allow-host, and when addr does not listen on loopback
+// alone, the address it listens on (for 0.0.0.0 or ::, every address of
+// the machine and its host name). IP addresses are safe to allow: a page
+// rebinding its domain name still sends that name.
+func allowedHosts(addr, extra string) []string {
+	var out []string
+	for h := range strings.SplitSeq(extra, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return out
+	}
+	ip := net.ParseIP(host)
+	switch {
+	case host != "" && ip == nil: // a name
+		out = append(out, host)
+	case ip != nil && ip.IsLoopback():
+	case ip != nil && !ip.IsUnspecified():
+		out = append(out, ip.String())
+	default: // every interface
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					out = append(out, n.IP.String())
+				}
+			}
+		}
+		if name, err := os.Hostname(); err == nil {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // openAIHeaders are the organization and project headers of OpenAI's

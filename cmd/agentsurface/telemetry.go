@@ -119,11 +119,11 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// withMetrics serves /metrics with the telemetry's scrape handler and
-// everything else with app.
-func withMetrics(app http.Handler, t *telemetry) http.Handler {
+// withMetrics serves /metrics with the telemetry's scrape handler, behind
+// the console's Host check and headers, and everything else with app.
+func withMetrics(app *console.App, t *telemetry) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", t.metrics)
+	mux.Handle("GET /metrics", app.Guard(t.metrics))
 	mux.Handle("/", app)
 	return mux
 }

@@ -270,7 +270,7 @@ func (p *loadPage) session(t *testing.T, app *App) *Session {
 	for _, c := range p.client.Jar.Cookies(req.URL) {
 		req.AddCookie(c)
 	}
-	s := app.bySessionCookie(req)
+	s, _ := app.sessionOf(req, false)
 	if s == nil {
 		t.Fatal("no session for the page's cookie")
 	}

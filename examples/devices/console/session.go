@@ -30,11 +30,14 @@ var users = []domain.User{Operator, Viewer}
 // concurrent use.
 type Session struct {
 	app       *App
-	id        string // public, for the page and logs
+	id        string // public, for the page and logs; random, unrelated to the secrets
 	cookie    string // the browser's secret
 	token     string // the MCP bearer token
 	join      string // the join code
 	keepShown bool
+	created   time.Time
+	hosted    bool // made by App.NewSession
+	unused    bool // guarded by app.mu: made for a first page, not yet used (sessions.go)
 	reg       *surface.Registry
 	activity  *activity
 	console   *agentConsole
@@ -71,9 +74,9 @@ type viewState struct {
 	detail    string   // the device whose detail panel is open, or ""
 }
 
-func newSession(a *App, o SessionOptions, cookie, token, join string) *Session {
+func newSession(a *App, o SessionOptions, cookie, token, join, id string) *Session {
 	s := &Session{
-		app: a, id: "s_" + token[:8], cookie: cookie, token: token, join: join,
+		app: a, id: id, cookie: cookie, token: token, join: join, created: time.Now(),
 		keepShown: o.KeepShown, done: make(chan struct{}),
 		user: o.User, lastSeen: time.Now(), subs: map[*pageStream]struct{}{}, runs: map[string]string{},
 		view: viewState{sort: Sorting{Column: "name", Direction: "asc"}},
@@ -152,6 +155,14 @@ func (s *Session) touch() {
 	s.mu.Lock()
 	s.lastSeen = time.Now()
 	s.mu.Unlock()
+}
+
+// pageState reports whether a page of the session is open, and when the
+// session was last used.
+func (s *Session) pageState() (open bool, lastSeen time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams > 0, s.lastSeen
 }
 
 // idleAt reports whether the session has been idle for timeout at now:

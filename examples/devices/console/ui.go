@@ -50,10 +50,15 @@ func (a *App) routes() *http.ServeMux {
 
 // page serves the console, starting a session for a new visitor.
 func (a *App) page(w http.ResponseWriter, r *http.Request) {
-	s := a.bySessionCookie(r)
+	s, _ := a.sessionOf(r, false) // serving the page does not use a session: its script does
 	if s == nil {
+		var out []*Session
 		var err error
-		if s, err = a.newSession(SessionOptions{}); err != nil {
+		s, out, err = a.create(SessionOptions{}, false)
+		for _, x := range out {
+			x.Close()
+		}
+		if err != nil {
 			http.Error(w, "the console is full or closed; try again later", http.StatusServiceUnavailable)
 			return
 		}
@@ -71,11 +76,22 @@ func (a *App) page(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// joinSession binds the browser to the session of a join code.
+// joinSession binds the browser to the session of a join code. A code
+// that names no session gets a page saying so, and no session.
 func (a *App) joinSession(w http.ResponseWriter, r *http.Request) {
-	if s := a.byJoinCode(r.PathValue("code")); s != nil {
-		setCookie(w, s.cookie)
+	s, err := a.lookup(credJoin, r.PathValue("code"), true)
+	if err != nil {
+		full(w)
+		return
 	}
+	if s == nil {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNotFound)
+		_ = templates.ExecuteTemplate(w, "no-session", nil)
+		return
+	}
+	setCookie(w, s.cookie)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -99,7 +115,11 @@ func baseURL(r *http.Request) string {
 // it ends when the client goes, a heartbeat cannot be written, or the
 // session ends.
 func (a *App) events(w http.ResponseWriter, r *http.Request) {
-	s := a.bySessionCookie(r)
+	s, err := a.sessionOf(r, true)
+	if err != nil {
+		full(w) // not 5xx-retried by EventSource: the page says why
+		return
+	}
 	if s == nil {
 		// 410: EventSource gives up instead of reconnecting.
 		http.Error(w, "session ended", http.StatusGone)
