@@ -33,6 +33,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
 	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
+	modelTimeout := fs.Duration("model-timeout", chat.DefaultRequestTimeout, "give up on a model request that has not answered after this long (the page's Stop ends a run at once)")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY\n($OPENAI_ORG_ID and $OPENAI_PROJECT_ID, if set, are sent too).\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
@@ -98,6 +99,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *modelURL != "" {
 		loop := chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY"))
 		loop.Header = openAIHeaders()
+		loop.RequestTimeout = *modelTimeout
 		opts.Agent, opts.AgentName = loop, *model
 	}
 	app, tel, handler, err := newConsole(ctx, opts)

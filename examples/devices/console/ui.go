@@ -297,6 +297,8 @@ func (s *Session) handleForm(ctx context.Context, action string, f map[string][]
 			return http.StatusBadRequest, "unknown user"
 		}
 		s.SetUser(users[i])
+	case "stop":
+		s.StopAgent() // nothing to stop is fine: the run may just have ended
 	case "ask":
 		prompt := get("prompt")
 		if prompt == "" {

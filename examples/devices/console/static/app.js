@@ -13,12 +13,43 @@
   const webmcp = offerTools();
   const events = new EventSource(webmcp ? '/events?webmcp=1' : '/events');
   if (webmcp) events.addEventListener('tools', (e) => webmcp.offer(JSON.parse(e.data)));
+  // Scrolled lists inside a fragment (data-stick="bottom": the agent's
+  // log) keep their place across a patch, and one scrolled to its end
+  // stays there, so the newest output stays in view.
+  const scrolled = (root) =>
+    [...root.querySelectorAll('[data-stick]')].map((el) => ({
+      top: el.scrollTop,
+      atEnd: el.scrollHeight - el.scrollTop - el.clientHeight < 8,
+    }));
+  const restore = (root, before) => {
+    root.querySelectorAll('[data-stick]').forEach((el, i) => {
+      const b = before[i];
+      el.scrollTop = !b || b.atEnd ? el.scrollHeight : b.top;
+    });
+  };
+  // The agent form lives outside its fragment (typing survives patches);
+  // its buttons follow the run's state.
+  const syncAgentForm = () => {
+    const log = document.querySelector('#agent .chat');
+    const form = document.querySelector('.agent-card form.ask');
+    if (!log || !form) return;
+    const busy = log.dataset.busy === 'true';
+    form.querySelector('button.run').disabled = busy;
+    form.querySelector('button.stop').disabled = !busy;
+  };
+  restore(document, []);
+  syncAgentForm();
+
   events.addEventListener('patch', (e) => {
     const patch = JSON.parse(e.data);
     for (const [id, html] of Object.entries(patch)) {
       const el = document.getElementById(id);
-      if (el) el.innerHTML = html;
+      if (!el) continue;
+      const before = scrolled(el);
+      el.innerHTML = html;
+      restore(el, before);
     }
+    syncAgentForm();
     // The first patch re-renders every fragment: from here on the page
     // is live, and its elements stay until the session changes.
     document.body.dataset.live = 'true';
