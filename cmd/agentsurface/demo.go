@@ -135,7 +135,9 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 
 	base := "http://" + ln.Addr().String()
-	s, err := app.NewSession(console.SessionOptions{KeepShown: true})
+	// The printed session is like every other: its views are mounted while
+	// a page shows it. Only the headless run keeps them mounted without one.
+	s, err := app.NewSession(console.SessionOptions{KeepShown: *scripted})
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"go.uber.org/goleak"
@@ -159,5 +165,66 @@ func TestInspectAndCall(t *testing.T) {
 	code, out, errOut = cli(t, "call", url, "domain_devices__disable", `{"reason":"x"}`, "--token", s.Token())
 	if code != exitFail || !strings.Contains(out, "CAPABILITY_NOT_AVAILABLE") || !strings.Contains(errOut, "CAPABILITY_NOT_AVAILABLE") {
 		t.Fatalf("unavailable: %d %s %s", code, out, errOut)
+	}
+}
+
+// The printed session of the interactive demo is like every other: an
+// agent holding its token sees no tools until a page shows the session,
+// and the page's tools while it does; closing the page unmounts them
+// (after the grace period). AS-LIFE-001.
+func TestDemoPrintedSessionFollowsThePage(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var errOut lockedBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "d.db")}, pw, &errOut)
+		pw.Close()
+	}()
+	defer func() {
+		stop()
+		if code := <-exited; code != exitOK {
+			t.Errorf("demo exited %d: %s", code, errOut.String())
+		}
+	}()
+	var join, token string
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && (join == "" || token == "") {
+		line := sc.Text()
+		if u, ok := strings.CutPrefix(line, "Devices console: "); ok {
+			join = u
+		}
+		if _, tok, ok := strings.Cut(line, `--header "Authorization: Bearer `); ok {
+			token = strings.TrimSuffix(tok, `"`)
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	base := join[:strings.Index(join, "/join/")]
+	m, err := agent.Dial(ctx, base+"/mcp", &agent.DialOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if tools, err := m.List(ctx); err != nil || len(tools) != 0 {
+		t.Fatalf("before any page: %d tools (%v)", len(tools), err)
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	res, err := hc.Get(join)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("join: %v %v", err, res)
+	}
+	res.Body.Close()
+	sctx, closeTab := context.WithCancel(ctx)
+	defer closeTab()
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/events", nil)
+	res, err = hc.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("events: %v %v", err, res)
+	}
+	defer res.Body.Close()
+	tools, err := m.List(ctx)
+	if err != nil || !slices.ContainsFunc(tools, func(t agent.Tool) bool { return t.CapabilityID == "view:devices.table.readState" }) {
+		t.Fatalf("with the page open: %+v (%v)", tools, err)
 	}
 }
