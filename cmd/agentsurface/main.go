@@ -4,8 +4,9 @@
 // Usage:
 //
 //	agentsurface demo [flags]                 run the devices console
-//	agentsurface inspect <mcp-url> [--token T] list the tools of an endpoint
-//	agentsurface call <mcp-url> <tool> [json] [--token T]
+//	agentsurface inspect <mcp-url> [--token T] [--json | --describe]
+//	                                          list the tools of an endpoint
+//	agentsurface call <mcp-url> <tool> [json] [--token T] [--wait | --confirmation-id ID]
 //	                                          call one tool, print the result
 //	agentsurface version                      print the version
 //
@@ -42,8 +43,10 @@ const usage = `agentsurface runs the devices console demo and inspects agentsurf
 
 Usage:
   agentsurface demo [flags]                            run the devices console
-  agentsurface inspect <mcp-url> [--token T]           list the tools of an MCP endpoint
-  agentsurface call <mcp-url> <tool> [json] [--token T] call one tool and print the result envelope
+  agentsurface inspect <mcp-url> [--token T] [--json | --describe]
+                                                       list the tools of an MCP endpoint
+  agentsurface call <mcp-url> <tool> [json] [--token T] [--wait | --confirmation-id ID]
+                                                       call one tool and print the result envelope
   agentsurface version                                 print the version
 
 Run "agentsurface <command> --help" for a command's flags.

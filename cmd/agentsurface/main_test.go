@@ -15,10 +15,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/surface"
 	"go.uber.org/goleak"
 )
 
@@ -226,5 +228,164 @@ func TestDemoPrintedSessionFollowsThePage(t *testing.T) {
 	tools, err := m.List(ctx)
 	if err != nil || !slices.ContainsFunc(tools, func(t agent.Tool) bool { return t.CapabilityID == "view:devices.table.readState" }) {
 		t.Fatalf("with the page open: %+v (%v)", tools, err)
+	}
+}
+
+// testConsole serves a console on a fresh database and returns a session
+// (views mounted) and its MCP URL.
+func testConsole(t *testing.T) (*console.Session, string) {
+	t.Helper()
+	store, err := domain.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if err := store.Seed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	app, err := console.New(console.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(app)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = app.Close() })
+	s, err := app.NewSession(console.SessionOptions{KeepShown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, srv.URL + "/mcp"
+}
+
+// inspect --json prints every tool with its schema; --describe adds
+// descriptions and schemas to the table; a missing or wrong token says
+// how to pass one.
+func TestInspectJSONDescribeAndTokens(t *testing.T) {
+	s, url := testConsole(t)
+	code, out, errOut := cli(t, "inspect", url, "--token", s.Token(), "--json")
+	var tools []struct {
+		Name                 string         `json:"name"`
+		Description          string         `json:"description"`
+		InputSchema          map[string]any `json:"inputSchema"`
+		CapabilityID         string         `json:"capabilityId"`
+		Available            bool           `json:"available"`
+		UnavailableReason    string         `json:"unavailableReason"`
+		RequiresConfirmation bool           `json:"requiresConfirmation"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &tools) != nil || len(tools) < 5 {
+		t.Fatalf("--json: %d %s %s", code, out, errOut)
+	}
+	byCap := map[string]int{}
+	for i, tl := range tools {
+		byCap[tl.CapabilityID] = i
+	}
+	dis := tools[byCap[domain.DisableID]]
+	if !dis.RequiresConfirmation || dis.Available || dis.UnavailableReason == "" || dis.InputSchema["type"] != "object" || dis.Description == "" {
+		t.Fatalf("disable: %+v", dis)
+	}
+	code, out, _ = cli(t, "inspect", url, "--token", s.Token(), "--describe")
+	if code != exitOK || !strings.Contains(out, "view_devices__table__setFilter\n  ") || !strings.Contains(out, `"enum"`) || !strings.Contains(out, "input: {") {
+		t.Fatalf("--describe: %d\n%s", code, out)
+	}
+	if code, _, errOut := cli(t, "inspect", url, "--json", "--describe"); code != exitUsage || errOut == "" {
+		t.Fatalf("--json --describe: %d %q", code, errOut)
+	}
+	t.Setenv("AGENTSURFACE_TOKEN", "")
+	for _, tc := range []struct{ token, want string }{{"", "without a token"}, {"wrong", "refused the token"}} {
+		args := []string{"inspect", url}
+		if tc.token != "" {
+			args = append(args, "--token", tc.token)
+		}
+		code, _, errOut := cli(t, args...)
+		if code != exitFail || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "--token") || !strings.Contains(errOut, "$AGENTSURFACE_TOKEN") ||
+			strings.Contains(errOut, "initialize") || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("token %q: %d %q", tc.token, code, errOut)
+		}
+	}
+	t.Setenv("AGENTSURFACE_TOKEN", s.Token())
+	if code, _, errOut := cli(t, "inspect", url); code != exitOK {
+		t.Errorf("$AGENTSURFACE_TOKEN: %d %s", code, errOut)
+	}
+}
+
+// call: CONFIRMATION_REQUIRED says how to retry; the retry with
+// --confirmation-id runs the approved call; --wait waits for the user's
+// decision and prints the final result (ok when approved, the refusal
+// when denied). AS-CONFIRM-002 (two-phase retry with the evidence).
+func TestCallConfirmation(t *testing.T) {
+	s, url := testConsole(t)
+	tok := "--token=" + s.Token()
+	sel := func(id string) {
+		t.Helper()
+		if code, out, _ := cli(t, "call", url, "view_devices__table__selectRows", `{"ids":["`+id+`"]}`, tok); code != exitOK {
+			t.Fatalf("select %s: %s", id, out)
+		}
+	}
+	sel("d4")
+	args := []string{"call", url, "domain_devices__disable", `{"reason":"lobby camera broken"}`, tok}
+	code, out, errOut := cli(t, args...)
+	var env surface.Result
+	if code != exitFail || json.Unmarshal([]byte(out), &env) != nil || env.Error == nil || env.Error.Code != surface.CodeConfirmationRequired {
+		t.Fatalf("%d %s", code, out)
+	}
+	cid, _ := env.Error.Details["confirmationId"].(string)
+	if cid == "" || !strings.Contains(errOut, "--confirmation-id "+cid) || !strings.Contains(errOut, "--wait") {
+		t.Fatalf("the hint: %q", errOut)
+	}
+	if _, ok := s.Decide(cid, true, "olivia (test)"); !ok {
+		t.Fatal("decide")
+	}
+	code, out, _ = cli(t, append(args, "--confirmation-id", cid)...)
+	if code != exitOK || !strings.Contains(out, `"disabled": 1`) {
+		t.Fatalf("retry: %d %s", code, out)
+	}
+
+	for _, approve := range []bool{true, false} {
+		sel(map[bool]string{true: "d6", false: "d9"}[approve])
+		type result struct {
+			code     int
+			out, err string
+		}
+		done := make(chan result, 1)
+		go func() {
+			code, out, errOut := cli(t, append(args, "--wait", "--poll", "20ms")...)
+			done <- result{code, out, errOut}
+		}()
+		p := awaitPending(t, s)
+		s.Decide(p.ConfirmationID, approve, "olivia (test)")
+		r := <-done
+		if !strings.Contains(r.err, "waiting for the user's decision on "+p.ConfirmationID) {
+			t.Fatalf("approve %v: stderr %q", approve, r.err)
+		}
+		if approve && (r.code != exitOK || !strings.Contains(r.out, `"disabled": 1`)) {
+			t.Fatalf("--wait, approved: %d %s %s", r.code, r.out, r.err)
+		}
+		if !approve && (r.code != exitFail || !strings.Contains(r.out, string(surface.CodeConfirmationInvalid))) {
+			t.Fatalf("--wait, denied: %d %s %s", r.code, r.out, r.err)
+		}
+	}
+}
+
+// awaitPending waits until the session has a pending confirmation.
+func awaitPending(t *testing.T, s *console.Session) surface.PendingConfirmation {
+	t.Helper()
+	ch := make(chan struct{}, 1)
+	unsub := s.Registry().Confirmations().Subscribe(func([]surface.PendingConfirmation) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	defer unsub()
+	deadline := time.After(10 * time.Second)
+	for {
+		if p := s.Pending(); len(p) > 0 {
+			return p[0]
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatal("no confirmation was requested")
+		}
 	}
 }
