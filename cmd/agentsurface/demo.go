@@ -143,6 +143,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "Devices console: %s%s\n", base, s.JoinPath())
 	fmt.Fprintf(stdout, "MCP:             claude mcp add --transport http devices %s/mcp --header \"Authorization: Bearer %s\"\n", base, s.Token())
+	fmt.Fprintf(stdout, "Inspector:       %s   (needs %s)\n", console.InspectorCommand(base+"/mcp", s.Token()), console.InspectorNode)
 	fmt.Fprintf(stdout, "Metrics:         %s/metrics\n", base)
 
 	if !*scripted {

@@ -219,6 +219,13 @@ const InspectorPackage = "@modelcontextprotocol/inspector@2.12.0"
 // InspectorNode is the Node.js that InspectorPackage needs.
 const InspectorNode = "Node.js ≥ 22.19"
 
+// InspectorCommand is the MCP Inspector command line (InspectorPackage,
+// which needs InspectorNode) that lists the tools of the MCP endpoint url
+// with token.
+func InspectorCommand(url, token string) string {
+	return fmt.Sprintf(`npx -y %s --cli %s --transport http --header "Authorization: Bearer %s" --method tools/list`, InspectorPackage, url, token)
+}
+
 // connectCommands are the commands the page prints for connecting to
 // the session's MCP endpoint at base.
 func connectCommands(base, token string) connectData {
@@ -226,7 +233,7 @@ func connectCommands(base, token string) connectData {
 	return connectData{
 		URL: url, Token: token, InspectorNode: InspectorNode,
 		Claude:    fmt.Sprintf(`claude mcp add --transport http devices %s --header "Authorization: Bearer %s"`, url, token),
-		Inspector: fmt.Sprintf(`npx -y %s --cli %s --transport http --header "Authorization: Bearer %s" --method tools/list`, InspectorPackage, url, token),
+		Inspector: InspectorCommand(url, token),
 		CLI:       fmt.Sprintf(`go run ./cmd/agentsurface inspect %s --token %s`, url, token),
 	}
 }
