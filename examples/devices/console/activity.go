@@ -20,6 +20,7 @@ type activity struct {
 	next     int // the oldest entry, once the ring is full
 	max      int
 	reading  map[string]string // invocation id → consumer key, of reads in progress
+	labels   map[string]string // registration id → component, of recent registrations
 	seq      uint64            // numbers the entries
 	recorded func(surface.AuditEvent)
 }
@@ -40,7 +41,7 @@ type feedEntry struct {
 // newActivity keeps capacity entries; recorded is called, without locks
 // held, after each audit record.
 func newActivity(capacity int, recorded func(surface.AuditEvent)) *activity {
-	return &activity{max: capacity, reading: map[string]string{}, recorded: recorded} // the ring grows as entries come
+	return &activity{max: capacity, reading: map[string]string{}, labels: map[string]string{}, recorded: recorded} // the ring grows as entries come
 }
 
 // Record implements surface.AuditSink; it never fails.
@@ -55,6 +56,9 @@ func (a *activity) add(e feedEntry) {
 	defer a.mu.Unlock()
 	a.seq++
 	e.seq = a.seq
+	if e.component == "" && e.RegistrationID != "" {
+		e.component = a.labels[e.RegistrationID]
+	}
 	if len(a.ring) < a.max {
 		a.ring = append(a.ring, e)
 		return
@@ -86,11 +90,22 @@ func (a *activity) readSettled(e surface.InvocationSettled) {
 		CapabilityID: e.CapabilityID, InvocationID: e.InvocationID, ConsumerID: consumer, Status: e.Status, Code: e.Code, DurationMs: &d}})
 }
 
-// label names the component of registration id on its entries: the
-// registration event that carries the name follows the audit record.
+// label names the component of registration id on its entries, those
+// kept and those to come: the registration event that carries the name
+// and the audit record may come in either order.
 func (a *activity) label(id, component string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if len(a.labels) >= 2*a.max { // keep those the ring refers to
+		keep := map[string]string{}
+		for _, e := range a.ring {
+			if l, ok := a.labels[e.RegistrationID]; ok {
+				keep[e.RegistrationID] = l
+			}
+		}
+		a.labels = keep
+	}
+	a.labels[id] = component
 	for i := range a.ring {
 		if e := &a.ring[i]; e.RegistrationID == id && e.component == "" {
 			a.seq++
@@ -110,12 +125,12 @@ func (a *activity) newestFirst() []feedEntry {
 	return out
 }
 
-// settled returns the settlement record of invocation id, if kept.
+// settled returns the settlement record of invocation id that is its
+// outcome, if kept: the latest, not the CONFIRMATION_REQUIRED that a
+// two-phase retry (the same invocation id) follows.
 func (a *activity) settled(id string) (surface.AuditEvent, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, e := range a.ring {
-		if e.InvocationID == id && e.Type == surface.AuditInvocationSettled {
+	for _, e := range a.newestFirst() {
+		if e.InvocationID == id && e.Type == surface.AuditInvocationSettled && e.Code != surface.CodeConfirmationRequired {
 			return e.AuditEvent, true
 		}
 	}

@@ -420,6 +420,21 @@ func (s *Session) feedRow(e feedEntry) activityRow {
 	return r
 }
 
+// breakable is s, escaped, with a line break opportunity after each _ . :
+// and -, so that ids and codes (CONFIRMATION_REQUIRED,
+// view:devices.table.readState) wrap between their words in a narrow
+// column instead of inside them.
+func breakable(s string) template.HTML {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '_' || r == '.' || r == ':' || r == '-' {
+			b.WriteString("<wbr>")
+		}
+	}
+	return template.HTML(b.String()) // escaped above
+}
+
 // ago formats how long ago t was, coarsely.
 func ago(t any) string {
 	var at time.Time

@@ -29,7 +29,8 @@ const cookieName = "agentsurface_session"
 const maxFormBytes = 64 << 10
 
 var templates = template.Must(template.New("").Funcs(template.FuncMap{
-	"ago": ago,
+	"ago":   ago,
+	"break": breakable,
 }).ParseFS(templateFS, "templates/*.html"))
 
 func (a *App) routes() *http.ServeMux {

@@ -13,20 +13,23 @@
   const webmcp = offerTools();
   const events = new EventSource(webmcp ? '/events?webmcp=1' : '/events');
   if (webmcp) events.addEventListener('tools', (e) => webmcp.offer(JSON.parse(e.data)));
-  // Scrolled lists inside a fragment (data-stick="bottom": the agent's
-  // log) keep their place across a patch, and one scrolled to its end
-  // stays there, so the newest output stays in view.
-  const scrolled = (root) =>
-    [...root.querySelectorAll('[data-stick]')].map((el) => ({
-      top: el.scrollTop,
-      atEnd: el.scrollHeight - el.scrollTop - el.clientHeight < 8,
-    }));
+  // A scrolled list inside a fragment (data-stick="bottom": the agent's
+  // log) keeps its place across patches and resizes; one scrolled to its
+  // end stays there, so the newest output stays in view.
+  const atEnd = new Map(); // fragment id → the list was at its end
+  const keyOf = (el) => (el.closest('[id]') || document.body).id;
+  const isAtEnd = (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 8;
+  document.addEventListener('scroll', (e) => {
+    const el = e.target;
+    if (el instanceof Element && el.matches('[data-stick]')) atEnd.set(keyOf(el), isAtEnd(el));
+  }, true);
+  const scrolled = (root) => [...root.querySelectorAll('[data-stick]')].map((el) => el.scrollTop);
   const restore = (root, before) => {
     root.querySelectorAll('[data-stick]').forEach((el, i) => {
-      const b = before[i];
-      el.scrollTop = !b || b.atEnd ? el.scrollHeight : b.top;
+      el.scrollTop = atEnd.get(keyOf(el)) !== false ? el.scrollHeight : before[i] || 0;
     });
   };
+  window.addEventListener('resize', () => restore(document, scrolled(document)));
   // The agent form lives outside its fragment (typing survives patches);
   // its buttons follow the run's state.
   const syncAgentForm = () => {
