@@ -136,5 +136,7 @@ func TestInspectorPrintedCommand(t *testing.T) {
 	if err := json.Unmarshal(out, &call); err != nil || call.IsError || call.StructuredContent.Status != "ok" {
 		t.Fatalf("tools/call: %v\n%s", err, out)
 	}
-	tab.await(t, "table", func(h string) bool { return strings.Contains(h, "hvac-ctrl-lon-03") && !strings.Contains(h, "edge-gw-ams-01") })
+	tab.await(t, "table", func(h string) bool {
+		return strings.Contains(h, "hvac-ctrl-lon-03") && !strings.Contains(h, "edge-gw-ams-01")
+	})
 }
