@@ -40,7 +40,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 	if code(res) == surface.CodeConfirmationRequired {
 		rec := s.remember(cat, p.Name, p.Arguments, res)
 		if s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
-			cid, _ := res.Error.Details["confirmationId"].(string)
+			cid := res.Error.ConfirmationID()
 			if expiresAt, pending := s.expiry(cid); pending {
 				at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
 				if f != nil { // older clients are asked while this call waits: until expiry at most
@@ -87,7 +87,7 @@ func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, na
 	if cid != "" { // explicit evidence
 		if rec := s.issued.byID(cid); rec != nil && rec.tool == name {
 			if rec.key == callKey(name, args) { // the same call: its retry is idempotent
-				return s.withEvidence(ctx, at, rec, args, firstNonEmpty(sentID, rec.invocationID))
+				return s.withEvidence(ctx, at, rec, args, firstNonEmpty(sentID, s.issued.invocation(rec)))
 			}
 			return s.withEvidence(ctx, at, rec, args, fresh()) // another call: the registry judges the evidence
 		}
@@ -102,12 +102,12 @@ func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, na
 		// The same call again after CONFIRMATION_REQUIRED: present the
 		// confirmation this server issued for it. (A client that sends
 		// _meta sends the confirmation id too.)
-		res := s.withEvidence(ctx, at, rec, args, rec.invocationID)
-		reason := ""
+		res := s.withEvidence(ctx, at, rec, args, s.issued.invocation(rec))
+		var reason surface.Reason
 		if code(res) == surface.CodeConfirmationInvalid {
-			reason, _ = res.Error.Details["reason"].(string)
+			reason = res.Error.Reason()
 		}
-		if reason == "" || reason == "denied" {
+		if reason == "" || reason == surface.ReasonDenied {
 			return res // executed, failed, still pending, or refused: the agent must learn it
 		}
 		// mismatch, consumed, expired: this is a new request.
@@ -123,7 +123,7 @@ func (s *Server) withEvidence(ctx context.Context, at *attempt, rec *issued, arg
 		InvocationID: invID, CapabilityID: rec.capabilityID, RegistrationID: rec.registrationID,
 		SurfaceVersion: s.reg.Version(), ConfirmationID: rec.confirmationID,
 	}
-	same := invID == rec.invocationID // a retry of the call that got the confirmation
+	same := invID == s.issued.invocation(rec) // a retry of the call that got the confirmation
 	if same {
 		inv.SurfaceVersion = s.issued.version(rec, inv.SurfaceVersion)
 	}
@@ -131,6 +131,15 @@ func (s *Server) withEvidence(ctx context.Context, at *attempt, rec *issued, arg
 		inv.Input = args
 	}
 	res := s.reg.Invoke(ctx, inv, surface.InvokeOptions{Consumer: s.consumer})
+	if same && code(res) == surface.CodeConfirmationInvalid && res.Error.Reason() == surface.ReasonMismatch {
+		// Nothing executed, and the approval stands for the input it
+		// binds, which the call's effective input (live bound values
+		// included) no longer is. The next retry is judged on its input
+		// then, under an invocation id of its own: the first call's id
+		// now replays this mismatch.
+		s.issued.renew(rec, s.newInvocationID())
+		return res
+	}
 	if same && code(res) != surface.CodeConfirmationRequired {
 		// Settled: a duplicate retry by id replays this result, and an
 		// identical call later is a new request.
@@ -145,7 +154,7 @@ func (s *Server) remember(cat *surface.Catalog, name string, args json.RawMessag
 	if s.meta {
 		return nil
 	}
-	cid, _ := res.Error.Details["confirmationId"].(string)
+	cid := res.Error.ConfirmationID()
 	if cid == "" {
 		return nil
 	}
@@ -183,7 +192,7 @@ func toolResult(res surface.Result) *mcp.CallToolResult {
 	b, err := json.Marshal(res)
 	if err != nil { // only invalid output JSON could do this; the registry validates it
 		res = surface.Result{Status: surface.StatusError, InvocationID: res.InvocationID, CapabilityID: res.CapabilityID,
-			Error: surface.NewError(surface.CodeExecutionFailed, "", map[string]any{"reason": "output-invalid"}), SurfaceVersion: res.SurfaceVersion}
+			Error: surface.NewReasonError(surface.CodeExecutionFailed, surface.ReasonOutputInvalid, ""), SurfaceVersion: res.SurfaceVersion}
 		b, _ = json.Marshal(res)
 	}
 	return &mcp.CallToolResult{
@@ -257,7 +266,7 @@ type issued struct {
 	confirmationID string
 	tool           string
 	key            string // callKey of the call that got it
-	invocationID   string // of the call that got it: retries reuse it
+	invocationID   string // of the call that got it, or a fresh one after a mismatch: retries reuse it (read through evidence.invocation)
 	capabilityID   string
 	registrationID string // retries target this registration
 	kind           surface.Kind
@@ -324,6 +333,21 @@ func (e *evidence) byCall(name string, args json.RawMessage) *issued {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.calls[key]
+}
+
+// invocation returns the invocation id the retries of rec's call use.
+func (e *evidence) invocation(rec *issued) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return rec.invocationID
+}
+
+// renew gives the retries of rec's call a new invocation id, id: the one
+// they used settled without executing (a mismatch).
+func (e *evidence) renew(rec *issued, id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rec.invocationID, rec.evidenceVersion = id, ""
 }
 
 // version returns the surface version an evidence attempt sends: the one

@@ -152,7 +152,11 @@
 //     or approved one itself. Either way the retry targets the
 //     registration the confirmation was issued for and reuses the first
 //     call's invocation id, so it executes at most once; once settled, an
-//     identical call is a new request.
+//     identical call is a new request. A retry that found the effective
+//     input changed since the approval (CONFIRMATION_INVALID mismatch: a
+//     bound selection moved) executes nothing and leaves the approval
+//     standing; the next retry gets an invocation id of its own, so that
+//     it is judged on its effective input then.
 //
 // Presenting a remembered confirmation grants nothing by itself: the
 // registry executes only if that exact request (registration, capability,

@@ -101,7 +101,7 @@ func elicitable(req *mcp.CallToolRequest) bool {
 // elicitation turns a CONFIRMATION_REQUIRED into an input request for the
 // client, with the signed state the re-call needs.
 func (s *Server) elicitation(name string, args json.RawMessage, res surface.Result, rec *issued) *mcp.CallToolResult {
-	cid, _ := res.Error.Details["confirmationId"].(string)
+	cid := res.Error.ConfirmationID()
 	summary, _ := res.Error.Details["summary"].(string)
 	st := requestState{
 		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID,
@@ -129,8 +129,8 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 	if err != nil || st.Tool != p.Name || st.Args != argsDigest(p.Arguments) {
 		s.log.Warn("mcpsurface: rejected a tool call with an invalid request state", "tool", p.Name)
 		return surface.Result{Status: surface.StatusError, InvocationID: s.newInvocationID(), CapabilityID: firstNonEmpty(st.Cap, p.Name),
-			Error: surface.NewError(surface.CodeConfirmationInvalid, "The confirmation state could not be verified; call the tool again.",
-				map[string]any{"reason": "mismatch"}), SurfaceVersion: s.reg.Version()}
+			Error:          surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonMismatch, "The confirmation state could not be verified; call the tool again."),
+			SurfaceVersion: s.reg.Version()}
 	}
 	at.invocationID, at.capabilityID = st.Inv, st.Cap
 	approve, action := answer(p.InputResponses[confirmKey])
@@ -147,7 +147,7 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 		// Refused here, but resolved elsewhere meanwhile: a refusal never
 		// executes.
 		return surface.Result{Status: surface.StatusError, InvocationID: st.Inv, CapabilityID: st.Cap,
-			Error: surface.NewError(surface.CodeConfirmationInvalid, "", map[string]any{"reason": "denied"}), SurfaceVersion: s.reg.Version()}
+			Error: surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonDenied, ""), SurfaceVersion: s.reg.Version()}
 	}
 	if s.meta {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})

@@ -222,8 +222,7 @@ func (s *Server) sessionClosed(id string) {
 // expiredResult is the result of a call whose confirmation expired while
 // the client was asked: the registry's CONFIRMATION_INVALID expired.
 func (s *Server) expiredResult(at attempt) surface.Result {
-	e := surface.NewError(surface.CodeConfirmationInvalid, "", map[string]any{"reason": "expired"})
-	e.Retry = surface.RetryWithConfirmation
+	e := surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonExpired, "")
 	return surface.Result{Status: surface.StatusError, InvocationID: firstNonEmpty(at.invocationID, s.newInvocationID()),
 		CapabilityID: at.capabilityID, Error: e, SurfaceVersion: s.reg.Version()}
 }
@@ -234,8 +233,7 @@ func (s *Server) closedResult(at attempt, cause error) surface.Result {
 	if errors.Is(cause, errSessionClosed) {
 		msg = "The session was closed."
 	}
-	e := surface.NewError(surface.CodeCancelled, msg, nil)
-	e.Retry = surface.RetryNo
+	e := surface.NewClosedError(msg)
 	return surface.Result{Status: surface.StatusError, InvocationID: firstNonEmpty(at.invocationID, s.newInvocationID()),
 		CapabilityID: at.capabilityID, Error: e, SurfaceVersion: s.reg.Version()}
 }
@@ -264,7 +262,7 @@ func (s *Server) panicked(rec any, name string, args json.RawMessage, at *attemp
 		"panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
 	return surface.Result{
 		Status: surface.StatusError, InvocationID: invID, CapabilityID: capID,
-		Error:          surface.NewError(surface.CodeExecutionFailed, "", map[string]any{"reason": "handler-error"}),
+		Error:          surface.NewReasonError(surface.CodeExecutionFailed, surface.ReasonHandlerError, ""),
 		SurfaceVersion: s.reg.Version(),
 	}
 }

@@ -17,12 +17,15 @@
 //
 // Each invocation (a replay of a settled invocation id is not a new one)
 // is a span of kind internal named "invoke " + the capability id
-// ("invoke view:devices.table.selectRows"; just "invoke" for an id that
-// names nothing), a child of the span in the caller's context. Policies,
-// the handler and the procedure executor get contexts carrying it, so
-// their spans are its children. The attributes are set when the call
-// settles (samplers see the name and, for a retry with evidence, the
-// link):
+// ("invoke view:devices.table.selectRows"), a child of the span in the
+// caller's context. Span names carry only ids of registered capabilities
+// ([surface.Settlement].Registered): a call naming anything else — an id
+// a caller made up, whatever the refusal — is just "invoke". A span starts
+// under the generic name until the Instrumentation has seen its id
+// registered, and is renamed when it is. Policies, the handler and the
+// procedure executor get contexts carrying it, so their spans are its
+// children. The attributes are set when the call settles (samplers see
+// the name and, for a retry with evidence, the link):
 //
 //	agentsurface.capability.id      the id as requested
 //	agentsurface.capability.plane   view | domain
@@ -78,8 +81,9 @@
 // reports its totals.
 //
 // Metric attributes are bounded: capability ids of registered
-// capabilities (an id that names nothing is counted as "_OTHER", since an
-// agent may send any string), component types, and closed sets. Instance,
+// capabilities (any other id, whatever the call's outcome, is counted as
+// "_OTHER", since a caller may send any string), component types, and
+// closed sets. Instance,
 // registration, invocation, confirmation and consumer ids never become
 // metric attributes; spans carry them.
 //

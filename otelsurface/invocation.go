@@ -45,10 +45,15 @@ const (
 	eventExecutionStarted      = "execution.started"
 )
 
-// otherCapability stands for capability ids that name nothing in metric
-// attributes: agents may send any string, and a series per string would
-// be unbounded.
+// otherCapability stands, in metric attributes, for every capability id
+// that is not of a registered capability: callers choose the ids they
+// send (agents in meta mode, Go callers), and a series per id would be
+// unbounded.
 const otherCapability = "_OTHER"
+
+// genericSpanName is the name of an invocation's span whose capability id
+// is not known to be registered.
+const genericSpanName = "invoke"
 
 // invocation is the recorder of one invocation: its span and what its
 // attributes and metrics need. The span's attributes are set once, at
@@ -62,19 +67,20 @@ type invocation struct {
 	asked    string             // the confirmation this call requested
 	wait     time.Duration      // the human's, when evidence was accepted
 	accepted bool
+	named    bool // the span's name carries the capability id
 }
 
 // startInvocation is the Telemetry's Invocation hook: it starts the span,
 // a child of ctx's, linked to the span that requested the confirmation
 // the call presents, if any. Samplers see the span's name, which carries
-// the capability id, and the link; the attributes are set at settlement,
-// and only when the span records, so that a tracer that records nothing
-// costs next to nothing.
+// the capability id once this Instrumentation has seen it registered
+// (a call resolved it, or the registry said so at settlement), and the
+// link; a span started as "invoke" is renamed when the id turns out to be
+// registered, so span names carry only ids of registered capabilities.
+// The attributes are set at settlement, and only when the span records,
+// so that a tracer that records nothing costs next to nothing.
 func (i *Instrumentation) startInvocation(ctx context.Context, info surface.InvocationInfo) (context.Context, surface.InvocationRecorder) {
-	name := "invoke"
-	if info.Plane != "" { // a well-prefixed id of bounded length; renamed at settlement if it names nothing
-		name = i.names.get(info.CapabilityID)
-	}
+	name, named := i.names.known(info.CapabilityID)
 	var span trace.Span
 	if info.ConfirmationID == "" {
 		ctx, span = i.tracer.Start(ctx, name)
@@ -88,23 +94,37 @@ func (i *Instrumentation) startInvocation(ctx context.Context, info surface.Invo
 	if !span.IsRecording() && !span.SpanContext().IsValid() && !i.metricsEnabled(ctx) {
 		return ctx, nil // nothing to record: no phases, no settlement
 	}
-	return ctx, &invocation{i: i, span: span, info: info}
+	return ctx, &invocation{i: i, span: span, info: info, named: named}
 }
 
 // maxCachedNames bounds the span names kept: enough for the capabilities
-// of an application, few enough that ids agents make up cost little.
+// of an application.
 const maxCachedNames = 1024
 
-// nameCache keeps "invoke " + id per capability id, sparing a string per
-// invocation. Lookups are reads of a sync.Map, whose keys are stable
-// here; inserts take mu.
+// nameCache keeps "invoke " + id for the ids of registered capabilities
+// this Instrumentation has seen, sparing a string per invocation and
+// telling which ids span names may carry before the call settles. Only
+// registered ids are learnt, so ids callers make up never enter it.
+// Lookups are reads of a sync.Map, whose keys are stable here; inserts
+// take mu.
 type nameCache struct {
 	m  sync.Map // capability id → span name
 	mu sync.Mutex
 	n  int // entries in m; mu
 }
 
-func (c *nameCache) get(id string) string {
+// known returns the span name of id and true when id is known to be
+// registered, else the generic name and false.
+func (c *nameCache) known(id string) (string, bool) {
+	if v, ok := c.m.Load(id); ok {
+		return v.(string), true
+	}
+	return genericSpanName, false
+}
+
+// learn returns the span name of id, the id of a registered capability,
+// and remembers it while the cache has room.
+func (c *nameCache) learn(id string) string {
 	if v, ok := c.m.Load(id); ok {
 		return v.(string)
 	}
@@ -130,6 +150,7 @@ func (v *invocation) Phase(e surface.PhaseEvent) {
 	switch e.Phase {
 	case surface.PhaseResolved:
 		v.resolved = e
+		v.rename(true) // a resolved id is registered
 	case surface.PhaseConfirmationPresented:
 		accepted := !e.ApprovedAt.IsZero()
 		if accepted {
@@ -165,6 +186,20 @@ func (v *invocation) Phase(e surface.PhaseEvent) {
 	}
 }
 
+// rename names the span after its capability when the id is registered,
+// and generically when it is not, so that span names carry only ids of
+// registered capabilities.
+func (v *invocation) rename(registered bool) {
+	switch {
+	case registered && !v.named:
+		v.span.SetName(v.i.names.learn(v.info.CapabilityID))
+		v.named = true
+	case !registered && v.named:
+		v.span.SetName(genericSpanName)
+		v.named = false
+	}
+}
+
 // operatorError reports whether a code is a failure an operator must look
 // at (the span's status is Error); refusals an agent caused are not.
 func operatorError(c surface.Code) bool {
@@ -179,22 +214,21 @@ func (v *invocation) Settle(s surface.Settlement) {
 		code = s.Error.Code
 	}
 	resolved := v.resolved.Phase == surface.PhaseResolved
+	registered := resolved || s.Registered
 	ctx := context.Background()
+	v.rename(registered)
 	if v.span.IsRecording() {
 		v.span.SetAttributes(v.attributes(s, code, resolved)...)
 		if operatorError(code) {
 			v.span.SetStatus(codes.Error, string(code))
 		}
-		if !resolved && code == surface.CodeCapabilityNotFound {
-			v.span.SetName("invoke") // the id names nothing: keep span names bounded
-		}
 		ctx = trace.ContextWithSpan(ctx, v.span) // for exemplars
 	}
 	v.span.End()
 
-	capability := v.info.CapabilityID
-	if !resolved && code == surface.CodeCapabilityNotFound {
-		capability = otherCapability
+	capability := v.info.CapabilityID // the span's attribute keeps it whatever it is
+	if !registered {
+		capability = otherCapability // made up: keep series bounded
 	}
 	i, kind := v.i, string(v.resolved.Kind)
 	if i.invocations.Enabled(ctx) || i.duration.Enabled(ctx) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -141,3 +142,59 @@ func requireSeries(t *testing.T, m map[string]map[string]point, name string, wan
 }
 
 func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
+
+// A caller choosing capability ids cannot mint label values or span
+// names: thousands of made-up ids, refused for every reason a made-up id
+// can be (not found, an unmounted registration's id, a live
+// registration's id, a hidden capability), give one fallback series and
+// one span name, while the registered capabilities keep theirs.
+// AS-OBSV-001, AS-POLICY-003.
+func TestCallerChosenIDsStayBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	hide := surface.Policy{Name: "hide", Discover: func(*surface.PolicyContext) surface.Decision { return surface.Hide() }}
+	reg := h.registry(t, nil)
+	gone := surfacetest.MustRegister(t, reg, widget("w1", nil))
+	gone.Unregister()
+	live := surfacetest.MustRegister(t, reg, widget("w2", nil))
+	secret := widget("w3", nil)
+	secret.Type, secret.Policies = "obs.secret", []surface.Policy{hide}
+	surfacetest.MustRegister(t, reg, secret)
+	ctx := context.Background()
+	const n = 1000
+	for i := range n {
+		made := "view:obs.widget.made" + strconv.Itoa(i)
+		for _, in := range []surface.Invocation{
+			{CapabilityID: made},                                                        // not found
+			{CapabilityID: made, RegistrationID: gone.ID()},                             // an unmounted registration
+			{CapabilityID: "domain:made." + strconv.Itoa(i), RegistrationID: live.ID()}, // a live one
+			{CapabilityID: "view:obs.secret.made" + strconv.Itoa(i)},                    // beside a hidden one
+		} {
+			if res := reg.Invoke(ctx, in, agent); res.Error == nil {
+				t.Fatalf("%+v succeeded", in)
+			}
+		}
+	}
+	// A registered capability, refused because its registration was
+	// replaced, keeps its id; so does a resolved call.
+	surfacetest.RequireCode(t, reg.Invoke(ctx, call(setID, gone.ID(), ""), agent), surface.CodeStaleCapability)
+	surfacetest.RequireOK(t, reg.Invoke(ctx, call(setID, live.ID(), ""), agent))
+
+	names := map[string]int{}
+	for _, s := range h.spans.GetSpans() {
+		names[s.Name]++
+	}
+	if len(names) != 2 || names["invoke"] != 4*n || names["invoke "+setID] != 2 {
+		t.Fatalf("span names %v", names)
+	}
+	labels := map[string]bool{}
+	for series := range h.metrics(t)["agentsurface.invocations"] {
+		for _, kv := range strings.Split(series, ",") {
+			if v, ok := strings.CutPrefix(kv, "agentsurface.capability.id="); ok {
+				labels[v] = true
+			}
+		}
+	}
+	if len(labels) != 2 || !labels["_OTHER"] || !labels[setID] {
+		t.Fatalf("capability labels %v", labels)
+	}
+}

@@ -140,7 +140,7 @@ type waiter struct {
 // obsPool bounds concurrent observations per consumer and in total, with
 // one arrival-ordered wait list (semantics §7.2).
 type obsPool struct {
-	mu      sync.Mutex // guards the rest; taken without Registry.mu
+	mu      sync.Mutex // guards the rest
 	total   int
 	running map[string]int // per consumer
 	queued  map[string]int // per consumer
@@ -201,7 +201,7 @@ func (r *Registry) admitCall(a *attempt) (*waiter, *Error) {
 	}
 	depth := d.conc.depth
 	if depth < 0 {
-		depth = r.limits.ActionQueueDepth
+		depth = r.opts.Limits.ActionQueueDepth
 	}
 	w, e := g.admit(d.conc.max, depth)
 	if e != nil {
@@ -216,9 +216,9 @@ func (r *Registry) admitCall(a *attempt) (*waiter, *Error) {
 // code, so a panic (or an input that does not decode) fails the call.
 func (r *Registry) groupKey(a *attempt) (key string, e *Error) {
 	defer r.recoverAs(&e, handlerError, "the concurrency key", a.inv.CapabilityID)
-	key, err := a.cap.def.conc.key(a.in)
+	key, err := a.cap.def.conc.key(a.eff.in)
 	if err != nil {
-		r.log.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)
+		r.opts.Logger.Error("surface: the concurrency key could not read the input", "capabilityId", a.inv.CapabilityID, "error", err)
 		return "", handlerError()
 	}
 	return key, nil
@@ -232,7 +232,7 @@ func (r *Registry) release(a *attempt) {
 	}
 	a.admitted = false
 	if a.cap.def.kind != KindObservation {
-		a.group.release()
+		a.group.handOff()
 		a.reg.keyed.leave(a.group)
 		return
 	}
@@ -244,7 +244,7 @@ func (r *Registry) release(a *attempt) {
 	// Admit the first waiter, in arrival order, whose consumer and the total
 	// are under their caps.
 	for i, w := range pool.waiters {
-		if pool.running[w.key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
+		if pool.running[w.key] < r.opts.Limits.MaxConcurrentObservationsPerConsumer && pool.total < r.opts.Limits.MaxConcurrentObservationsTotal {
 			pool.waiters = slices.Delete(pool.waiters, i, i+1)
 			decrement(pool.queued, w.key)
 			pool.total++
@@ -258,7 +258,7 @@ func (r *Registry) release(a *attempt) {
 // queueGroup is one serialization group: up to max calls running and a
 // FIFO of waiters.
 type queueGroup struct {
-	mu         sync.Mutex // guards running, max, depth and waiters; taken without Registry.mu
+	mu         sync.Mutex // guards running, max, depth and waiters
 	running    int
 	max, depth int // fixed by the arrival that finds the group idle
 	waiters    []*waiter
@@ -291,9 +291,9 @@ func (g *queueGroup) admit(max, depth int) (*waiter, *Error) {
 	return w, nil
 }
 
-// release hands a slot to the first waiter (the running count stays), or
+// handOff hands a slot to the first waiter (the running count stays), or
 // frees it.
-func (g *queueGroup) release() {
+func (g *queueGroup) handOff() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.waiters) > 0 {
@@ -356,7 +356,7 @@ func (r *Registry) admitObservation(key string) (*waiter, *Error) {
 	pool := &r.obs
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
-	if pool.running[key] < r.limits.MaxConcurrentObservationsPerConsumer && pool.total < r.limits.MaxConcurrentObservationsTotal {
+	if pool.running[key] < r.opts.Limits.MaxConcurrentObservationsPerConsumer && pool.total < r.opts.Limits.MaxConcurrentObservationsTotal {
 		if pool.running == nil {
 			pool.running = make(map[string]int)
 		}
@@ -364,7 +364,7 @@ func (r *Registry) admitObservation(key string) (*waiter, *Error) {
 		pool.running[key]++
 		return nil, nil
 	}
-	if pool.queued[key] >= r.limits.MaxQueuedObservationsPerConsumer {
+	if pool.queued[key] >= r.opts.Limits.MaxQueuedObservationsPerConsumer {
 		return nil, queueFull()
 	}
 	if pool.queued == nil {

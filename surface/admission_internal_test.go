@@ -80,7 +80,7 @@ func TestObservationAdmissionMatchesModel_AS_OBS_001(t *testing.T) {
 		}
 		r := New(&Options{Limits: lim})
 		defer r.Close()
-		lim = r.limits
+		lim = r.Limits()
 		model := obsModel{perConsumer: lim.MaxConcurrentObservationsPerConsumer, total: lim.MaxConcurrentObservationsTotal,
 			queued: lim.MaxQueuedObservationsPerConsumer, running: map[string]int{}}
 		obs := &capDef{kind: KindObservation}
@@ -277,10 +277,10 @@ func TestGroupAdmissionMatchesModel_AS_CONC_001_002(t *testing.T) {
 			case op <= 2: // a call arrives
 				rc := &reg.caps[rapid.IntRange(0, len(reg.caps)-1).Draw(rt, "capability")]
 				k := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "key")
-				c := call{id: step, group: groupOf(rc, k), a: &attempt{reg: reg, cap: rc, in: &keyed{K: k}}}
+				c := call{id: step, group: groupOf(rc, k), a: &attempt{reg: reg, cap: rc, eff: effective{in: &keyed{K: k}}}}
 				depth := rc.def.conc.depth
 				if depth < 0 {
-					depth = r.limits.ActionQueueDepth
+					depth = r.Limits().ActionQueueDepth
 				}
 				w, e := r.admitCall(c.a)
 				got := admitted

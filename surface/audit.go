@@ -254,7 +254,7 @@ func (r *Registry) auditCtx(ctx context.Context, e AuditEvent) {
 	if ctx.Done() != nil { // a context that can end; Background cannot
 		ctx = context.WithoutCancel(ctx)
 	}
-	r.record(ctx, r.sink, e)
+	r.record(ctx, r.opts.Audit, e)
 	if r.console != nil {
 		r.record(ctx, r.console, e)
 	}
@@ -263,7 +263,7 @@ func (r *Registry) auditCtx(ctx context.Context, e AuditEvent) {
 // auditsRefusal reports whether a settled call is an observation refused
 // before its handler ran that Options.AuditObservationRefusals audits.
 func (r *Registry) auditsRefusal(a *attempt, res Result) bool {
-	return r.auditRefusals && res.Error != nil && !a.executed && a.cap != nil && a.cap.def.kind == KindObservation
+	return r.opts.AuditObservationRefusals && res.Error != nil && !a.executed && a.cap != nil && a.cap.def.kind == KindObservation
 }
 
 // auditTo hands e to sink (a policy's own), or to the registry's sinks
@@ -284,12 +284,12 @@ func (r *Registry) auditTo(sink AuditSink, e AuditEvent) {
 func (r *Registry) record(ctx context.Context, sink AuditSink, e AuditEvent) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("surface: audit sink panicked; the record is lost",
+			r.opts.Logger.Error("surface: audit sink panicked; the record is lost",
 				"type", e.Type, "capabilityId", e.CapabilityID, "invocationId", e.InvocationID, "panic", fmt.Sprint(p))
 		}
 	}()
 	if err := sink.Record(ctx, e); err != nil {
-		r.log.Error("surface: audit sink failed; the record is lost",
+		r.opts.Logger.Error("surface: audit sink failed; the record is lost",
 			"type", e.Type, "capabilityId", e.CapabilityID, "invocationId", e.InvocationID, "error", err)
 	}
 }

@@ -5,28 +5,16 @@ import (
 	"fmt"
 )
 
-// authorizeDiscovery begins phase 4: it reads the host context once, makes
-// what handlers and policies see, and re-runs the discovery hooks for this
-// consumer (DESIGN decision 2), so that a capability hidden from the
-// consumer is indistinguishable from one that does not exist.
-func (r *Registry) authorizeDiscovery(a *attempt) *Error {
-	host := r.hostContext()
-	a.call.CapabilityID, a.call.RegistrationID, a.call.Host = a.cap.id, a.reg.id, host
-	if len(a.cap.chain) == 0 {
-		return nil
+// bindCall begins phase 4: it makes what handlers and policies see of the
+// resolved call, with the host context the consumer view v read (once
+// per call). The discovery hooks have run already: resolution asked them
+// whether the consumer sees the capability (DESIGN decisions 2 and 19).
+func (a *attempt) bindCall(v *consumerView) {
+	a.call.CapabilityID, a.call.RegistrationID, a.call.Host = a.cap.id, a.reg.id, v.hostContext()
+	if len(a.cap.chain) > 0 {
+		a.pc = v.policyContext()
+		a.pc.fill(a.reg, a.cap)
 	}
-	a.pc = &PolicyContext{Consumer: a.call.Consumer, Host: host, Environment: r.env, r: r}
-	a.pc.fill(a.reg, a.cap)
-	if !a.cap.discovers {
-		return nil
-	}
-	switch d := r.discover(a.cap.chain, a.pc); d.verdict {
-	case hide:
-		return NewError(CodeCapabilityNotFound, "", nil)
-	case disable:
-		return NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": d.reason})
-	}
-	return nil
 }
 
 // authorize ends phase 4: the authorize hooks, outermost first, around
@@ -46,22 +34,13 @@ func (r *Registry) invokePolicies(ctx context.Context, a *attempt) Result {
 	if !a.cap.invokes {
 		return r.afterInvokePolicies(ctx, a)
 	}
-	value := a.value
+	value := a.eff.value
 	if a.cap.def.kind == KindObservation {
 		value = map[string]any{}
 	}
 	ic := &InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: value}
 	hook := func(p *Policy) func(context.Context, *InvokeContext, Next) Result { return p.Invoke }
 	return onion(r, a.inv.CapabilityID, ctx, a.cap.chain, hook, ic, func(ctx context.Context) Result { return r.afterInvokePolicies(ctx, a) })
-}
-
-// hostContext reads the host context once; a panicking provider gives an
-// empty context.
-func (r *Registry) hostContext() map[string]any {
-	if r.hostCtx == nil {
-		return nil
-	}
-	return guarded(r, "the host context provider", "", map[string]any{}, r.hostCtx)
 }
 
 // onion runs the hooks of chain selected by hook around inner, outermost
@@ -95,7 +74,7 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 	called, returned := 0, false
 	next := func(ctx context.Context) Result {
 		if called++; called > 1 || returned {
-			r.log.Error("surface: policy called next twice or after returning", "policy", name, "capabilityId", o.capID)
+			r.opts.Logger.Error("surface: policy called next twice or after returning", "policy", name, "capabilityId", o.capID)
 			return Fail(handlerError())
 		}
 		return o.from(ctx, i+1)
@@ -103,7 +82,7 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 	defer func() {
 		returned = true
 		if rec := recover(); rec != nil {
-			r.log.Error("surface: policy panicked", "policy", name, "capabilityId", o.capID, "panic", fmt.Sprint(rec))
+			r.opts.Logger.Error("surface: policy panicked", "policy", name, "capabilityId", o.capID, "panic", fmt.Sprint(rec))
 			res = Fail(handlerError())
 		}
 	}()
@@ -112,51 +91,15 @@ func (o *onionRun[C]) from(ctx context.Context, i int) (res Result) {
 	case res.Error != nil:
 		e := wellFormed(res.Error)
 		if e == nil {
-			r.log.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
+			r.opts.Logger.Error("surface: policy failed with an unknown code", "policy", name, "code", res.Error.Code)
 			e = handlerError()
 		}
 		res = Fail(e)
 	case called == 0:
-		r.log.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", o.capID)
+		r.opts.Logger.Error("surface: policy returned without calling next or failing", "policy", name, "capabilityId", o.capID)
 		res = Fail(handlerError())
 	default:
 		res.Status = StatusOK
 	}
 	return res
-}
-
-// guarded calls f, which is user code, and returns its result; if f
-// panics, the panic is logged (what panicked, for which capability) and
-// fallback is returned.
-func guarded[T any](r *Registry, what, capabilityID string, fallback T, f func() T) (v T) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.logPanic(what, capabilityID, rec)
-			v = fallback
-		}
-	}()
-	return f()
-}
-
-// recoverAs, deferred by a function that calls user code, turns a panic
-// into the error fallback makes, stored in *e, and logs it (what panicked,
-// for which capability).
-func (r *Registry) recoverAs(e **Error, fallback func() *Error, what, capabilityID string) {
-	if rec := recover(); rec != nil {
-		r.logPanic(what, capabilityID, rec)
-		*e = fallback()
-	}
-}
-
-// recoverError, deferred by a function that calls user code, turns a panic
-// into a panicError stored in *err.
-func recoverError(err *error) {
-	if rec := recover(); rec != nil {
-		*err = panicError{rec}
-	}
-}
-
-// logPanic logs a panic recovered from user code.
-func (r *Registry) logPanic(what, capabilityID string, rec any) {
-	r.log.Error("surface: "+what+" panicked", "capabilityId", capabilityID, "panic", fmt.Sprint(rec))
 }

@@ -76,7 +76,7 @@ func checkDescription(s string, max int) *DefinitionError {
 // code it runs is each capability's When, for the availability baseline
 // of Refresh.
 func (r *Registry) buildRegistration(c *Component) (*registration, *DefinitionError) {
-	lim := &r.limits
+	lim := &r.opts.Limits
 	if !validComponentType(c.Type) {
 		return nil, defErr(DefinitionInvalidID, "type", "component type must be dot-separated segments matching ^[a-z][a-z0-9-]*$, at most 128 long")
 	}
@@ -179,7 +179,7 @@ func (r *Registry) assignIDs(reg *registration) {
 // checkViewCap validates an observation or action of reg and freezes its
 // id and meta.
 func (r *Registry) checkViewCap(reg *registration, rc *regCap, group string, kind Kind) *DefinitionError {
-	lim := &r.limits
+	lim := &r.opts.Limits
 	if !validCapabilityName(rc.name) {
 		return defErr(DefinitionInvalidID, group+"."+rc.name, "capability name must match ^[a-z][A-Za-z0-9]*$")
 	}
@@ -212,7 +212,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 	for i, pc := range procs {
 		field := "procedures." + strconv.Itoa(i)
 		d := pc.def
-		if e := d.check("procedures", strconv.Itoa(i), KindProcedure, &r.limits); e != nil {
+		if e := d.check("procedures", strconv.Itoa(i), KindProcedure, &r.opts.Limits); e != nil {
 			return e
 		}
 		path := d.proc.path
@@ -225,7 +225,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 		if slices.ContainsFunc(reg.caps[reg.nView:], func(rc regCap) bool { return rc.name == path }) {
 			return defErr(DefinitionDuplicateCapability, field, fmt.Sprintf("procedure %q is referenced twice", path))
 		}
-		meta, e := freezeMeta(d.meta, field+".meta", r.limits.MaxMetaBytes)
+		meta, e := freezeMeta(d.meta, field+".meta", r.opts.Limits.MaxMetaBytes)
 		if e != nil {
 			return e
 		}
@@ -245,7 +245,7 @@ func (r *Registry) addProcedures(reg *registration, procs []Capability) *Definit
 // a procedure path of the executor (semantics §8.5).
 func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 	box := r.executor.Load()
-	if r.suffix == SuffixOff || box == nil || len(box.paths) == 0 {
+	if r.opts.SuffixCollisions == SuffixOff || box == nil || len(box.paths) == 0 {
 		return nil
 	}
 	for i := range reg.nView {
@@ -254,11 +254,11 @@ func (r *Registry) lintSuffixes(reg *registration) *DefinitionError {
 		if !slices.Contains(box.paths, path) {
 			continue
 		}
-		if r.suffix == SuffixError {
+		if r.opts.SuffixCollisions == SuffixError {
 			return defErr(DefinitionPlaneViolation, "", fmt.Sprintf("%s is confusable with the domain procedure %q", rc.id, path))
 		}
-		if r.env.isDev() {
-			r.log.Warn("surface: view capability suffix collides with a domain procedure", "capabilityId", rc.id, "procedureId", "domain:"+path)
+		if r.opts.Environment.isDev() {
+			r.opts.Logger.Warn("surface: view capability suffix collides with a domain procedure", "capabilityId", rc.id, "procedureId", "domain:"+path)
 		}
 		emit(r, CollisionSuspected{ViewCapabilityID: rc.id, DomainProcedureID: "domain:" + path})
 		r.audit(AuditEvent{Type: AuditCollisionSuspected, CapabilityID: rc.id})

@@ -922,3 +922,50 @@ func TestKeptInputsStayOwn(t *testing.T) {
 		}
 	}
 }
+
+// AS-NAV-004, AS-CONC-011: a navigation that unmounts its own owner and
+// then overruns its deadline settles TIMEOUT, inline as isolated
+// (semantics §7.3: hung navigation still times out). The unmount cancels
+// the handler's context, which must not hide that the deadline passed;
+// the late return is audited.
+func TestNavigationUnmountThenTimeout_AS_NAV_004(t *testing.T) {
+	for _, c := range []struct {
+		isolate, fails bool
+	}{{false, false}, {false, true}, {true, false}, {true, true}} {
+		isolate := c.isolate
+		t.Run(fmt.Sprintf("isolate=%v,returnsCtxErr=%v", c.isolate, c.fails), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sink := surface.NewMemorySink(0)
+				reg := surface.New(&surface.Options{IsolateHandlers: isolate, Audit: sink})
+				defer reg.Close()
+				var self *surface.Handle
+				returned := make(chan struct{})
+				self = surfacetest.MustRegister(t, reg, surface.Component{Type: "page", Description: "Page", Actions: map[string]surface.Capability{
+					"leave": surface.Action(surface.ActionDef[surface.None, surface.None]{Description: "Leaves", Effect: surface.EffectNavigation, Timeout: time.Second,
+						Execute: func(ctx context.Context, _ *surface.Call, _ surface.None) (surface.None, error) {
+							defer close(returned)
+							self.Unregister()                // the transition unmounts the page…
+							time.Sleep(2 * time.Second)      // …and the router never answers in time
+							return surface.None{}, ctx.Err() // the unmount cancelled ctx: the handler sees it
+						}}),
+				}})
+				res := reg.Invoke(bg, inv("nav", "view:page.leave", ""), as("x"))
+				e := surfacetest.RequireCode(t, res, surface.CodeTimeout)
+				if e.Details["timeoutMs"] != int64(1000) {
+					t.Fatalf("%+v", e)
+				}
+				<-returned
+				synctest.Wait()
+				late := 0
+				for _, ev := range sink.Events() {
+					if ev.Type == surface.AuditLateSettlement && ev.InvocationID == "nav" {
+						late++
+					}
+				}
+				if late != 1 {
+					t.Fatalf("%d late-settlement records, want 1", late)
+				}
+			})
+		})
+	}
+}

@@ -92,7 +92,7 @@ const maxResolvedConfirmations = 200
 // [Registry.Confirmations]. It is safe for concurrent use.
 type Confirmations struct {
 	r        *Registry
-	mu       sync.Mutex
+	mu       sync.Mutex // before Registry.mu in the lock order (see Registry)
 	byID     map[string]*confirmRecord
 	byDigest map[string]*confirmRecord // pending records
 	order    []*confirmRecord          // every kept record, creation order
@@ -126,14 +126,14 @@ func (c *Confirmations) pendingLocked() []PendingConfirmation {
 // does nothing, for an unknown or no longer pending id.
 func (c *Confirmations) Resolve(id string, res Resolution) bool {
 	if res.Approved {
-		return c.finish(id, OutcomeApproved, res.Actor, "") // a reason explains a denial only
+		return c.resolveAs(id, OutcomeApproved, res.Actor, "") // a reason explains a denial only
 	}
-	return c.finish(id, OutcomeDenied, res.Actor, res.Reason)
+	return c.resolveAs(id, OutcomeDenied, res.Actor, res.Reason)
 }
 
 // Expire expires a pending request now, as its timer would.
 func (c *Confirmations) Expire(id string) bool {
-	return c.finish(id, OutcomeExpired, "", "")
+	return c.resolveAs(id, OutcomeExpired, "", "")
 }
 
 // Wait blocks until the request leaves pending and returns how it ended:
@@ -192,7 +192,7 @@ func subscribe[F any](mu *sync.Mutex, subs *[]*F, fn F, accept func() bool) (uns
 
 // notify tells subscribers about the pending list, each with its own copy.
 func (c *Confirmations) notify(subs []*func([]PendingConfirmation), list []PendingConfirmation) {
-	notifyAll(c.r.log, "confirmation", subs, func() []PendingConfirmation { return slices.Clone(list) })
+	notifyAll(c.r.opts.Logger, "confirmation", subs, func() []PendingConfirmation { return slices.Clone(list) })
 }
 
 // notifyAll calls each subscriber with what arg returns, outside any
@@ -210,8 +210,8 @@ func notifyAll[T any](log *slog.Logger, what string, subs []*func(T), arg func()
 	}
 }
 
-// finish moves a pending record to its outcome.
-func (c *Confirmations) finish(id string, outcome ConfirmationOutcome, actor, reason string) bool {
+// resolveAs moves a pending record to its outcome.
+func (c *Confirmations) resolveAs(id string, outcome ConfirmationOutcome, actor, reason string) bool {
 	r := c.r
 	c.mu.Lock()
 	rec := c.byID[id]
@@ -283,12 +283,12 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 		c.mu.Unlock()
 		return rec.view, nil // the same request: the same dialog
 	}
-	if c.pending >= r.limits.MaxPendingConfirmations || c.byKey[view.ConsumerKey] >= r.limits.MaxPendingConfirmationsPerConsumer {
+	if c.pending >= r.opts.Limits.MaxPendingConfirmations || c.byKey[view.ConsumerKey] >= r.opts.Limits.MaxPendingConfirmationsPerConsumer {
 		c.mu.Unlock()
 		return view, NewError(CodeRateLimited, "Too many confirmations are waiting for the user; retry later.",
-			map[string]any{"reason": "queue-full", "retryAfterMs": 1000})
+			map[string]any{"reason": string(ReasonQueueFull), "retryAfterMs": 1000})
 	}
-	r.mu.Lock()
+	r.mu.Lock() // under c.mu: the lock order allows it (see Registry)
 	if r.closed {
 		r.mu.Unlock()
 		c.mu.Unlock()
@@ -299,10 +299,10 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 	now := r.now()
 	view.ConfirmationID = newConfirmationID()
 	view.RequestedAt = now
-	view.ExpiresAt = now.Add(r.limits.ConfirmationTTL)
+	view.ExpiresAt = now.Add(r.opts.Limits.ConfirmationTTL)
 	rec := &confirmRecord{view: view, level: level, digest: digest, resolved: make(chan struct{})}
 	id := view.ConfirmationID
-	rec.timer = time.AfterFunc(r.limits.ConfirmationTTL, func() {
+	rec.timer = time.AfterFunc(r.opts.Limits.ConfirmationTTL, func() {
 		defer r.ctxWG.Done()
 		c.Expire(id)
 	})
@@ -332,38 +332,32 @@ func (c *Confirmations) reserve(id, digest string) (rec *confirmRecord, pending 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec = c.byID[id]
-	invalid := func(reason string) *Error {
-		e := NewError(CodeConfirmationInvalid, "", map[string]any{"reason": reason})
-		if reason == "expired" {
-			e.Retry = RetryWithConfirmation
-		}
-		return e
-	}
+	invalid := func(reason Reason) *Error { return NewReasonError(CodeConfirmationInvalid, reason, "") }
 	switch {
 	case rec == nil || rec.state == cPending && rec.digest != digest:
-		return nil, nil, invalid("mismatch")
+		return nil, nil, invalid(ReasonMismatch)
 	case rec.state == cPending:
 		v := rec.view
 		return nil, &v, nil
 	case rec.state == cDenied:
-		return nil, nil, invalid("denied")
+		return nil, nil, invalid(ReasonDenied)
 	case rec.state == cExpired:
-		return nil, nil, invalid("expired")
+		return nil, nil, invalid(ReasonExpired)
 	case rec.state != cApproved: // consumed, or reserved by another call
-		return nil, nil, invalid("consumed")
+		return nil, nil, invalid(ReasonConsumed)
 	case !c.r.now().Before(rec.view.ExpiresAt):
 		rec.state = cExpired // silently: the approval lapsed unused
-		return nil, nil, invalid("expired")
+		return nil, nil, invalid(ReasonExpired)
 	case rec.digest != digest:
-		return nil, nil, invalid("mismatch")
+		return nil, nil, invalid(ReasonMismatch)
 	}
 	rec.state = cReserved
 	return rec, nil, nil
 }
 
-// release gives a reserved approval back (the invocation failed before
+// unreserve gives a reserved approval back (the invocation failed before
 // executing), so a transient failure does not spend the user's approval.
-func (c *Confirmations) release(rec *confirmRecord) {
+func (c *Confirmations) unreserve(rec *confirmRecord) {
 	c.mu.Lock()
 	if rec.state == cReserved {
 		rec.state = cApproved
@@ -408,13 +402,14 @@ func confirmationDigest(surfaceID, regID, capID, consumerKey string, effect Effe
 
 // confirmationGate is the innermost layer of phase 6 (semantics §13.1):
 // it decides whether the call needs the user's approval and, if so,
-// requests it or checks the evidence sent. Approved, matching evidence is
-// reserved for this call and handed to the handler; it is spent when
-// execution starts, and released if the call fails before.
-func (r *Registry) confirmationGate(a *attempt) *Error {
+// requests it or checks the evidence sent. It returns approved, matching
+// evidence reserved for this call, which the caller hands to the
+// handler; it is spent when execution starts, and released if the call
+// fails before.
+func (r *Registry) confirmationGate(a *attempt) (*confirmRecord, *Error) {
 	d := a.cap.def
 	if d.kind == KindObservation {
-		return nil
+		return nil, nil
 	}
 	level := d.confirmation
 	var composer func(any) string // of the first active escalation that has one
@@ -429,32 +424,30 @@ func (r *Registry) confirmationGate(a *attempt) *Error {
 		}
 	}
 	if level != ConfirmRequired {
-		return nil // a confirmationId sent anyway is ignored, not consumed
+		return nil, nil // a confirmationId sent anyway is ignored, not consumed
 	}
-	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.effInput)
+	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.eff.text)
 	if id := a.inv.ConfirmationID; id != "" {
 		rec, pending, e := r.confirm.reserve(id, digest)
 		r.observePresented(a, id, rec, pending) // observe: the evidence was checked (accepted iff rec != nil)
 		switch {
 		case e != nil:
-			return e
+			return nil, e
 		case pending != nil:
-			return confirmationRequired(*pending)
+			return nil, confirmationRequired(*pending)
 		}
-		a.evidence = rec
-		a.call.Confirmation = &Evidence{ID: id, ApprovedAt: rec.approvedAt}
-		return nil
+		return rec, nil
 	}
 	view := PendingConfirmation{
 		CapabilityID: a.cap.id, RegistrationID: a.reg.id, ConsumerKey: a.consumerKey,
-		Effect: d.effect, Summary: r.summary(a, composer), Input: JSONText(a.effInput),
+		Effect: d.effect, Summary: r.summary(a, composer), Input: JSONText(a.eff.text),
 	}
 	view, e := r.confirm.request(view, d.audit, digest)
 	if e != nil {
-		return e
+		return nil, e
 	}
 	r.observePhase(a, requestedPhase(view)) // observe: the user's approval is requested
-	return confirmationRequired(view)
+	return nil, confirmationRequired(view)
 }
 
 // confirmationRequired is the CONFIRMATION_REQUIRED of a pending request.
@@ -472,7 +465,7 @@ func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
 		return true
 	}
 	return guarded(r, "a confirmation condition", a.inv.CapabilityID, true, func() bool {
-		return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: a.value})
+		return esc.when(&InvokeContext{PolicyContext: *a.pc, InvocationID: a.id(), Input: a.eff.value})
 	})
 }
 
@@ -482,15 +475,15 @@ func (r *Registry) escalationActive(a *attempt, esc *escalation) bool {
 func (r *Registry) summary(a *attempt, composer func(any) string) string {
 	d := a.cap.def
 	if composer == nil {
-		return clip(d.description+" — input: "+string(a.effInput), maxMessage)
+		return clip(d.description+" — input: "+string(a.eff.text), maxMessage)
 	}
-	return clip(guarded(r, "a confirmation summary", a.inv.CapabilityID, d.description, func() string { return composer(a.value) }), maxMessage)
+	return clip(guarded(r, "a confirmation summary", a.inv.CapabilityID, d.description, func() string { return composer(a.eff.value) }), maxMessage)
 }
 
 // releaseEvidence gives back approved evidence reserved by a call that
 // failed before it executed, so the user's approval still stands.
 func (r *Registry) releaseEvidence(a *attempt) {
 	if a.evidence != nil && !a.consumed {
-		r.confirm.release(a.evidence)
+		r.confirm.unreserve(a.evidence)
 	}
 }

@@ -120,8 +120,8 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 		defer r.Close()
 		c := &r.confirm
 		c.keep = rapid.IntRange(1, 6).Draw(rt, "keepResolved") // 200 in production
-		m := confirmModel{maxPending: r.limits.MaxPendingConfirmations, perConsumer: r.limits.MaxPendingConfirmationsPerConsumer,
-			keep: c.keep, ttl: r.limits.ConfirmationTTL}
+		m := confirmModel{maxPending: r.Limits().MaxPendingConfirmations, perConsumer: r.Limits().MaxPendingConfirmationsPerConsumer,
+			keep: c.keep, ttl: r.Limits().ConfirmationTTL}
 		var ids []string // every id issued, trimmed ones included
 		digests := []string{"d0", "d1", "d2", "d3", "d4", "d5"}
 		reserved := map[string]*confirmRecord{}
@@ -218,7 +218,7 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 						mc.state = cConsumed
 					}
 				} else {
-					c.release(rec)
+					c.unreserve(rec)
 					if mc != nil {
 						mc.state = cApproved
 					}

@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -196,4 +197,29 @@ func (c *dedupeCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// known answers a call whose key the dedupe cache knows: it joins the
+// call in flight, replays the cached result, or fails INVOCATION_CONFLICT
+// (reported, never stored, revealing nothing of the other request).
+func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hit dedupeHit, settled <-chan struct{}) Result {
+	switch hit {
+	case dedupeJoin:
+		select {
+		case <-settled:
+			return entry.result.clone()
+		case <-ctx.Done():
+			return a.result(r, NewError(CodeCancelled, "", nil))
+		case <-r.closingCh:
+			return a.result(r, cancelledByClose())
+		}
+	case dedupeReplay:
+		return entry.result.clone()
+	}
+	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
+	a.consumerKey = a.call.Consumer.Key()
+	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
+	res := a.result(r, NewReasonError(CodeInvocationConflict, ReasonIDReused, ""))
+	r.settled(a, res, r.now(), true)
+	return res
 }

@@ -111,15 +111,22 @@ func TestAuditObservationRefusals(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		sink := surface.NewMemorySink(0)
 		reg := surfacetest.NewRegistry(t, &surface.Options{Audit: sink, AuditObservationRefusals: on})
-		hv := surfacetest.MustRegister(t, reg, secret)
+		surfacetest.MustRegister(t, reg, secret)
 		ha := surfacetest.MustRegister(t, reg, login)
 		surfacetest.MustRegister(t, reg, simple("panel", ""))
 		surfacetest.RequireCode(t, reg.Invoke(bg, surface.Invocation{InvocationID: "p1", CapabilityID: "view:vault.read"}, as("a")), surface.CodeCapabilityNotFound)
 		surfacetest.RequireCode(t, reg.Invoke(bg, surface.Invocation{InvocationID: "p2", CapabilityID: "view:account.read"}, as("a")), surface.CodeNotAuthenticated)
 		surfacetest.RequireOK(t, reg.Invoke(bg, surface.Invocation{InvocationID: "p3", CapabilityID: "view:panel.read"}, as("a")))
 		got := settledOf(sink)
+		// A hidden observation does not exist for the consumer: its call
+		// fails resolution, and is audited as any call naming nothing is
+		// (semantics §14: a phase-2 failure, at metadata level, without a
+		// registration id), with or without the option.
+		if len(got) == 0 || got[0].InvocationID != "p1" || got[0].RegistrationID != "" || got[0].Code != surface.CodeCapabilityNotFound {
+			t.Fatalf("the hidden read is not audited as an unknown id: %+v", got)
+		}
 		if !on {
-			if len(got) != 0 {
+			if len(got) != 1 {
 				t.Fatalf("default: observations audited: %+v", got)
 			}
 			continue
@@ -130,7 +137,7 @@ func TestAuditObservationRefusals(t *testing.T) {
 		for i, want := range []struct {
 			inv, reg string
 			code     surface.Code
-		}{{"p1", hv.ID(), surface.CodeCapabilityNotFound}, {"p2", ha.ID(), surface.CodeNotAuthenticated}} {
+		}{{"p1", "", surface.CodeCapabilityNotFound}, {"p2", ha.ID(), surface.CodeNotAuthenticated}} {
 			e := got[i]
 			if e.Type != surface.AuditInvocationSettled || e.InvocationID != want.inv || e.RegistrationID != want.reg || e.Code != want.code ||
 				e.ConsumerID != "mcp-bridge:a" || e.Status != surface.StatusError || e.Payload != nil || e.ExecutionMs != nil {

@@ -70,9 +70,10 @@
 //
 // [Registry.Invoke] runs every call through one fixed pipeline: identity
 // (an invocation id, scoped by consumer, joins or replays an identical
-// request and conflicts with a different one), resolution (stale
-// registration ids, tombstones of unmounted components, ambiguous
-// instances), availability, authorization, the effective input (validated
+// request and conflicts with a different one), resolution among the
+// capabilities the consumer sees (stale registration ids, tombstones of
+// unmounted components, ambiguous instances; see Visibility),
+// availability, authorization, the effective input (validated
 // against the schema), invoke policies and confirmation, precondition,
 // admission (actions queue per instance unless their [Concurrency] says
 // otherwise; reads share a bounded pool),
@@ -85,11 +86,60 @@
 // # Policies
 //
 // A [Policy] can hide a capability from a consumer (it then does not
-// exist for them, at discovery and at invocation alike), disable it with a
-// reason, authorize calls before any input is read, and inspect the
-// validated input afterwards. Attach policies to the registry, a component
-// or a capability. Built-ins: [Authenticated], [HasPermission],
-// [TenantBoundary], [OnlyIn], [RateLimit], [RequireConfirmation], [Audit].
+// exist for them, at discovery and at invocation alike; see Visibility),
+// disable it with a reason, authorize calls before any input is read, and
+// inspect the validated input afterwards. Attach policies to the
+// registry, a component or a capability. Built-ins: [Authenticated],
+// [HasPermission], [TenantBoundary], [OnlyIn], [RateLimit],
+// [RequireConfirmation], [Audit].
+//
+// # Visibility
+//
+// What a consumer sees of a capability is decided in one place, for
+// snapshots, explanations, invocations, toolsets and the MCP adapter
+// alike: hidden when a [Policy] of its chain hides it from the consumer;
+// else unavailable with the first disabling policy's reason when one
+// disables it; else unavailable with the state's reason (a disabled
+// component, a pushed override, a false When); else available.
+//
+// Hidden means nonexistent. For a consumer C and a capability hidden from
+// C, every [Result] C can obtain — code, message, retry and details — and
+// every side effect C can observe — its idempotency entries, rate-limit
+// tokens, pending confirmations, and the events and audit records of its
+// calls — are those of a capability that was never registered, apart
+// from the ids C itself sent. Invoke drops what C cannot see before it
+// decides anything else, so:
+//
+//   - AMBIGUOUS_INSTANCE lists only instances C sees, and a call without
+//     an instance id that C sees one instance of simply resolves to it;
+//   - STALE_CAPABILITY names a liveRegistrationId only when C sees that
+//     live registration;
+//   - hidden beats disabled and unavailable: C gets CAPABILITY_NOT_FOUND,
+//     never CAPABILITY_NOT_AVAILABLE and its reason;
+//   - a tombstone answers COMPONENT_UNMOUNTED only to a consumer that
+//     could have discovered what it remembers. The rule: a call presenting
+//     the registration id of an unmounted registration gets
+//     COMPONENT_UNMOUNTED (or registration-replaced) only if C would see
+//     that registration were it still live — it had no capability, or C
+//     sees at least one of them; a call naming no registration gets it
+//     only if C would see the capability it names on an unmounted
+//     registration. The tombstone keeps, for the time it lives, what
+//     deciding that takes (the capabilities' kinds, effects and meta, the
+//     component's meta and internal metadata, the policy chains), never a
+//     handler; "would see" is judged with the consumer and host context of
+//     the call.
+//
+// The same holds for procedure references and for the meta tools, which
+// look capabilities up in C's snapshot and call Invoke. A call naming a
+// hidden capability is refused at resolution, as one naming nothing: its
+// audit record has no registration id (operators who want to know why
+// ask [Registry.Explain]).
+//
+// What is shared by every consumer is not hidden: the surface version
+// counts every mutation, hidden ones included, and the registry-wide
+// bounds (the tombstones kept, the idempotency cache's eviction order, the
+// confirmation store, the observation pool) are spent by every consumer's
+// activity. These say that something happened, never what.
 //
 // [Registry.Explain] tells a developer why a capability is missing or
 // disabled for a consumer: every capability in scope, hidden ones

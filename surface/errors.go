@@ -1,8 +1,8 @@
 package surface
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
 	"unicode/utf16"
 )
 
@@ -132,10 +132,11 @@ type codeRule struct {
 }
 
 // errorMatrix is the single source of the codes' retry rules and
-// cacheability (semantics §4.1). Variants by detail — TIMEOUT by
-// idempotency, CONFIRMATION_INVALID expired, EXECUTION_FAILED transient,
-// CANCELLED on Close, PRECONDITION_FAILED binding-failed — are applied
-// where those errors are made.
+// cacheability (semantics §4.1). The variants by reason are
+// NewReasonError's (CONFIRMATION_INVALID expired, PRECONDITION_FAILED
+// binding-failed), CANCELLED on Close is NewClosedError's; TIMEOUT by
+// idempotency and EXECUTION_FAILED transient are applied where those
+// errors are made.
 var errorMatrix = map[Code]codeRule{
 	CodeCapabilityNotFound:     {RetryAfterRefresh, true, "No such capability is available to you. Refresh the surface and use a listed capability."},
 	CodeCapabilityNotAvailable: {RetryAfterRefresh, true, "The capability exists but is not available right now; see details.reason."},
@@ -153,6 +154,99 @@ var errorMatrix = map[Code]codeRule{
 	CodeTimeout:                {RetryNo, true, "The capability did not finish in time."},
 	CodeCancelled:              {RetryYes, true, "The call was cancelled."},
 	CodeExecutionFailed:        {RetryNo, true, "The capability failed while running; the cause was recorded for the operator."},
+}
+
+// Reason is the variant of an error code that details.reason names
+// (semantics §4.1): why a STALE_CAPABILITY is stale, why evidence is
+// CONFIRMATION_INVALID, how an execution failed. Compare an *Error's
+// [Error.Reason] with these constants instead of reading its details. A
+// CAPABILITY_NOT_AVAILABLE's reason is free text (a policy's Disable
+// reason, an UnavailableReason, an override's); the registry's own are
+// constants too.
+type Reason string
+
+// Reasons, by the code they qualify.
+const (
+	// STALE_CAPABILITY.
+	ReasonRegistrationReplaced   Reason = "registration-replaced"
+	ReasonSurfaceReloaded        Reason = "surface-reloaded"
+	ReasonSurfaceVersionMismatch Reason = "surface-version-mismatch"
+	// INVOCATION_CONFLICT.
+	ReasonIDReused Reason = "id-reused-with-different-request"
+	// PRECONDITION_FAILED, when a procedure's binding failed.
+	ReasonBindingFailed Reason = "binding-failed"
+	// CONFIRMATION_INVALID.
+	ReasonExpired  Reason = "expired"
+	ReasonDenied   Reason = "denied"
+	ReasonConsumed Reason = "consumed"
+	ReasonMismatch Reason = "mismatch"
+	// RATE_LIMITED.
+	ReasonRate      Reason = "rate"
+	ReasonQueueFull Reason = "queue-full"
+	// EXECUTION_FAILED.
+	ReasonHandlerError   Reason = "handler-error"
+	ReasonOutputInvalid  Reason = "output-invalid"
+	ReasonOutputTooLarge Reason = "output-too-large"
+	ReasonTransport      Reason = "transport"
+	// CAPABILITY_NOT_AVAILABLE, for the availability the registry
+	// computes (semantics §8.4).
+	ReasonComponentDisabled Reason = "component-disabled"
+	ReasonUnavailable       Reason = "unavailable" // an override without a reason of its own
+	ReasonWhenError         Reason = "when-error"
+)
+
+// Reason returns details.reason, the variant of the error's code, or ""
+// when it has none.
+func (e *Error) Reason() Reason {
+	if e == nil {
+		return ""
+	}
+	switch r := e.Details["reason"].(type) {
+	case string:
+		return Reason(r)
+	case Reason:
+		return r
+	}
+	return ""
+}
+
+// ConfirmationID returns details.confirmationId: for
+// CONFIRMATION_REQUIRED, the confirmation to present once the user
+// approved (for one from the server, its id if it gave one); "" when
+// there is none.
+func (e *Error) ConfirmationID() string {
+	if e == nil {
+		return ""
+	}
+	s, _ := e.Details["confirmationId"].(string)
+	return s
+}
+
+// NewReasonError returns an error of code whose details.reason is reason,
+// with the retry category of that variant (CONFIRMATION_INVALID expired
+// may be retried with a new confirmation, PRECONDITION_FAILED
+// binding-failed after a refresh; the others take the code's). An empty
+// message takes the code's default. Adapters use it to answer with a
+// variant the registry defines, rather than build its details.
+func NewReasonError(code Code, reason Reason, message string) *Error {
+	e := NewError(code, message, map[string]any{"reason": string(reason)})
+	switch {
+	case code == CodeConfirmationInvalid && reason == ReasonExpired:
+		e.Retry = RetryWithConfirmation
+	case code == CodePreconditionFailed && reason == ReasonBindingFailed:
+		e.Retry = RetryAfterRefresh
+	}
+	return e
+}
+
+// NewClosedError returns the CANCELLED of a call cut short because the
+// registry, or an adapter serving it, closed: retry no, since nothing
+// will answer a retry (DESIGN decision 8). An empty message is "The
+// surface was closed."
+func NewClosedError(message string) *Error {
+	e := NewError(CodeCancelled, cmp.Or(message, "The surface was closed."), nil)
+	e.Retry = RetryNo
+	return e
 }
 
 // maxMessage is the length cap of agent-facing messages, in UTF-16 units.
@@ -292,7 +386,7 @@ type InstanceRef struct {
 // Errors the pipeline makes.
 
 func handlerError() *Error {
-	return NewError(CodeExecutionFailed, "", map[string]any{"reason": "handler-error"})
+	return NewReasonError(CodeExecutionFailed, ReasonHandlerError, "")
 }
 
 func invalidInput(issues ...Issue) *Error {
@@ -301,19 +395,10 @@ func invalidInput(issues ...Issue) *Error {
 
 func queueFull() *Error {
 	return NewError(CodeRateLimited, "Too many calls are waiting for this capability; retry after details.retryAfterMs milliseconds.",
-		map[string]any{"reason": "queue-full", "retryAfterMs": 250})
+		map[string]any{"reason": string(ReasonQueueFull), "retryAfterMs": 250})
 }
 
-func cancelledByClose() *Error {
-	e := NewError(CodeCancelled, "The surface was closed.", nil)
-	e.Retry = RetryNo
-	return e
-}
-
-// panicError is the error a recovered panic becomes.
-type panicError struct{ value any }
-
-func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+func cancelledByClose() *Error { return NewClosedError("") }
 
 // userError maps an error returned by user code (a handler, a
 // precondition) to the agent-facing error: an *Error anywhere in the
@@ -323,7 +408,7 @@ func (r *Registry) userError(a *attempt, err error, what string) *Error {
 	if e := asError(err); e != nil {
 		return e
 	}
-	r.log.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+	r.opts.Logger.Error("surface: "+what+" failed", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	return handlerError()
 }
 
@@ -366,12 +451,12 @@ func wellFormed(e *Error) *Error {
 // EXECUTION_FAILED transport, retried after a delay when transient. The
 // cause goes to the log only.
 func (r *Registry) transportError(a *attempt, err error) *Error {
-	r.log.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+	r.opts.Logger.Error("surface: procedure call failed", "procedureId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	if IsTransient(err) {
 		e := NewError(CodeExecutionFailed, "The domain service could not be reached; retry after details.retryAfterMs milliseconds.",
-			map[string]any{"reason": "transport", "transient": true, "retryAfterMs": 1000})
+			map[string]any{"reason": string(ReasonTransport), "transient": true, "retryAfterMs": 1000})
 		e.Retry = RetryAfterDelay
 		return e
 	}
-	return NewError(CodeExecutionFailed, "The domain service failed; the cause was recorded for the operator.", map[string]any{"reason": "transport"})
+	return NewReasonError(CodeExecutionFailed, ReasonTransport, "The domain service failed; the cause was recorded for the operator.")
 }

@@ -422,7 +422,7 @@ func (r *Registry) deliver(e Event, ls []*listener) {
 func (r *Registry) call(l *listener, e Event) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("surface: event listener panicked", "event", e.EventType(), "panic", fmt.Sprint(p))
+			r.opts.Logger.Error("surface: event listener panicked", "event", e.EventType(), "panic", fmt.Sprint(p))
 		}
 	}()
 	l.fn(e)

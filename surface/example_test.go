@@ -61,8 +61,8 @@ func ExampleRegistry_Register() {
 	_ = selected
 	// Output:
 	// version 1
-	// view:devices.table.readRows {"items":{"additionalProperties":false,"properties":{"id":{"type":"string"},"status":{"type":"string"}},"required":["id","status"],"type":"object"},"type":["array","null"]}
-	// view:devices.table.selectRows local-state {"additionalProperties":false,"properties":{"ids":{"description":"Device ids to select","items":{"type":"string"},"type":"array"}},"required":["ids"],"type":"object"}
+	// view:devices.table.readRows {"type":["array","null"],"items":{"type":"object","properties":{"id":{"type":"string"},"status":{"type":"string"}},"required":["id","status"],"additionalProperties":false}}
+	// view:devices.table.selectRows local-state {"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"},"description":"Device ids to select"}},"required":["ids"],"additionalProperties":false}
 }
 
 func ExampleRegistry_Invoke() {

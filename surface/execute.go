@@ -56,20 +56,30 @@ func (x *execution) outcome() (any, *Error, bool) {
 //
 // The handler's context is one standard layer over ctx: its deadline
 // (cause errTimedOut) is what handlers and the clients they call see as
-// ctx.Deadline(); an unmount or Close cancels it with its CancelFunc.
+// ctx.Deadline(); an unmount or Close cancels it with its CancelFunc. A
+// navigation's has a second layer for the unmount to cancel: an unmount
+// does not settle a navigation, so the deadline it may still reach must
+// keep its cause (semantics §7.3: hung navigation still times out).
 func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	timeout := a.budget(r)
 	start := r.now()
 	a.execAt = start.Sub(a.start)
 	deadline := start.Add(timeout)
-	if r.clock != nil { // a clock of the application's: deadlines run on the runtime's
+	if r.opts.Now != nil { // a clock of the application's: deadlines run on the runtime's
 		deadline = time.Now().Add(timeout)
 	}
-	hctx, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
+	timed, cancel := context.WithDeadlineCause(ctx, deadline, errTimedOut)
 	defer cancel()
+	hctx := timed
 	x := &a.exec
 	x.cancel, x.nav = cancel, a.cap.def.effect == EffectNavigation
-	if r.isolate {
+	if x.nav {
+		var unmount context.CancelFunc
+		hctx, unmount = context.WithCancel(timed)
+		defer unmount()
+		x.cancel = unmount
+	}
+	if r.opts.IsolateHandlers {
 		x.done = make(chan struct{})
 	}
 	if e := r.startExecution(ctx, a.reg, x); e != nil {
@@ -82,10 +92,10 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	}
 	a.executed = true
 	r.observePhase(a, PhaseEvent{Phase: PhaseExecuting}) // observe: the handler or executor is called next
-	if r.isolate {
+	if r.opts.IsolateHandlers {
 		r.runIsolated(ctx, hctx, a, x, timeout)
 	} else {
-		r.runInline(ctx, hctx, a, x, timeout)
+		r.runInline(ctx, timed, hctx, a, x, timeout)
 	}
 	out, e, _ := x.outcome()
 	return out, e
@@ -107,7 +117,7 @@ func (r *Registry) startExecution(ctx context.Context, reg *registration, x *exe
 		return NewError(CodeCancelled, "", nil)
 	}
 	reg.inflight = append(reg.inflight, x)
-	if r.isolate {
+	if r.opts.IsolateHandlers {
 		r.execWG.Add(1) // the handler's goroutine, which Close waits for
 	}
 	return nil
@@ -137,23 +147,24 @@ func (a *attempt) budget(r *Registry) time.Duration {
 	case d.timeout > 0:
 		return d.timeout
 	case d.kind == KindObservation:
-		return r.limits.ObservationTimeout
+		return r.opts.Limits.ObservationTimeout
 	case d.kind == KindProcedure:
-		return r.limits.ProcedureTimeout
+		return r.opts.Limits.ProcedureTimeout
 	}
-	return r.limits.ActionTimeout
+	return r.opts.Limits.ActionTimeout
 }
 
-// runInline calls the handler on this goroutine. Its return settles the
-// invocation unless something settled it first; a return after the
-// deadline or after the caller gave up settles TIMEOUT or CANCELLED, as
-// the timer or the caller would have, and is audited as late.
-func (r *Registry) runInline(ctx, hctx context.Context, a *attempt, x *execution, timeout time.Duration) {
+// runInline calls the handler on this goroutine, with hctx. Its return
+// settles the invocation unless something settled it first; a return
+// after the deadline (timed records it) or after the caller gave up
+// settles TIMEOUT or CANCELLED, as the timer or the caller would have,
+// and is audited as late.
+func (r *Registry) runInline(ctx, timed, hctx context.Context, a *attempt, x *execution, timeout time.Duration) {
 	out, e := r.callHandler(hctx, a)
 	late := false
 	if _, _, settled := x.outcome(); !settled {
 		switch {
-		case context.Cause(hctx) == errTimedOut:
+		case context.Cause(timed) == errTimedOut:
 			out, e, late = nil, a.timeoutError(timeout), true
 		case ctx.Err() != nil:
 			out, e, late = nil, NewError(CodeCancelled, "", nil), true
@@ -207,7 +218,7 @@ func (r *Registry) callHandler(hctx context.Context, a *attempt) (out any, e *Er
 	case KindObservation:
 		out, err = d.read(hctx, &a.call)
 	case KindAction:
-		out, err = d.execute(hctx, &a.call, a.in)
+		out, err = d.execute(hctx, &a.call, a.eff.in)
 	default:
 		out, err = r.callExecutor(hctx, a)
 	}
@@ -247,7 +258,7 @@ func (r *Registry) callExecutor(ctx context.Context, a *attempt) (out any, err e
 	}
 	defer recoverError(&err)
 	raw, err := box.e.Execute(ctx, &ProcedureCall{
-		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.effInput, InvocationID: a.id(),
+		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.eff.text, InvocationID: a.id(),
 		Consumer: a.call.Consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,
 	})
 	if err != nil || raw == nil {
@@ -270,7 +281,7 @@ func (a *attempt) timeoutError(timeout time.Duration) *Error {
 // lateSettlement records a handler that returned after the invocation
 // settled.
 func (r *Registry) lateSettlement(a *attempt) {
-	r.log.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id())
+	r.opts.Logger.Warn("surface: handler returned after the invocation settled", "capabilityId", a.inv.CapabilityID, "invocationId", a.id())
 	r.audit(AuditEvent{Type: AuditLateSettlement, CapabilityID: a.inv.CapabilityID, RegistrationID: a.reg.id, InvocationID: a.id()})
 }
 

@@ -133,10 +133,7 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 		Capabilities:   []CapabilityExplanation{},
 	}
 	known := consumer.Kind.Valid()
-	var pc *PolicyContext
-	if known {
-		pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, r: r}
-	}
+	view := r.newView(consumer)
 	for k, reg := range live {
 		for i := range reg.caps {
 			rc := &reg.caps[i]
@@ -153,19 +150,17 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 				ex.Capabilities = append(ex.Capabilities, ce)
 				continue
 			}
+			ce.Policies = r.policyLayers(reg, rc)
+			pc := view.policyContext()
 			pc.fill(reg, rc)
-			var decision Decision
-			decision, ce.Policies = r.explainChain(reg, rc, pc)
-			switch decision.verdict {
-			case hide:
+			decision := r.decide(rc.chain, pc, ce.Policies) // every hook, each vote recorded
+			switch v := viewOf(decision, func() (bool, string) { return ce.Available, ce.UnavailableReason }); v.seen {
+			case seenHidden:
 				ce.Outcome = VisibilityHidden
-			case disable:
-				ce.Outcome, ce.Reason = VisibilityUnavailable, decision.reason
-			default:
+			case seenAvailable:
 				ce.Outcome = VisibilityExposed
-				if !ce.Available {
-					ce.Outcome, ce.Reason = VisibilityUnavailable, ce.UnavailableReason
-				}
+			default:
+				ce.Outcome, ce.Reason = VisibilityUnavailable, v.reason
 			}
 			ex.Capabilities = append(ex.Capabilities, ce)
 		}
@@ -173,13 +168,11 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 	return ex
 }
 
-// explainChain runs every Discover hook of rc's chain and returns the
-// chain's decision, composed as [Registry.discover] composes it, with each
-// policy's layer and vote.
-func (r *Registry) explainChain(reg *registration, rc *regCap, pc *PolicyContext) (Decision, []PolicyExplanation) {
-	out := Decision{}
+// policyLayers describes rc's chain, outermost first: each policy's name,
+// layer and hooks (the votes are the consumer view's to fill).
+func (r *Registry) policyLayers(reg *registration, rc *regCap) []PolicyExplanation {
 	pols := make([]PolicyExplanation, len(rc.chain))
-	nReg := len(r.policies)
+	nReg := len(r.opts.Policies)
 	for k := range rc.chain {
 		p := &rc.chain[k]
 		pe := PolicyExplanation{Name: p.Name, RequiresConfirmation: p.escalate != nil, Hooks: []string{}}
@@ -195,10 +188,6 @@ func (r *Registry) explainChain(reg *registration, rc *regCap, pc *PolicyContext
 		}
 		if p.Discover != nil {
 			pe.Hooks = append(pe.Hooks, "discover")
-			var d Decision
-			d, pe.Panicked = r.discoverOne(p, pc)
-			pe.Vote, pe.Reason = d.verdict.String(), d.reason
-			out = stricter(out, d)
 		}
 		if p.Authorize != nil {
 			pe.Hooks = append(pe.Hooks, "authorize")
@@ -208,10 +197,5 @@ func (r *Registry) explainChain(reg *registration, rc *regCap, pc *PolicyContext
 		}
 		pols[k] = pe
 	}
-	return out, pols
-}
-
-// String returns "expose", "disable" or "hide".
-func (v verdict) String() string {
-	return [...]string{expose: "expose", disable: "disable", hide: "hide"}[v]
+	return pols
 }

@@ -6,14 +6,15 @@ package surface
 func (r *Registry) TombstoneLive(regID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.tombs.byRegistration(regID, r.now())
+	_, ok := r.tombs.byRegistration(regID, r.now())
+	return ok
 }
 
 // TombstoneListing reports whether a live tombstone lists capID.
 func (r *Registry) TombstoneListing(capID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.tombs.listing(capID, r.now())
+	return len(r.tombs.listing(nil, capID, r.now())) > 0
 }
 
 // TombstoneCount returns how many tombstones are stored, expired included.

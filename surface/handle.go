@@ -40,15 +40,6 @@ var (
 	disabledState = &regState{disabled: true}
 )
 
-// Availability is a pushed availability override for one capability.
-type Availability struct {
-	// Available false makes the capability unavailable; true stops an
-	// earlier override from blocking.
-	Available bool
-	// Reason is shown to the agent when unavailable. Default "unavailable".
-	Reason string
-}
-
 // Unregister removes the registration: its capabilities disappear from
 // later snapshots and a tombstone remembers its id for a while, so late
 // calls get COMPONENT_UNMOUNTED. Unregistering twice does nothing.
@@ -83,8 +74,8 @@ func (h *Handle) lockActive(op string) bool {
 		return true
 	}
 	h.r.mu.Unlock()
-	if op != "" && h.r.env.isDev() {
-		h.r.log.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
+	if op != "" && h.r.opts.Environment.isDev() {
+		h.r.opts.Logger.Warn("surface: "+op+" on a registration that is not active", "registrationId", h.reg.id)
 	}
 	return false
 }
@@ -143,73 +134,4 @@ func (reg *registration) capabilityID(key string) string {
 		return reg.caps[i].id
 	}
 	return key
-}
-
-// override returns the override that applies to capability c, if any.
-func (st *regState) override(c *regCap) (Availability, bool) {
-	if a, ok := st.overrides[c.name]; ok {
-		return a, true
-	}
-	a, ok := st.overrides[c.id]
-	return a, ok
-}
-
-// Refresh re-evaluates the When predicates of the registration's
-// capabilities and pushes what changed since the last Refresh (the first
-// Refresh compares against what When said at Register): one
-// availability-changed event per flipped capability and, if anything
-// flipped, one version bump. Go apps have no render loop, so call Refresh
-// when the state behind a When changes; event-driven adapters (MCP
-// tools/list_changed) then see it.
-func (h *Handle) Refresh() {
-	r, reg := h.r, h.reg
-	if len(reg.caps) == 0 {
-		return
-	}
-	now := make([]bool, len(reg.caps))
-	for i := range reg.caps {
-		now[i] = r.evalWhen(&reg.caps[i]) == whenTrue // user code: outside the lock
-	}
-	if !h.lockActive("Refresh") {
-		return
-	}
-	st := reg.st
-	changed := false
-	for k := range reg.caps {
-		rc := &reg.caps[k]
-		if rc.whenOff == !now[k] {
-			continue
-		}
-		rc.whenOff = !now[k]
-		changed = true
-		a, overridden := st.override(rc)
-		avail := now[k] && !st.disabled && (!overridden || a.Available)
-		emitLocked(r, AvailabilityChanged{RegistrationID: reg.id, CapabilityID: rc.id, Available: avail})
-	}
-	if changed {
-		r.bumpLocked()
-	}
-	r.unlockAndDrain()
-}
-
-// whenResult is what a capability's When predicate said.
-type whenResult int
-
-const (
-	whenTrue   whenResult = iota // or there is no predicate
-	whenFalse                    // unavailable, with the capability's reason
-	whenFailed                   // it panicked: unavailable, "when-error"
-)
-
-// evalWhen runs a capability's When predicate.
-func (r *Registry) evalWhen(c *regCap) whenResult {
-	if c.def.when == nil {
-		return whenTrue
-	}
-	return guarded(r, "When", c.id, whenFailed, func() whenResult {
-		if c.def.when() {
-			return whenTrue
-		}
-		return whenFalse
-	})
 }

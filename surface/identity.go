@@ -23,15 +23,15 @@ func (r *Registry) checkRequest(inv *Invocation) *Error {
 		if len(f.id) <= MaxIDLength {
 			continue
 		}
-		r.log.Warn("surface: invocation refused: an id is too long", "field", f.name, "bytes", len(f.id), "limit", MaxIDLength)
+		r.opts.Logger.Warn("surface: invocation refused: an id is too long", "field", f.name, "bytes", len(f.id), "limit", MaxIDLength)
 		if f.name == "capabilityId" || f.name == "instanceId" {
 			return NewError(CodeCapabilityNotFound, "", nil)
 		}
 		return requestInvalid(f.name, fmt.Sprintf("%s is longer than %d bytes.", f.name, MaxIDLength))
 	}
-	if n := len(inv.Input); n > r.limits.MaxInputBytes {
-		r.log.Warn("surface: invocation refused: the input is too large", "bytes", n, "limit", r.limits.MaxInputBytes)
-		return requestInvalid("input", "input is larger than the limit of "+strconv.Itoa(r.limits.MaxInputBytes)+" bytes")
+	if n := len(inv.Input); n > r.opts.Limits.MaxInputBytes {
+		r.opts.Logger.Warn("surface: invocation refused: the input is too large", "bytes", n, "limit", r.opts.Limits.MaxInputBytes)
+		return requestInvalid("input", "input is larger than the limit of "+strconv.Itoa(r.opts.Limits.MaxInputBytes)+" bytes")
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The registry's indexes of live registrations (Registry.byType, byProc
-// and ordered), guarded by Registry.mu.
+// The registry's indexes of live registrations (Registry.byID, byType,
+// byProc and ordered), guarded by Registry.mu.
 
 // entryCmp orders registrations by priority desc, type asc, instance asc.
 // Live registrations never compare equal.
@@ -21,6 +21,15 @@ func entryCmp(a, b *registration) int {
 // nil.
 func (r *Registry) instanceLocked(typ, instance string) *registration {
 	return r.byType[typ][instance]
+}
+
+// registered reports whether capID is the id of a capability of a live
+// registration or of one a live tombstone remembers.
+func (r *Registry) registered(capID string) bool {
+	now := r.now()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.capIDs[capID] > 0 || r.tombs.lists(capID, now)
 }
 
 // orderedLocked returns the live registrations in snapshot order. The
@@ -41,7 +50,13 @@ func (r *Registry) orderedLocked() []*registration {
 func (r *Registry) insertLocked(reg *registration) {
 	r.ordered = nil
 	if r.byType == nil {
+		r.byID = make(map[string]*registration)
+		r.capIDs = make(map[string]int)
 		r.byType = make(map[string]map[string]*registration)
+	}
+	r.byID[reg.id] = reg
+	for i := range reg.caps {
+		r.capIDs[reg.caps[i].id]++
 	}
 	instances := r.byType[reg.typ]
 	if instances == nil {
@@ -65,6 +80,10 @@ func (r *Registry) insertLocked(reg *registration) {
 // indexes.
 func (r *Registry) removeLocked(reg *registration) {
 	r.ordered = nil
+	delete(r.byID, reg.id)
+	for i := range reg.caps {
+		decrement(r.capIDs, reg.caps[i].id)
+	}
 	if instances := r.byType[reg.typ]; instances != nil {
 		delete(instances, reg.instance)
 		if len(instances) == 0 {
@@ -82,12 +101,50 @@ func (r *Registry) removeLocked(reg *registration) {
 	}
 }
 
-// tombstone remembers an unregistered registration: ids and when it
-// expires, never anything executable.
+// tombstone remembers an unregistered registration for a while (semantics
+// §8.3), so that late calls learn it unmounted: its ids and, for the
+// consumer view, what its policies judged (each capability's kind,
+// effect, meta and chain, the component's meta and internal metadata).
+// A consumer gets COMPONENT_UNMOUNTED from a tombstone only if it could
+// discover what the tombstone remembers (consumerView.sees and hides).
+// Nothing a tombstone keeps can run the capability: no handler, When,
+// precondition, Bind or executor.
 type tombstone struct {
-	regID   string
-	capIDs  []string
-	expires time.Time
+	regID    string
+	meta     map[string]any // the component's meta, decoded
+	internal map[string]any
+	caps     []tombCap
+	expires  time.Time
+}
+
+// tombCap is a capability of an unregistered registration.
+type tombCap struct {
+	id        string
+	kind      Kind
+	effect    Effect
+	meta      map[string]any
+	chain     []Policy
+	discovers bool
+}
+
+// tombstoneOf returns the tombstone of reg.
+func tombstoneOf(reg *registration) tombstone {
+	ts := tombstone{regID: reg.id, meta: reg.metaMap, internal: reg.internal, caps: make([]tombCap, len(reg.caps))}
+	for i := range reg.caps {
+		rc := &reg.caps[i]
+		ts.caps[i] = tombCap{id: rc.id, kind: rc.def.kind, effect: rc.def.effect, meta: rc.metaMap, chain: rc.chain, discovers: rc.discovers}
+	}
+	return ts
+}
+
+// capability returns the tombstone's capability with the id, or nil.
+func (ts *tombstone) capability(capID string) *tombCap {
+	for i := range ts.caps {
+		if ts.caps[i].id == capID {
+			return &ts.caps[i]
+		}
+	}
+	return nil
 }
 
 // tombstones remembers recent unregistrations, bounded by size and TTL
@@ -123,22 +180,33 @@ func (t *tombstones) add(ts tombstone, now time.Time, size int, ttl time.Duratio
 	t.n++
 }
 
-// byRegistration reports whether a live tombstone remembers regID.
-func (t *tombstones) byRegistration(regID string, now time.Time) bool {
+// byRegistration returns a copy of the live tombstone of regID, if any.
+func (t *tombstones) byRegistration(regID string, now time.Time) (tombstone, bool) {
 	for i := range t.n {
 		if ts := t.at(i); ts.regID == regID && ts.expires.After(now) {
+			return *ts, true
+		}
+	}
+	return tombstone{}, false
+}
+
+// lists reports whether a live tombstone lists the capability id.
+func (t *tombstones) lists(capID string, now time.Time) bool {
+	for i := range t.n {
+		if ts := t.at(i); ts.expires.After(now) && ts.capability(capID) != nil {
 			return true
 		}
 	}
 	return false
 }
 
-// listing reports whether a live tombstone lists the capability id.
-func (t *tombstones) listing(capID string, now time.Time) bool {
+// listing appends to out copies of the live tombstones that list the
+// capability id.
+func (t *tombstones) listing(out []tombstone, capID string, now time.Time) []tombstone {
 	for i := range t.n {
-		if ts := t.at(i); ts.expires.After(now) && slices.Contains(ts.capIDs, capID) {
-			return true
+		if ts := t.at(i); ts.expires.After(now) && ts.capability(capID) != nil {
+			out = append(out, *ts)
 		}
 	}
-	return false
+	return out
 }

@@ -74,7 +74,7 @@ func TestTombstonesProperty_AS_BOUND_001(t *testing.T) {
 		for i := range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			now = now.Add(time.Duration(rapid.IntRange(0, 6).Draw(rt, "seconds")) * time.Second)
 			id := "reg_" + strconv.Itoa(i)
-			ts.add(tombstone{regID: id, capIDs: []string{"view:t.c" + strconv.Itoa(i%3)}}, now, size, ttl)
+			ts.add(tombstone{regID: id, caps: []tombCap{{id: "view:t.c" + strconv.Itoa(i%3)}}}, now, size, ttl)
 			all = append(all, added{id, now})
 			if ts.len() > size {
 				rt.Fatalf("%d tombstones kept for size %d", ts.len(), size)
@@ -82,7 +82,7 @@ func TestTombstonesProperty_AS_BOUND_001(t *testing.T) {
 			probe := now.Add(time.Duration(rapid.IntRange(0, 12).Draw(rt, "probe")) * time.Second)
 			for k, a := range all {
 				want := k >= len(all)-size && probe.Sub(a.at) < ttl
-				if got := ts.byRegistration(a.id, probe); got != want {
+				if _, got := ts.byRegistration(a.id, probe); got != want {
 					rt.Fatalf("tombstone %s at +%v: live %v, want %v", a.id, probe.Sub(a.at), got, want)
 				}
 			}

@@ -11,15 +11,23 @@ import (
 	"github.com/agentsurface/agentsurface/internal/schema"
 )
 
+// effective is the effective input of a call (phase 5), in the three
+// forms the later phases use.
+type effective struct {
+	in    any    // the typed input handed to the handler: *In for actions, the canonical JSON for procedures
+	value any    // its JSON value, for invoke policies and the confirmation summary
+	text  []byte // its canonical JSON, which confirmations bind and audit records carry
+}
+
 // effectiveInput runs phase 5: the action's validated, decoded input, or
 // the procedure's input merged with its live bound values. Observations
 // take none (and ignore input that is not JSON).
-func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
+func (r *Registry) effectiveInput(ctx context.Context, a *attempt) (effective, *Error) {
 	switch kind := a.cap.def.kind; {
 	case kind == KindObservation:
-		return nil
+		return effective{}, nil
 	case a.inputBad != "":
-		return invalidInput(Issue{Path: "", Message: a.inputBad})
+		return effective{}, invalidInput(Issue{Path: "", Message: a.inputBad})
 	case kind == KindAction:
 		return r.actionInput(a)
 	}
@@ -29,7 +37,7 @@ func (r *Registry) effectiveInput(ctx context.Context, a *attempt) *Error {
 // actionInput validates the action input against its schema and decodes
 // it into the handler's type. No input means null, or {} for an object
 // schema.
-func (r *Registry) actionInput(a *attempt) *Error {
+func (r *Registry) actionInput(a *attempt) (effective, *Error) {
 	d := a.cap.def
 	raw := a.input
 	if raw == nil {
@@ -40,19 +48,18 @@ func (r *Registry) actionInput(a *attempt) *Error {
 	}
 	value, err := canonical.Decode(raw)
 	if err != nil {
-		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+		return effective{}, invalidInput(Issue{Path: "", Message: msgInvalidJSON})
 	}
 	if issues := d.input.Validate(value); len(issues) > 0 {
-		return invalidInput(schemaIssues(issues)...)
+		return effective{}, invalidInput(schemaIssues(issues)...)
 	}
 	// Decode from the canonical text of the validated value: it spells
 	// numbers the way Go decoders accept (1 rather than 1.0).
 	in, e := r.decode(a, raw)
 	if e != nil {
-		return e
+		return effective{}, e
 	}
-	a.in, a.value, a.effInput = in, value, raw
-	return nil
+	return effective{in: in, value: value, text: raw}, nil
 }
 
 // decode decodes the input into the handler's type, which may have an
@@ -74,7 +81,7 @@ func badShape() *Error { return invalidInput(Issue{Path: "", Message: msgShape})
 // agent's schema; then the live bound values merged in and the whole
 // validated against the full schema, all before any policy or
 // confirmation sees it.
-func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
+func (r *Registry) procedureInput(ctx context.Context, a *attempt) (effective, *Error) {
 	b := a.cap.bound
 	raw := a.input
 	if raw == nil {
@@ -82,11 +89,11 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 	}
 	agent, err := canonical.Decode(raw)
 	if err != nil {
-		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+		return effective{}, invalidInput(Issue{Path: "", Message: msgInvalidJSON})
 	}
 	obj, isObj := agent.(map[string]any)
 	if !isObj {
-		return invalidInput(Issue{Path: "", Message: "expected object"})
+		return effective{}, invalidInput(Issue{Path: "", Message: "expected object"})
 	}
 	if len(b.locked) > 0 {
 		var sent []string
@@ -96,27 +103,23 @@ func (r *Registry) procedureInput(ctx context.Context, a *attempt) *Error {
 			}
 		}
 		if len(sent) > 0 {
-			return NewError(CodeInvalidInput, "Some fields are bound to the UI and cannot be set; omit them.", map[string]any{"lockedFields": sent})
+			return effective{}, NewError(CodeInvalidInput, "Some fields are bound to the UI and cannot be set; omit them.", map[string]any{"lockedFields": sent})
 		}
 	}
 	if issues := b.reduced.Validate(obj); len(issues) > 0 {
-		return invalidInput(schemaIssues(issues)...)
+		return effective{}, invalidInput(schemaIssues(issues)...)
 	}
 	if len(b.keys) > 0 {
 		if err := r.mergeBound(ctx, a, obj); err != nil {
-			r.log.Warn("surface: procedure binding failed", "procedureId", a.inv.CapabilityID, "error", err)
-			e := NewError(CodePreconditionFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.",
-				map[string]any{"reason": "binding-failed"})
-			e.Retry = RetryAfterRefresh
-			return e
+			r.opts.Logger.Warn("surface: procedure binding failed", "procedureId", a.inv.CapabilityID, "error", err)
+			return effective{}, NewReasonError(CodePreconditionFailed, ReasonBindingFailed, "The UI state this operation is bound to is not usable right now; refresh and retry.")
 		}
 	}
 	eff, err := canonical.Marshal(obj)
 	if err != nil {
-		return invalidInput(Issue{Path: "", Message: msgInvalidJSON})
+		return effective{}, invalidInput(Issue{Path: "", Message: msgInvalidJSON})
 	}
-	a.in, a.value, a.effInput = eff, obj, eff
-	return nil
+	return effective{in: eff, value: obj, text: eff}, nil
 }
 
 // mergeBound reads the live bound values (Bind is user code: a panic, in
@@ -132,10 +135,10 @@ func (r *Registry) mergeBound(ctx context.Context, a *attempt, obj map[string]an
 	if err != nil {
 		return err
 	}
-	if r.env.isDev() {
+	if r.opts.Environment.isDev() {
 		for k := range vals {
 			if !slices.Contains(b.keys, k) {
-				r.log.Warn("surface: Bind returned a field its procedure does not declare in Bound; it is ignored", "procedureId", a.inv.CapabilityID, "field", k)
+				r.opts.Logger.Warn("surface: Bind returned a field its procedure does not declare in Bound; it is ignored", "procedureId", a.inv.CapabilityID, "field", k)
 			}
 		}
 	}
@@ -199,19 +202,4 @@ func schemaIssues(issues []schema.Issue) []Issue {
 		out[i] = Issue{Path: is.Path, Message: is.Message}
 	}
 	return out
-}
-
-// precondition runs phase 7: the action's precondition, against live
-// state. An *Error it returns is the result; any other error, or a panic,
-// is EXECUTION_FAILED handler-error.
-func (r *Registry) precondition(ctx context.Context, a *attempt) (e *Error) {
-	d := a.cap.def
-	if d.kind != KindAction || d.precondition == nil {
-		return nil
-	}
-	defer r.recoverAs(&e, handlerError, "the precondition", a.inv.CapabilityID)
-	if err := d.precondition(ctx, &a.call, a.in); err != nil {
-		return r.userError(a, err, "precondition")
-	}
-	return nil
 }

@@ -168,12 +168,8 @@ type attempt struct {
 	reg *registration
 	cap *regCap
 
-	pc *PolicyContext // what policies see (phase 4 on); nil without policies
-
-	// Effective input (phase 5).
-	in       any    // the typed input handed to the handler
-	value    any    // its JSON value, for invoke policies
-	effInput []byte // its canonical JSON
+	pc  *PolicyContext // what policies see (phase 4 on); nil without policies
+	eff effective      // the effective input (phase 5)
 
 	// Confirmation (phase 6), admission (8) and execution (9).
 	evidence  *confirmRecord // approved evidence reserved for this call
@@ -298,12 +294,14 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 		}
 	}()
 
-	// Phase 2: resolution.
-	st, e := r.resolve(a)
+	// Phase 2: resolution, among the capabilities the consumer sees.
+	view := r.newView(a.call.Consumer)
+	t, e := r.resolve(a, &view)
 	if e != nil {
 		a.unresolved = true
 		return a.result(r, e)
 	}
+	a.reg, a.cap = t.reg, t.cap
 	r.observeResolved(a) // observe: kind, effect, registration and instance are known
 	if a.level() != AuditLevelNone {
 		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.capabilityID(),
@@ -312,25 +310,27 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	// An approval reserved for a call that fails before it executes stands.
 	defer r.releaseEvidence(a)
 
-	// Phase 3: availability, evaluated live (semantics §8.4).
-	if ok, reason := r.availability(st, a.cap); !ok {
-		return a.result(r, NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": reason}))
+	// Phase 3: availability as the consumer sees it: disabled by a
+	// policy, or unavailable in the current state (semantics §8.4),
+	// evaluated live.
+	if v := view.with(t.decision, t.st, t.cap); !v.available() {
+		return a.result(r, NewError(CodeCapabilityNotAvailable, "", map[string]any{"reason": v.reason}))
 	}
 
-	// Phase 4: authorization. Discovery first, then the authorize hooks,
-	// which wrap the later phases.
-	if e := r.authorizeDiscovery(a); e != nil {
-		return a.result(r, e)
-	}
+	// Phase 4: authorization, the authorize hooks wrapping the later
+	// phases.
+	a.bindCall(&view)
 	return a.envelope(r, r.authorize(ctx, a))
 }
 
 // afterAuthorization runs phases 5 to 9 inside the authorize hooks.
 func (r *Registry) afterAuthorization(ctx context.Context, a *attempt) Result {
 	// Phase 5: effective input.
-	if e := r.effectiveInput(ctx, a); e != nil {
+	eff, e := r.effectiveInput(ctx, a)
+	if e != nil {
 		return a.result(r, e)
 	}
+	a.eff = eff
 
 	// Phase 6: the invoke hooks, which wrap the later phases.
 	return r.invokePolicies(ctx, a)
@@ -339,8 +339,13 @@ func (r *Registry) afterAuthorization(ctx context.Context, a *attempt) Result {
 // afterInvokePolicies runs the confirmation gate (the innermost layer of
 // phase 6) and phases 7 to 9 inside the invoke hooks.
 func (r *Registry) afterInvokePolicies(ctx context.Context, a *attempt) Result {
-	if e := r.confirmationGate(a); e != nil {
+	evidence, e := r.confirmationGate(a)
+	if e != nil {
 		return a.result(r, e)
+	}
+	if evidence != nil {
+		a.evidence = evidence
+		a.call.Confirmation = &Evidence{ID: evidence.view.ConfirmationID, ApprovedAt: evidence.approvedAt}
 	}
 
 	// Phase 7: precondition.

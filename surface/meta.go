@@ -80,7 +80,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 			// object targets, and only when the string is a JSON object.
 			var obj map[string]any
 			if json.Unmarshal([]byte(s), &obj) == nil && obj != nil {
-				ts.r.log.Warn("surface: surface_act input was a JSON-encoded string, not an object; decoded it",
+				ts.r.opts.Logger.Warn("surface: surface_act input was a JSON-encoded string, not an object; decoded it",
 					"capabilityId", capID, "invocationId", inv.InvocationID)
 				in = obj
 			}

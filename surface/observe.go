@@ -167,6 +167,14 @@ type Settlement struct {
 	// is then how long it ran until the settlement.
 	Executed  bool
 	Execution time.Duration
+	// Registered reports whether the capability id the call named
+	// (InvocationInfo.CapabilityID) is that of a capability registered in
+	// the registry: of a live registration, or of one a live tombstone
+	// remembers, whoever may see it. It is set for every call that
+	// resolved. An id a caller made up is never registered, so series and
+	// span names keyed by registered ids only stay bounded by what the
+	// application registers.
+	Registered bool
 }
 
 // ConfirmationChange is a confirmation request created or resolved.
@@ -206,7 +214,7 @@ func telemetryOf(t *Telemetry) *Telemetry {
 // observeStart starts observing the invocation and returns the context
 // the rest of it runs with: ctx, or the one the hook returned.
 func (r *Registry) observeStart(ctx context.Context, a *attempt) context.Context {
-	if r.telemetry == nil || r.telemetry.Invocation == nil {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Invocation == nil {
 		return ctx
 	}
 	info := InvocationInfo{
@@ -217,7 +225,7 @@ func (r *Registry) observeStart(ctx context.Context, a *attempt) context.Context
 	var c context.Context
 	func() {
 		defer r.telemetryPanic("Invocation") // a panicking hook leaves c and a.rec nil
-		c, a.rec = r.telemetry.Invocation(ctx, info)
+		c, a.rec = r.opts.Telemetry.Invocation(ctx, info)
 	}()
 	if c == nil {
 		return ctx
@@ -250,7 +258,7 @@ func (r *Registry) observePhase(a *attempt, e PhaseEvent) {
 func (r *Registry) observeResolved(a *attempt) {
 	if a.rec != nil {
 		r.observePhase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
-			RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap}.instance()})
+			RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap, nil}.instance()})
 	}
 }
 
@@ -287,27 +295,28 @@ func (r *Registry) observeSettled(a *attempt, res *Result, d time.Duration) {
 		return
 	}
 	a.rec = nil // exactly once
+	registered := a.cap != nil || r.registered(a.inv.CapabilityID)
 	defer r.telemetryPanic("Settle")
 	rec.Settle(Settlement{Status: res.Status, Error: res.Error, Duration: d, Admission: a.queued, QueueWait: a.queueWait,
-		Executed: a.executed, Execution: a.execution})
+		Executed: a.executed, Execution: a.execution, Registered: registered})
 }
 
 // telemetryPanic recovers and logs a panic raised by a telemetry hook.
 // Call it deferred.
 func (r *Registry) telemetryPanic(hook string) {
 	if rec := recover(); rec != nil {
-		r.log.Error("surface: telemetry hook panicked", "hook", hook, "panic", fmt.Sprint(rec))
+		r.opts.Logger.Error("surface: telemetry hook panicked", "hook", hook, "panic", fmt.Sprint(rec))
 	}
 }
 
 // observeConfirmation reports a confirmation request created (outcome
 // "") or resolved.
 func (r *Registry) observeConfirmation(v *PendingConfirmation, outcome ConfirmationOutcome, at time.Time) {
-	if r.telemetry == nil || r.telemetry.Confirmation == nil {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Confirmation == nil {
 		return
 	}
 	defer r.telemetryPanic("Confirmation")
-	r.telemetry.Confirmation(ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
+	r.opts.Telemetry.Confirmation(ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
 		Outcome: outcome, RequestedAt: v.RequestedAt, At: at})
 }
 
@@ -328,7 +337,7 @@ func (r *Registry) observeUnregistered(reg *registration) {
 // report with observeClosed once it released the lock; nil without a
 // Registrations hook. Call it with r.mu held.
 func (r *Registry) liveByType(live []*registration) map[string]int {
-	if r.telemetry == nil || r.telemetry.Registrations == nil || len(live) == 0 {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Registrations == nil || len(live) == 0 {
 		return nil
 	}
 	n := make(map[string]int)
@@ -347,9 +356,9 @@ func (r *Registry) observeClosed(gone map[string]int) {
 }
 
 func (r *Registry) registrationsChanged(typ string, delta int) {
-	if r.telemetry == nil || r.telemetry.Registrations == nil {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Registrations == nil {
 		return
 	}
 	defer r.telemetryPanic("Registrations")
-	r.telemetry.Registrations(RegistrationChange{ComponentType: typ, Delta: delta})
+	r.opts.Telemetry.Registrations(RegistrationChange{ComponentType: typ, Delta: delta})
 }

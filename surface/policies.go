@@ -124,7 +124,7 @@ func RateLimit(limit int, window time.Duration) Policy {
 		Authorize: func(ctx context.Context, pc *PolicyContext, next Next) Result {
 			if wait, ok := rl.take(bucketKey{pc.Consumer.Kind, pc.Consumer.ID, pc.CapabilityID}, pc.Now()); !ok {
 				ms := int64(math.Ceil(float64(wait) / float64(time.Millisecond)))
-				return Fail(NewError(CodeRateLimited, "", map[string]any{"reason": "rate", "retryAfterMs": ms}))
+				return Fail(NewError(CodeRateLimited, "", map[string]any{"reason": string(ReasonRate), "retryAfterMs": ms}))
 			}
 			return next(ctx)
 		},

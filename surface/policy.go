@@ -2,7 +2,6 @@ package surface
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -99,11 +98,19 @@ type Next func(ctx context.Context) Result
 // order. Every hook is optional.
 //
 //   - Discover decides at snapshot time and again at invocation, before
-//     anything else (hide → CAPABILITY_NOT_FOUND, byte-identical to a
-//     capability that does not exist; disable → CAPABILITY_NOT_AVAILABLE).
-//     It must be synchronous, cheap and side-effect free. Across a chain,
-//     any hide wins, else the first disable's reason, else expose; a
-//     panicking Discover hides.
+//     anything else. Hide makes the capability nonexistent for the
+//     consumer in every answer and side effect it can observe: an
+//     invocation resolves among the capabilities the consumer sees, so a
+//     hidden one answers CAPABILITY_NOT_FOUND byte for byte as an unknown
+//     id, is never listed as an ambiguous instance or a live
+//     registration, and its tombstone never answers COMPONENT_UNMOUNTED
+//     (see the package documentation, Visibility). Disable shows it with
+//     a reason and fails its calls CAPABILITY_NOT_AVAILABLE. Discover must
+//     be synchronous, cheap and side-effect free, and decide from the
+//     consumer, the host context and the capability (it may run for every
+//     candidate of a call, and again for an unmounted registration's
+//     tombstone). Across a chain, any hide wins, else the first disable's
+//     reason, else expose; a panicking Discover hides.
 //   - Authorize runs at phase 4, before any input is handled; it cannot see
 //     input. Hooks wrap each other like onion layers, the registry's
 //     outermost: call next to proceed, or return Fail(err) to deny.
@@ -134,40 +141,4 @@ type escalation struct {
 // Fail returns the result a hook returns to deny with e.
 func Fail(e *Error) Result {
 	return Result{Status: StatusError, Error: e}
-}
-
-// discover runs the discovery hooks of a chain for one capability:
-// any hide wins, else the first disable, else expose.
-func (r *Registry) discover(chain []Policy, pc *PolicyContext) Decision {
-	out := Decision{}
-	for i := range chain {
-		if chain[i].Discover == nil {
-			continue
-		}
-		d, _ := r.discoverOne(&chain[i], pc)
-		if out = stricter(out, d); out.verdict == hide {
-			return out
-		}
-	}
-	return out
-}
-
-// stricter composes a chain's decision so far with one more vote: any hide
-// wins, else the first disable.
-func stricter(out, d Decision) Decision {
-	if d.verdict == hide || d.verdict == disable && out.verdict == expose {
-		return d
-	}
-	return out
-}
-
-// discoverOne runs one Discover hook; a panic hides, and reports panicked.
-func (r *Registry) discoverOne(p *Policy, pc *PolicyContext) (d Decision, panicked bool) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			r.log.Error("surface: policy Discover panicked; the capability is hidden", "policy", p.Name, "capabilityId", pc.CapabilityID, "panic", fmt.Sprint(rec))
-			d, panicked = Hide(), true
-		}
-	}()
-	return p.Discover(pc), false
 }

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentsurface/agentsurface/internal/canonical"
 	"github.com/agentsurface/agentsurface/internal/schema"
 )
 
@@ -245,36 +244,12 @@ func newBindSpec(input *schema.Schema, bound, overridable []string, hasBind bool
 		locked := !slices.Contains(overridable, k)
 		if locked {
 			sp.locked = append(sp.locked, k)
-			delete(props, k)
 		}
 		sp.fields = append(sp.fields, BoundField{Path: k, Locked: locked, Source: "ui-state"})
 	}
-	for _, k := range overridable {
-		p, _ := props[k].(map[string]any)
-		if p == nil {
-			continue // a boolean schema: nothing to annotate
-		}
-		if desc, _ := p["description"].(string); desc != "" {
-			p["description"] = desc + " " + overridableNote
-		} else {
-			p["description"] = overridableNote
-		}
-	}
-	if req, ok := doc["required"].([]any); ok {
-		kept := slices.DeleteFunc(req, func(r any) bool { s, _ := r.(string); return slices.Contains(bound, s) })
-		if len(kept) == 0 {
-			delete(doc, "required")
-		} else {
-			doc["required"] = kept
-		}
-	}
-	if len(props) == 0 {
-		doc = map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}
-	}
-	raw, err := canonical.Marshal(doc)
-	if err == nil {
-		sp.reduced, err = schema.ParseLimits(raw, buildLimits)
-	}
+	// The surgery keeps the author's key order (semantics §10.8).
+	reduced, err := schema.Reduce(input, sp.locked, overridable, overridableNote, buildLimits)
+	sp.reduced = reduced
 	if err != nil {
 		return nil, &DefinitionError{Code: DefinitionUnsupportedSchema, Field: "input", Message: "the reduced input schema is invalid: " + err.Error(), Err: err}
 	}

@@ -110,9 +110,10 @@ func TestSchemaSurgery_AS_BIND_001(t *testing.T) {
 		bind        bool
 		want        string
 	}{
-		{"none bound", nil, false, `{"additionalProperties":false,"properties":{"ids":{"description":"Device ids to disable","items":{"type":"string"},"type":"array"},"notify":{"type":"boolean"},"reason":{"description":"Why","type":"string"}},"required":["ids","reason"],"type":"object"}`},
-		{"locked", nil, true, `{"additionalProperties":false,"properties":{"notify":{"type":"boolean"},"reason":{"description":"Why","type":"string"}},"required":["reason"],"type":"object"}`},
-		{"overridable", []string{"ids"}, true, `{"additionalProperties":false,"properties":{"ids":{"description":"Device ids to disable Defaults to the value selected in the UI when omitted.","items":{"type":"string"},"type":"array"},"notify":{"type":"boolean"},"reason":{"description":"Why","type":"string"}},"required":["reason"],"type":"object"}`},
+		// As authored: properties in struct field order (semantics §10.8).
+		{"none bound", nil, false, `{"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"},"description":"Device ids to disable"},"reason":{"type":"string","description":"Why"},"notify":{"type":"boolean"}},"required":["ids","reason"],"additionalProperties":false}`},
+		{"locked", nil, true, `{"type":"object","properties":{"reason":{"type":"string","description":"Why"},"notify":{"type":"boolean"}},"required":["reason"],"additionalProperties":false}`},
+		{"overridable", []string{"ids"}, true, `{"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"},"description":"Device ids to disable Defaults to the value selected in the UI when omitted."},"reason":{"type":"string","description":"Why"},"notify":{"type":"boolean"}},"required":["reason"],"additionalProperties":false}`},
 	}
 	for _, c := range cases {
 		reg, _ := newDomainRegistry(t, nil)
@@ -143,7 +144,7 @@ func TestSchemaSurgery_AS_BIND_001(t *testing.T) {
 	reg.SetProcedureExecutor(x)
 	surfacetest.MustRegister(t, reg, tableWithRef(surface.Procedure(surface.ProcedureDef[onlyIDs, surface.None]{
 		ID: "domain:devices.clear", Description: "Clear", Effect: surface.EffectServerMutation, Bound: []string{"ids"}, Bind: (&selection{ids: []string{"a"}}).bind})))
-	if got := procs(reg)[0].InputSchema; got != `{"additionalProperties":false,"properties":{},"type":"object"}` {
+	if got := procs(reg)[0].InputSchema; got != `{"type":"object","properties":{},"additionalProperties":false}` {
 		t.Fatalf("all bound: %s", got)
 	}
 }
@@ -462,7 +463,7 @@ func TestProcedureOnlyAndPolicies(t *testing.T) {
 		t.Fatal(n)
 	}
 	b, _ := json.Marshal(reg.Snapshot(surface.SnapshotOptions{}).Procedures[0])
-	want := `{"procedureId":"domain:devices.list","description":"List devices","inputSchema":{"additionalProperties":false,"properties":{},"type":"object"},"outputSchema":{"items":{"type":"string"},"type":["array","null"]},"effect":"server-query","confirmation":"never","available":true,"boundFields":[],"registrationId":"`
+	want := `{"procedureId":"domain:devices.list","description":"List devices","inputSchema":{"type":"object","properties":{},"additionalProperties":false},"outputSchema":{"type":["array","null"],"items":{"type":"string"}},"effect":"server-query","confirmation":"never","available":true,"boundFields":[],"registrationId":"`
 	// A procedure-only registration has no context link (semantics §8.1).
 	if !strings.HasPrefix(string(b), want) || strings.Contains(string(b), `"context"`) {
 		t.Fatalf("%s", b)

@@ -84,11 +84,14 @@ type Options struct {
 	// fields as key=value in a fixed order (see SlogSink).
 	Audit AuditSink
 	// AuditObservationRefusals audits, at metadata level, the observation
-	// calls refused before their handler ran (hidden by a policy or not
-	// found, unavailable, unauthenticated, unauthorized, rate limited), so
-	// that an operator sees an agent probing reads. Observations are
-	// otherwise never audited (the spec's level none); their successful
-	// reads stay unaudited either way.
+	// calls refused before their handler ran (unavailable,
+	// unauthenticated, unauthorized, rate limited), so that an operator
+	// sees an agent probing reads. Observations are otherwise never
+	// audited (the spec's level none); their successful reads stay
+	// unaudited either way. A call that resolves nothing (an unknown id,
+	// or a capability hidden from its consumer, which for that consumer
+	// does not exist) is audited with or without the option, as every
+	// resolution failure is.
 	AuditObservationRefusals bool
 	// Redact, if set, rewrites the input and output payloads of
 	// capabilities audited at level full before they are recorded. It
@@ -173,36 +176,44 @@ func (s HandleStatus) String() string {
 // registry never calls user code (handlers, When, guards, listeners, the
 // host context or route providers) while holding its lock.
 type Registry struct {
-	env           Environment
-	hostCtx       func() map[string]any
-	onRegister    func(Candidate) Verdict
-	policies      []Policy
-	onDup         DuplicatePolicy
-	route         func() *Route
-	limits        Limits
-	log           *slog.Logger
-	clock         func() time.Time // Options.Now; nil for time.Now
-	isolate       bool             // Options.IsolateHandlers
-	surfaceID     string
-	sink          AuditSink
-	console       AuditSink // development only: audit on stderr
-	redact        func(string, AuditPayload) AuditPayload
-	auditRefusals bool          // Options.AuditObservationRefusals
-	telemetry     *Telemetry    // Options.Telemetry; nil when it sets no hook
-	fpSeed        maphash.Seed  // request fingerprints
-	idKey         uint64        // mixes the random part of registration ids
-	closingCh     chan struct{} // closed by Close: queued invocations give up
+	// opts are the options New was given, normalized: Environment,
+	// Limits, Logger and Audit have their defaults, Policies and Telemetry
+	// are the registry's own copies (Telemetry nil when it sets no hook).
+	// Now stays nil for time.Now (see now). Never changed after New.
+	opts Options
+
+	surfaceID string
+	console   AuditSink     // development only: audit on stderr
+	fpSeed    maphash.Seed  // request fingerprints
+	idKey     uint64        // mixes the random part of registration ids
+	closingCh chan struct{} // closed by Close: queued invocations give up
 
 	// executor performs procedure calls; replaced, never mutated.
 	executor atomic.Pointer[executorBox]
-	suffix   SuffixPolicy
 
 	counter atomic.Uint64 // registration ids; rejected handles take one too
 	version atomic.Uint64 // written under mu, read anywhere
 
+	// The lock order. A goroutine holding one of these locks takes only
+	// locks to its right:
+	//
+	//	Confirmations.mu → Registry.mu → registration.xmu → execution.mu
+	//	                               → Registry.evMu
+	//
+	// Confirmations.request takes Registry.mu while holding its own lock
+	// (to refuse after Close and count the expiry timer in ctxWG); an
+	// unregistration holds Registry.mu while it aborts the registration's
+	// executions (xmu, then each execution's mu) and while it queues
+	// events (evMu). Every other lock (the dedupe cache's, the
+	// observation pool's, each queueGroup's and keyedGroups', the
+	// toolset's, a rate limiter's, the audit sinks') is a leaf: it is
+	// never held while another is taken. No lock is held while user code
+	// runs.
 	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
 	closed  bool                                // Close has begun
 	ordered []*registration                     // active registrations in snapshot order; nil when out of date
+	byID    map[string]*registration            // active registrations by registration id
+	capIDs  map[string]int                      // capability ids of active registrations, with their counts
 	byType  map[string]map[string]*registration // active registrations by type, then instance id
 	// spareInstances is the empty map of the last type whose instances
 	// all went, reused by the next new type: a page that unmounts its
@@ -213,7 +224,7 @@ type Registry struct {
 	unmounting     []chan struct{} // registrations gone with inline handlers still running
 	pending        []Event         // events of the mutation in progress
 
-	evMu      sync.Mutex  // guards the fields below; taken after mu when both are held
+	evMu      sync.Mutex  // guards the fields below
 	listeners []*listener // replaced, never changed: a delivery ranges over the one it read
 	queue     []Event     // undelivered events, in emission order
 	draining  bool        // some goroutine is delivering the queue
@@ -255,7 +266,7 @@ type registration struct {
 
 	h Handle // the one handle of this registration
 
-	// Guarded by xmu, taken after Registry.mu when both are held.
+	// Guarded by xmu.
 	xmu      sync.Mutex
 	gone     bool          // unregistered or closed: no handler may start
 	inflight []*execution  // running handlers
@@ -286,55 +297,44 @@ type regCap struct {
 
 // New returns a registry. A nil opts means all defaults.
 func New(opts *Options) *Registry {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
 	r := &Registry{
-		env:           cmp.Or(o.Environment, EnvProduction),
-		hostCtx:       o.Context,
-		onRegister:    o.OnRegister,
-		policies:      slices.Clone(o.Policies),
-		suffix:        o.SuffixCollisions,
-		redact:        o.Redact,
-		auditRefusals: o.AuditObservationRefusals,
-		onDup:         o.OnDuplicate,
-		route:         o.Route,
-		limits:        o.Limits.withDefaults(),
-		log:           o.Logger,
-		clock:         o.Now,
-		isolate:       o.IsolateHandlers,
-		surfaceID:     newSurfaceID(),
-		fpSeed:        maphash.MakeSeed(),
-		idKey:         rand.Uint64(),
-		sink:          o.Audit,
-		closingCh:     make(chan struct{}),
-		telemetry:     telemetryOf(o.Telemetry),
+		surfaceID: newSurfaceID(),
+		fpSeed:    maphash.MakeSeed(),
+		idKey:     rand.Uint64(),
+		closingCh: make(chan struct{}),
 	}
+	if opts != nil {
+		r.opts = *opts
+	}
+	o := &r.opts
+	o.Environment = cmp.Or(o.Environment, EnvProduction)
+	o.Policies = slices.Clone(o.Policies)
+	o.Limits = o.Limits.withDefaults()
+	o.Telemetry = telemetryOf(o.Telemetry)
 	switch {
-	case r.log != nil:
-	case r.env.isDev():
-		r.log = slog.New(slog.NewTextHandler(os.Stderr, nil)) // diagnostics a developer cannot miss
+	case o.Logger != nil:
+	case o.Environment.isDev():
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)) // diagnostics a developer cannot miss
 	default:
-		r.log = discardLogger
+		o.Logger = discardLogger
 	}
-	if r.sink == nil {
-		r.sink = NewMemorySink(defaultMemoryCapacity)
+	if o.Audit == nil {
+		o.Audit = NewMemorySink(defaultMemoryCapacity)
 	}
-	if r.env == EnvDevelopment {
+	if o.Environment == EnvDevelopment {
 		r.console = &consoleSink{w: os.Stderr}
 	}
 	r.confirm.r = r
-	r.dedupe = newDedupeCache(r.limits.DedupeCacheSize)
+	r.dedupe = newDedupeCache(o.Limits.DedupeCacheSize)
 	return r
 }
 
 // now reads the registry's clock.
 func (r *Registry) now() time.Time {
-	if r.clock == nil {
+	if r.opts.Now == nil {
 		return time.Now()
 	}
-	return r.clock()
+	return r.opts.Now()
 }
 
 // SurfaceID identifies this registry ("srf_" + 22 base62 characters); a
@@ -346,10 +346,10 @@ func (r *Registry) SurfaceID() string { return r.surfaceID }
 func (r *Registry) Version() string { return strconv.FormatUint(r.version.Load(), 10) }
 
 // Environment returns the registry's environment.
-func (r *Registry) Environment() Environment { return r.env }
+func (r *Registry) Environment() Environment { return r.opts.Environment }
 
 // Limits returns the registry's limits with defaults filled in.
-func (r *Registry) Limits() Limits { return r.limits }
+func (r *Registry) Limits() Limits { return r.opts.Limits }
 
 // Register validates c and makes its capabilities live at once.
 //
@@ -366,15 +366,15 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 		return nil, derr
 	}
 	var verdict Verdict
-	if r.onRegister != nil {
+	if r.opts.OnRegister != nil {
 		origin := cmp.Or(c.Origin, "first-party")
 		if verdict = r.guard(c, origin); verdict.Reject {
-			r.log.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance, "origin", origin)
+			r.opts.Logger.Warn("surface: registration rejected by the guard", "type", reg.typ, "instanceId", reg.instance, "origin", origin)
 			r.mu.Lock()
 			return r.rejectLocked(reg, RejectReasonGuard)
 		}
 	}
-	reg.bindPolicies(r.policies, c.Policies, verdict.Policies)
+	reg.bindPolicies(r.opts.Policies, c.Policies, verdict.Policies)
 
 	r.mu.Lock()
 	if r.closed {
@@ -383,8 +383,8 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	}
 	old := r.instanceLocked(reg.typ, reg.instance)
 	if old != nil {
-		if r.onDup == DuplicateReject {
-			r.log.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
+		if r.opts.OnDuplicate == DuplicateReject {
+			r.opts.Logger.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
 			return r.rejectLocked(reg, RejectReasonDuplicate)
 		}
 		r.unregisterLocked(old, r.now())
@@ -427,7 +427,7 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 
 // guard runs the registration guard; a panic rejects.
 func (r *Registry) guard(c Component, origin string) Verdict {
-	return guarded(r, "the registration guard", "", Verdict{Reject: true}, func() Verdict { return r.onRegister(Candidate{Component: c, Origin: origin}) })
+	return guarded(r, "the registration guard", "", Verdict{Reject: true}, func() Verdict { return r.opts.OnRegister(Candidate{Component: c, Origin: origin}) })
 }
 
 // bindPolicies builds each capability's chain: registry, component, guard
@@ -474,12 +474,7 @@ func (r *Registry) unregisterLocked(reg *registration, now time.Time) {
 		r.unmounting = append(r.unmounting, ch)
 	}
 	r.removeLocked(reg)
-	// Ids only: nothing executable outlives the registration.
-	ts := tombstone{regID: reg.id, capIDs: make([]string, len(reg.caps))}
-	for i := range reg.caps {
-		ts.capIDs[i] = reg.caps[i].id
-	}
-	r.tombs.add(ts, now, r.limits.TombstoneSize, r.limits.TombstoneTTL)
+	r.tombs.add(tombstoneOf(reg), now, r.opts.Limits.TombstoneSize, r.opts.Limits.TombstoneTTL)
 	emitLocked(r, ComponentUnregistered{RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance})
 	r.bumpLocked()
 }
@@ -526,7 +521,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.ordered, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, tombstones{}
+	r.ordered, r.byID, r.capIDs, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, nil, nil, tombstones{}
 	r.evMu.Lock()
 	r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged) // no surface-changed after Close
 	r.evMu.Unlock()

@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,11 +27,11 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	}
 	defer r.recoverAs(&e, handlerError, "encoding the output", a.inv.CapabilityID)
 	invalid := func(err error) (JSONText, *Error) {
-		r.log.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
-		if r.env.isDev() {
+		r.opts.Logger.Error("surface: output is not valid for its schema", "capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
+		if r.opts.Environment.isDev() {
 			a.devDefect = true // not cached: the fixed handler can be retried with the same id
 		}
-		return "", NewError(CodeExecutionFailed, msgOutputInvalid, map[string]any{"reason": "output-invalid"})
+		return "", NewReasonError(CodeExecutionFailed, ReasonOutputInvalid, msgOutputInvalid)
 	}
 	b, err := json.Marshal(out)
 	if err == nil && jsonDepth(b) > maxJSONDepth {
@@ -41,9 +40,9 @@ func (r *Registry) encodeOutput(a *attempt, out any) (text JSONText, e *Error) {
 	if err != nil {
 		return r.notJSON(a, err)
 	}
-	if len(b) > r.limits.MaxOutputBytes {
-		r.log.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.limits.MaxOutputBytes)
-		return "", NewError(CodeExecutionFailed, msgOutputTooLarge, map[string]any{"reason": "output-too-large"})
+	if len(b) > r.opts.Limits.MaxOutputBytes {
+		r.opts.Logger.Error("surface: output too large", "capabilityId", a.inv.CapabilityID, "bytes", len(b), "limit", r.opts.Limits.MaxOutputBytes)
+		return "", NewReasonError(CodeExecutionFailed, ReasonOutputTooLarge, msgOutputTooLarge)
 	}
 	if d.outputTyped {
 		// The schema was inferred from the handler's Go type to describe
@@ -73,14 +72,14 @@ var errTooDeep = fmt.Errorf("it nests deeper than %d levels of arrays and object
 // id), while production gives the fixed output-invalid message.
 func (r *Registry) notJSON(a *attempt, err error) (JSONText, *Error) {
 	what := notJSONReason(err)
-	r.log.Error("surface: the handler's output is not JSON: "+what+"; fix the handler",
+	r.opts.Logger.Error("surface: the handler's output is not JSON: "+what+"; fix the handler",
 		"capabilityId", a.inv.CapabilityID, "invocationId", a.id(), "error", err)
 	msg := msgOutputInvalid
-	if r.env.isDev() {
+	if r.opts.Environment.isDev() {
 		a.devDefect = true
 		msg = "Development: the output of " + a.capabilityID() + " is not JSON: " + what + ". Fix the handler."
 	}
-	return "", NewError(CodeExecutionFailed, msg, map[string]any{"reason": "output-invalid"})
+	return "", NewReasonError(CodeExecutionFailed, ReasonOutputInvalid, msg)
 }
 
 // notJSONReason says why an output could not be encoded as JSON, without
@@ -136,7 +135,7 @@ func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
 	if a.cap != nil && res.CapabilityID == a.cap.id {
 		res.CapabilityID = a.cap.id // the cached result keeps the registration's copy, not the request's
 	}
-	r.dedupe.finish(entry, res, cache, end, r.limits.DedupeCacheTTL)
+	r.dedupe.finish(entry, res, cache, end, r.opts.Limits.DedupeCacheTTL)
 	r.settled(a, res, end, a.level() != AuditLevelNone || a.unresolved || r.auditsRefusal(a, res))
 	return res.clone()
 }
@@ -173,45 +172,20 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 		ev.ExecutionMs = &ms[2]
 	}
 	if a.level() == AuditLevelFull {
-		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.effInput), res.Output)
+		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.eff.text), res.Output)
 	}
 	r.audit(ev)
-}
-
-// known answers a call whose key the dedupe cache knows: it joins the
-// call in flight, replays the cached result, or fails INVOCATION_CONFLICT
-// (reported, never stored, revealing nothing of the other request).
-func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hit dedupeHit, settled <-chan struct{}) Result {
-	switch hit {
-	case dedupeJoin:
-		select {
-		case <-settled:
-			return entry.result.clone()
-		case <-ctx.Done():
-			return a.result(r, NewError(CodeCancelled, "", nil))
-		case <-r.closingCh:
-			return a.result(r, cancelledByClose())
-		}
-	case dedupeReplay:
-		return entry.result.clone()
-	}
-	emit(r, InvocationStarted{InvocationID: a.id(), CapabilityID: a.inv.CapabilityID, ConsumerID: a.call.Consumer.ID})
-	a.consumerKey = a.call.Consumer.Key()
-	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
-	res := a.result(r, NewError(CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"}))
-	r.settled(a, res, r.now(), true)
-	return res
 }
 
 // payload builds a full-level audit payload: redacted (a panicking Redact
 // drops it), then capped.
 func (r *Registry) payload(capabilityID string, input, output JSONText) *AuditPayload {
 	pl := AuditPayload{Input: input, Output: output}
-	if r.redact != nil {
-		pl = guarded(r, "the audit Redact hook", capabilityID, AuditPayload{Truncated: true}, func() AuditPayload { return r.redact(capabilityID, pl) })
+	if r.opts.Redact != nil {
+		pl = guarded(r, "the audit Redact hook", capabilityID, AuditPayload{Truncated: true}, func() AuditPayload { return r.opts.Redact(capabilityID, pl) })
 	}
 	for _, part := range []*JSONText{&pl.Input, &pl.Output} {
-		if len(*part) > r.limits.MaxOutputBytes {
+		if len(*part) > r.opts.Limits.MaxOutputBytes {
 			*part, pl.Truncated = "", true
 		}
 	}

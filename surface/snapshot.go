@@ -85,11 +85,12 @@ type ComponentDescriptor struct {
 	Actions      []ActionDescriptor      `json:"actions"`
 }
 
-// capView is the state of one capability in one snapshot.
-type capView struct {
-	omitted   bool
-	available bool
-	reason    string
+// listed is what a snapshot shows of one capability: its view, and
+// whether the snapshot leaves it out (hidden, or unavailable when the
+// snapshot omits those).
+type listed struct {
+	capView
+	omitted bool
 }
 
 // entries are the arrays one snapshot's component entries are cut from,
@@ -104,7 +105,7 @@ type entries struct {
 // add appends the component entry of reg, whose capabilities have the
 // states views, building each descriptor in its place in the snapshot's
 // arrays.
-func (es *entries) add(reg *registration, views []capView) {
+func (es *entries) add(reg *registration, views []listed) {
 	es.comps = append(es.comps, ComponentDescriptor{Type: reg.typ, InstanceID: reg.instance, RegistrationID: reg.id, Description: reg.description, Meta: reg.meta})
 	c := &es.comps[len(es.comps)-1]
 	if reg.parent != (Parent{}) {
@@ -120,7 +121,7 @@ func (es *entries) add(reg *registration, views []capView) {
 		rc := &reg.caps[i]
 		es.obs = append(es.obs, ObservationDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: rc.def.description,
-			OutputSchema: JSONText(rc.def.output.JSON()), Available: v.available, UnavailableReason: v.reason, Meta: rc.meta,
+			OutputSchema: JSONText(rc.def.output.JSON()), Available: v.available(), UnavailableReason: v.reason, Meta: rc.meta,
 		})
 	}
 	for i := reg.nObs; i < reg.nView; i++ {
@@ -134,7 +135,7 @@ func (es *entries) add(reg *registration, views []capView) {
 			CapabilityID: rc.id, Name: rc.name, Description: def.description,
 			InputSchema: JSONText(def.input.JSON()), Effect: def.effect,
 			Idempotent: def.idempotent, Reversible: def.reversible, Confirmation: def.confirmation,
-			Available: v.available, UnavailableReason: v.reason, Meta: rc.meta,
+			Available: v.available(), UnavailableReason: v.reason, Meta: rc.meta,
 		})
 		if def.output != nil {
 			es.acts[len(es.acts)-1].OutputSchema = JSONText(def.output.JSON())
@@ -287,12 +288,12 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 		es.parents = make([]Parent, 0, nParents)
 	}
 
-	var pc *PolicyContext // built on the first capability with discovery policies
-	var buf [8]capView    // room for the states of most registrations' capabilities
-	views := buf[:0]      // the capability states of one registration
+	view := r.newView(consumer)
+	var buf [8]listed // room for the states of most registrations' capabilities
+	views := buf[:0]  // the capability states of one registration
 	for k, reg := range live {
-		listed := inScope(reg.typ, opts.Scope)
-		if !listed && reg.nView == len(reg.caps) {
+		listedType := inScope(reg.typ, opts.Scope)
+		if !listedType && reg.nView == len(reg.caps) {
 			continue // out of scope, and no procedures that could be in it
 		}
 		views = slices.Grow(views[:0], len(reg.caps))[:len(reg.caps)]
@@ -302,33 +303,17 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 			if rc.def.when != nil || rc.discovers || rc.def.proc != nil && rc.def.proc.describe != nil {
 				snap.static = false
 			}
-			decision := Decision{}
-			if rc.discovers {
-				if pc == nil {
-					pc = &PolicyContext{Consumer: consumer, Host: r.hostContext(), Environment: r.env, r: r}
-				}
-				pc.fill(reg, rc)
-				decision = r.discover(rc.chain, pc)
+			v := view.see(reg, stateOf(k), rc)
+			if v.seen == seenHidden && i < reg.nView {
+				hidden++
 			}
-			avail, reason := false, ""
-			switch decision.verdict {
-			case hide:
-				if i < reg.nView {
-					hidden++
-				}
-			case disable:
-				reason = decision.reason
-			default:
-				avail, reason = r.availability(stateOf(k), rc)
-			}
-			views[i] = capView{available: avail, reason: reason,
-				omitted: decision.verdict == hide || !avail && opts.OmitUnavailable}
+			views[i] = listed{capView: v, omitted: v.seen == seenHidden || !v.available() && opts.OmitUnavailable}
 		}
 		snap.Procedures = r.procedureDescriptors(snap.Procedures, reg, views, opts.Scope)
 		switch {
 		case reg.nView == 0 && len(reg.caps) > 0:
 			continue // procedure-only: no component entry (a component with no capabilities at all is listed)
-		case !listed:
+		case !listedType:
 			continue // listed only for its procedures
 		case hidden > 0 && hidden == reg.nView:
 			continue // every capability is hidden: the component does not exist for this consumer
@@ -344,7 +329,7 @@ func (r *Registry) Snapshot(opts SnapshotOptions) Snapshot {
 
 // procedureDescriptors appends the listed procedure references of one
 // registration, whose capabilities have the states views.
-func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registration, views []capView, scope []string) []ProcedureDescriptor {
+func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registration, views []listed, scope []string) []ProcedureDescriptor {
 	for i := reg.nView; i < len(reg.caps); i++ {
 		st := views[i]
 		if st.omitted || !capInScope(reg, i, scope) {
@@ -358,7 +343,7 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registra
 			ContextualNote: r.contextualNote(rc),
 			InputSchema:    JSONText(b.reduced.JSON()),
 			Effect:         d.effect, Confirmation: d.confirmation,
-			Available: st.available, UnavailableReason: st.reason,
+			Available: st.available(), UnavailableReason: st.reason,
 			BoundFields:    slices.Clone(b.fields),
 			RegistrationID: reg.id, Context: b.contextRef(), Meta: rc.meta,
 		}
@@ -375,10 +360,10 @@ func (r *Registry) procedureDescriptors(out []ProcedureDescriptor, reg *registra
 
 // currentRoute asks the route provider, if any; a panic gives no route.
 func (r *Registry) currentRoute() *Route {
-	if r.route == nil {
+	if r.opts.Route == nil {
 		return nil
 	}
-	return guarded(r, "the route provider", "", nil, r.route)
+	return guarded(r, "the route provider", "", nil, r.opts.Route)
 }
 
 // contextualNote reads a procedure's live note; a panic or "" gives none.
@@ -387,57 +372,6 @@ func (r *Registry) contextualNote(rc *regCap) string {
 		return ""
 	}
 	return clip(guarded(r, "Describe", rc.id, "", rc.def.proc.describe), maxMessage)
-}
-
-// fill points pc at one capability.
-func (pc *PolicyContext) fill(reg *registration, rc *regCap) {
-	pc.CapabilityID = rc.id
-	pc.Plane = planeOf(rc.id)
-	pc.Kind = rc.def.kind
-	pc.Effect = rc.def.effect
-	pc.RegistrationID = reg.id
-	pc.ComponentMeta = reg.metaMap
-	pc.CapabilityMeta = rc.metaMap
-	pc.Internal = reg.internal
-}
-
-// availability computes a capability's availability (spec 03
-// "Availability"; the first reason wins).
-func (r *Registry) availability(st *regState, c *regCap) (bool, string) {
-	if st == enabledState && c.def.when == nil {
-		return true, "" // the common case
-	}
-	if st.disabled {
-		return false, "component-disabled"
-	}
-	if a, ok := st.override(c); ok && !a.Available {
-		if a.Reason == "" {
-			return false, "unavailable"
-		}
-		return false, a.Reason
-	}
-	switch r.evalWhen(c) {
-	case whenFailed:
-		return false, "when-error"
-	case whenFalse:
-		return false, r.unavailableReason(c)
-	}
-	return true, ""
-}
-
-const defaultUnavailableReason = "Currently unavailable"
-
-// unavailableReason is the reason of a capability whose When is false:
-// UnavailableReasonFunc's (live), else UnavailableReason, else the default.
-func (r *Registry) unavailableReason(c *regCap) string {
-	reason := c.def.reason
-	if fn := c.def.reasonFn; fn != nil {
-		reason = guarded(r, "UnavailableReasonFunc", c.id, "", fn)
-	}
-	if reason == "" {
-		return defaultUnavailableReason
-	}
-	return reason
 }
 
 // inScope reports whether typ equals a prefix of scope or starts with it

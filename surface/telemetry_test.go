@@ -579,3 +579,40 @@ func TestTelemetryIsolatedHandlers(t *testing.T) {
 		t.Fatalf("settlement = %+v", s)
 	}
 }
+
+// A settlement says whether the id the call named is of a registered
+// capability (live, or remembered by a tombstone), so that telemetry keys
+// series only by ids the application registered, whatever a caller sends.
+func TestTelemetrySettlementRegistered(t *testing.T) {
+	o := newObserved()
+	hide := surface.Policy{Name: "hide", Discover: func(*surface.PolicyContext) surface.Decision { return surface.Hide() }}
+	reg := surfacetest.NewRegistry(t, &surface.Options{Telemetry: o.telemetry()})
+	gone := surfacetest.MustRegister(t, reg, obsWidget("w1", nil))
+	gone.Unregister()
+	hidden := obsWidget("w2", nil)
+	hidden.Type, hidden.Policies = "obs.hidden", []surface.Policy{hide}
+	surfacetest.MustRegister(t, reg, hidden)
+	live := surfacetest.MustRegister(t, reg, obsWidget("w3", nil))
+	for _, c := range []struct {
+		in         surface.Invocation
+		code       surface.Code
+		registered bool
+	}{
+		{obsCall("view:obs.widget.set", live.ID(), ""), "", true},
+		{obsCall("view:obs.widget.set", gone.ID(), ""), surface.CodeStaleCapability, true},
+		{obsCall("view:obs.hidden.set", "", ""), surface.CodeCapabilityNotFound, true}, // registered, hidden from this consumer
+		{obsCall("view:obs.widget.madeUp", gone.ID(), ""), surface.CodeComponentUnmounted, false},
+		{obsCall("view:obs.widget.madeUp", "", ""), surface.CodeCapabilityNotFound, false},
+		{obsCall("domain:made.up", live.ID(), ""), surface.CodeCapabilityNotFound, false},
+	} {
+		res := reg.Invoke(context.Background(), c.in, obsCaller)
+		if c.code == "" {
+			surfacetest.RequireOK(t, res)
+		} else {
+			surfacetest.RequireCode(t, res, c.code)
+		}
+		if s := o.settlement(t, res.InvocationID); s.Registered != c.registered {
+			t.Errorf("%s with %s: registered %v, want %v", c.in.CapabilityID, c.in.RegistrationID, s.Registered, c.registered)
+		}
+	}
+}

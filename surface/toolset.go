@@ -179,7 +179,9 @@ type CallOptions struct {
 	ConfirmationID string
 }
 
-const emptyObject = `{"additionalProperties":false,"properties":{},"type":"object"}`
+// emptyObject is the input schema of an observation's tool (semantics
+// §16.1).
+const emptyObject = `{"type":"object","properties":{},"additionalProperties":false}`
 
 // NewToolset returns a toolset over reg. It fails with ErrToolsetOptions
 // when neither Topology nor Confirmations is set, or when a Budget is set
@@ -298,7 +300,7 @@ func (ts *Toolset) refresh() {
 	ts.sig = sig
 	subs := ts.subs
 	ts.mu.Unlock()
-	notifyAll(ts.r.log, "toolset", subs, func() *Catalog { return c })
+	notifyAll(ts.r.opts.Logger, "toolset", subs, func() *Catalog { return c })
 }
 
 // build makes a catalog from a fresh snapshot. Definitions (names,
@@ -551,7 +553,7 @@ func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
 // waitAndRetry waits for the user's decision on the confirmation res asks
 // for and, once approved, calls again with it.
 func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result) Result {
-	cid, _ := res.Error.Details["confirmationId"].(string)
+	cid := res.Error.ConfirmationID()
 	if cid == "" {
 		return res
 	}

@@ -99,7 +99,7 @@ func TestDirectToolset_AS_ADAPTER_001_AS_CACHE_001_003(t *testing.T) {
 	if dis.Description != "[domain · destructive · requires confirmation] Disable devices" || dis.State.Note != "d1 selected" {
 		t.Fatalf("%+v", dis)
 	}
-	if ro := toolNamed(t, tools, "view_devices__table__readState_at_main"); ro.InputSchema != `{"additionalProperties":false,"properties":{},"type":"object"}` || ro.Description != "[view · read] Reads" {
+	if ro := toolNamed(t, tools, "view_devices__table__readState_at_main"); ro.InputSchema != `{"type":"object","properties":{},"additionalProperties":false}` || ro.Description != "[view · read] Reads" {
 		t.Fatalf("%+v", ro)
 	}
 	if m := ts.WireNames(); m["domain_devices__disable"] != "domain:devices.disable" || len(m) != 7 {

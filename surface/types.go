@@ -156,7 +156,7 @@ func (r *Registry) unknownConsumer(c Consumer) *Error {
 }
 
 func (r *Registry) logUnknownConsumer(c Consumer) {
-	r.log.Error("surface: refused a consumer of unknown kind; use one of the ConsumerKind constants", "kind", string(c.Kind), "consumerId", c.ID)
+	r.opts.Logger.Error("surface: refused a consumer of unknown kind; use one of the ConsumerKind constants", "kind", string(c.Kind), "consumerId", c.ID)
 }
 
 // Route describes where the host application currently is; it appears in

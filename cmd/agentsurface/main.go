@@ -8,6 +8,8 @@
 //	                                          list the tools of an endpoint
 //	agentsurface call <mcp-url> <tool> [json] [--token T] [--wait | --confirmation-id ID]
 //	                                          call one tool, print the result
+//	agentsurface contract <mcp-url> [--token T] print an endpoint's contract
+//	agentsurface diff OLD NEW [--fail widening] classify the changes of a contract
 //	agentsurface version                      print the version
 //
 // Every command takes --help. Exit status: 0 on success, 1 on failure, 2
@@ -47,6 +49,8 @@ Usage:
                                                        list the tools of an MCP endpoint
   agentsurface call <mcp-url> <tool> [json] [--token T] [--wait | --confirmation-id ID]
                                                        call one tool and print the result envelope
+  agentsurface contract <mcp-url> [--token T]          print the contract of an MCP endpoint
+  agentsurface diff OLD NEW [--fail widening] [--json] classify the changes between two contracts
   agentsurface version                                 print the version
 
 Run "agentsurface <command> --help" for a command's flags.
@@ -66,6 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return inspect(ctx, rest, stdout, stderr)
 	case "call":
 		return call(ctx, rest, stdout, stderr)
+	case "contract":
+		return contractCmd(ctx, rest, stdout, stderr)
+	case "diff":
+		return diffCmd(rest, stdout, stderr)
 	case "version":
 		return version(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -37,10 +37,19 @@
 //
 // The depth of a schema counts the root as 0 and adds one per step into
 // "items", "properties"/x, "anyOf"/i and "$defs"/x; the default maximum is
-// [DefaultMaxDepth]. Its size is the number of UTF-8 bytes of its canonical
-// JSON encoding ([Schema.JSON]); the default maximum is [DefaultMaxBytes].
+// [DefaultMaxDepth]. Its size is the number of UTF-8 bytes of its compact
+// JSON text ([Schema.JSON]); the default maximum is [DefaultMaxBytes].
 // String lengths ("minLength", "maxLength") count UTF-16 code units, as
 // JavaScript does, so a schema means the same to a TypeScript peer.
+//
+// # Schemas as authored
+//
+// A model fills arguments in the order it is shown them, so a schema is
+// shown as authored (semantics §10.8): [Parse] keeps the text it is given,
+// byte for byte but for insignificant whitespace (and refuses a text whose
+// meaning is not what it shows: invalid UTF-8, a key given twice in one
+// object); [Infer] lists each struct's properties in field order.
+// [Reduce] cuts bound fields out of a schema without reordering the rest.
 //
 // # Why our own validator
 //

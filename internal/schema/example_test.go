@@ -25,7 +25,7 @@ func ExampleFor() {
 		fmt.Printf("%q: %s\n", is.Path, is.Message)
 	}
 	// Output:
-	// {"additionalProperties":false,"properties":{"ids":{"description":"Row ids to select","items":{"type":"string"},"type":"array"},"mode":{"type":"string"}},"required":["ids"],"type":"object"}
+	// {"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"},"description":"Row ids to select"},"mode":{"type":"string"}},"required":["ids"],"additionalProperties":false}
 	// "ids[1]": expected string
 	// "extra": unexpected property
 }

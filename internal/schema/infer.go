@@ -149,7 +149,11 @@ func infer(t reflect.Type, output bool) (*Schema, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, &Error{Reason: "cannot decode the inferred schema: " + err.Error()}
 	}
-	return build(emptyForTrue(doc), true)
+	text, err := inferredText(raw)
+	if err != nil {
+		return nil, err
+	}
+	return build(emptyForTrue(doc), text, true)
 }
 
 // emptyForTrue replaces the boolean schema true, which jsonschema-go

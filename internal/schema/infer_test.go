@@ -146,7 +146,8 @@ func TestInferShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"additionalProperties":false,"properties":{"ids":{"description":"Row ids to select","items":{"type":"string"},"type":"array"},"mode":{"description":"replace, add or remove","type":"string"}},"required":["ids"],"type":"object"}`
+	// Properties in struct field order (semantics §10.8).
+	want := `{"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"},"description":"Row ids to select"},"mode":{"type":"string","description":"replace, add or remove"}},"required":["ids"],"additionalProperties":false}`
 	if s.JSON() != want {
 		t.Errorf("For[SelectRows]() =\n%s\nwant\n%s", s.JSON(), want)
 	}
@@ -159,9 +160,9 @@ func TestInferShape(t *testing.T) {
 	}
 	for typ, want := range map[reflect.Type]string{
 		reflect.TypeFor[any]():                        `{}`,
-		reflect.TypeFor[[]any]():                      `{"items":{},"type":"array"}`,
+		reflect.TypeFor[[]any]():                      `{"type":"array","items":{}}`,
 		reflect.TypeFor[map[string]json.RawMessage](): `{"type":"object"}`,
-		reflect.TypeFor[*[]int8]():                    `{"items":{"maximum":127,"minimum":-128,"type":"integer"},"type":["array","null"]}`,
+		reflect.TypeFor[*[]int8]():                    `{"type":["array","null"],"items":{"type":"integer","minimum":-128,"maximum":127}}`,
 		reflect.TypeFor[json.Number]():                `{"type":"number"}`,
 	} {
 		s, err := Infer(typ)
@@ -605,7 +606,7 @@ func TestInferOutputNullableCollections(t *testing.T) {
 			t.Errorf("%s: %v", b, issues)
 		}
 	}
-	want := `{"additionalProperties":false,"properties":{"rows":{"items":{"additionalProperties":false,"properties":{"attr":{"type":["object","null"]},"grid":{"items":{"maximum":9007199254740991,"minimum":-9007199254740991,"type":"integer"},"maxItems":2,"minItems":2,"type":"array"},"name":{"type":"string"},"tags":{"items":{"type":"string"},"type":["array","null"]}},"required":["tags","attr","grid","name"],"type":"object"},"type":["array","null"]}},"required":["rows"],"type":"object"}`
+	want := `{"type":"object","properties":{"rows":{"type":["array","null"],"items":{"type":"object","properties":{"tags":{"type":["array","null"],"items":{"type":"string"}},"attr":{"type":["object","null"]},"grid":{"type":"array","items":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},"minItems":2,"maxItems":2},"name":{"type":"string"}},"required":["tags","attr","grid","name"],"additionalProperties":false}}},"required":["rows"],"additionalProperties":false}`
 	if s.JSON() != want {
 		t.Errorf("InferOutput JSON:\n%s\nwant\n%s", s.JSON(), want)
 	}

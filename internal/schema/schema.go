@@ -3,12 +3,10 @@ package schema
 import (
 	"encoding/json"
 	"strconv"
-
-	"github.com/agentsurface/agentsurface/internal/canonical"
 )
 
 // DefaultMaxBytes is the default limit on [Schema.Size]: the UTF-8 length
-// of a schema's canonical JSON encoding.
+// of a schema's compact JSON text.
 const DefaultMaxBytes = 16384
 
 // DefaultMaxDepth is the default limit on [Schema.Depth].
@@ -59,7 +57,8 @@ func (l Limits) resolve() Limits {
 // [Parse], [Infer] or [For]).
 type Schema struct {
 	root *node
-	// text is the canonical JSON encoding of the agent-visible schema.
+	// text is the agent-visible schema: compact JSON, keys in the order
+	// they were authored (see ordered.go).
 	text string
 	// depth is the maximum nesting depth; deepest is the JSON pointer of
 	// the first node (in key order) found at that depth.
@@ -69,10 +68,11 @@ type Schema struct {
 	object bool
 }
 
-// JSON returns the agent-visible schema as canonical JSON (keys sorted by
-// UTF-16 code units, JavaScript number formatting, no whitespace). Every
-// keyword of the subset is kept, annotations included. The string is
-// immutable and may be shared.
+// JSON returns the agent-visible schema as authored, without whitespace:
+// a raw schema's text as written (keys in the author's order, numbers and
+// escapes as written), an inferred schema's properties in struct field
+// order. Every keyword of the subset is kept, annotations included. The
+// string is immutable and may be shared.
 func (s *Schema) JSON() string { return s.text }
 
 // Size returns the length of [Schema.JSON] in UTF-8 bytes, the unit of
@@ -162,7 +162,14 @@ func ParseLimits(raw []byte, lim Limits) (*Schema, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, &Error{Reason: "not valid JSON: " + err.Error()}
 	}
-	s, err := build(doc, false)
+	if err := checkText(raw); err != nil {
+		return nil, err
+	}
+	text, err := compactText(raw)
+	if err != nil {
+		return nil, err
+	}
+	s, err := build(doc, text, false)
 	if err != nil {
 		return nil, err
 	}
@@ -172,22 +179,18 @@ func ParseLimits(raw []byte, lim Limits) (*Schema, error) {
 	return s, nil
 }
 
-// build checks and compiles a decoded schema document. The document is
-// owned by build: in inferred mode it strips the hidden map value schemas
-// from it before encoding.
-func build(doc any, inferred bool) (*Schema, error) {
+// build checks and compiles a decoded schema document, whose
+// agent-visible text is text. The document is owned by build: in
+// inferred mode it strips the hidden map value schemas from it.
+func build(doc any, text string, inferred bool) (*Schema, error) {
 	c := compiler{inferred: inferred}
 	root, err := c.compileRoot(doc)
 	if err != nil {
 		return nil, err
 	}
-	text, err := canonical.Marshal(doc)
-	if err != nil {
-		return nil, &Error{Reason: "cannot encode schema: " + err.Error()}
-	}
 	s := &Schema{
 		root:    root,
-		text:    string(text),
+		text:    text,
 		depth:   c.depth,
 		deepest: c.deepest,
 		object:  root.typeIsObject,

@@ -244,7 +244,9 @@ func TestSchemaJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"$defs":{"u":{"enum":[0.1,0,1e-7]}},"additionalProperties":false,"examples":[{"a":"x","b":1e+21}],"properties":{"a":{"description":"<&>` + "\u2028" + `","type":"string"},"b":{"default":10,"minimum":1,"type":"integer"}},"required":["b","a"],"title":"T","type":"object"}`
+	// As authored (semantics §10.8): the author's key order, numbers and
+	// escapes, without the whitespace.
+	want := `{"type":"object","title":"T","properties":{"b":{"type":"integer","minimum":1.0,"default":10},"a":{"type":"string","description":"<&>\u2028"}},"required":["b","a"],"additionalProperties":false,"examples":[{"b":1e21,"a":"x"}],"$defs":{"u":{"enum":[0.1,-0,1e-7]}}}`
 	if s.JSON() != want {
 		t.Errorf("JSON() =\n%s\nwant\n%s", s.JSON(), want)
 	}

@@ -80,9 +80,9 @@ func Example() {
 	//           "name": "read",
 	//           "description": "The count",
 	//           "outputSchema": {
-	//             "maximum": 9007199254740991,
+	//             "type": "integer",
 	//             "minimum": -9007199254740991,
-	//             "type": "integer"
+	//             "maximum": 9007199254740991
 	//           },
 	//           "available": true
 	//         }
@@ -93,18 +93,18 @@ func Example() {
 	//           "name": "add",
 	//           "description": "Adds n",
 	//           "inputSchema": {
-	//             "additionalProperties": false,
+	//             "type": "object",
 	//             "properties": {
 	//               "n": {
-	//                 "maximum": 9007199254740991,
+	//                 "type": "integer",
 	//                 "minimum": -9007199254740991,
-	//                 "type": "integer"
+	//                 "maximum": 9007199254740991
 	//               }
 	//             },
 	//             "required": [
 	//               "n"
 	//             ],
-	//             "type": "object"
+	//             "additionalProperties": false
 	//           },
 	//           "effect": "local-state",
 	//           "idempotent": false,

@@ -1,0 +1,283 @@
+package replica_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentsurface/agentsurface/replica"
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/surface/surfacetest"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// tee records into every sink; the first one's error is returned.
+type tee []surface.AuditSink
+
+func (t tee) Record(ctx context.Context, e surface.AuditEvent) error {
+	var first error
+	for _, s := range t {
+		if err := s.Record(ctx, e); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// busyRegistry registers a component whose action audits at level full
+// and invokes it n times.
+func busyRegistry(t *testing.T, sink surface.AuditSink, n int) {
+	t.Helper()
+	reg := surfacetest.NewRegistry(t, &surface.Options{Audit: sink})
+	surfacetest.MustRegister(t, reg, surface.Component{Type: "counter", Description: "Counter",
+		Actions: map[string]surface.Capability{"add": surface.Action(surface.ActionDef[map[string]any, map[string]any]{
+			Description: "Adds", Effect: surface.EffectLocalState, Audit: surface.AuditLevelFull,
+			Execute: func(_ context.Context, _ *surface.Call, in map[string]any) (map[string]any, error) {
+				return map[string]any{"got": in["n"]}, nil
+			}})}})
+	for i := range n {
+		surfacetest.RequireOK(t, surfacetest.Invoke(t, reg, "view:counter.add", map[string]any{"n": i}))
+	}
+}
+
+// The audit records of three replicas, several sessions each, all land
+// in one table, every one of them, after a graceful Close.
+func TestAuditFromAllReplicasInOneTable(t *testing.T) {
+	pool, _ := migrated(t)
+	var kept []*surface.MemorySink
+	var sinks []*replica.AuditSink
+	var wg sync.WaitGroup
+	for r := range 3 {
+		sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: fmt.Sprintf("r%d", r+1), BatchSize: 7})
+		sinks = append(sinks, sink)
+		for s := range 3 {
+			mem := surface.NewMemorySink(10000)
+			kept = append(kept, mem)
+			session := fmt.Sprintf("r%d-s%d", r+1, s+1)
+			wg.Go(func() { busyRegistry(t, tee{mem, sink.For(session)}, 40) })
+		}
+	}
+	wg.Wait()
+	for i, sink := range sinks {
+		if err := sink.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if st := sink.Stats(); st.Dropped != 0 || st.Queued != 0 || st.Written == 0 {
+			t.Fatalf("r%d: %+v", i+1, st)
+		}
+	}
+	want := 0
+	for _, m := range kept {
+		want += len(m.Events())
+	}
+	var got, replicas, sessions, settled int
+	err := pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT replica), count(DISTINCT session),
+		count(*) FILTER (WHERE type = 'invocation-settled' AND status = 'ok' AND output::text LIKE '{"got":%')
+		FROM agentsurface_audit`).Scan(&got, &replicas, &sessions, &settled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want || replicas != 3 || sessions != 9 || settled != 9*40 {
+		t.Fatalf("table holds %d records of %d replicas and %d sessions (%d settled with output); want %d of 3 and 9 (360)",
+			got, replicas, sessions, settled, want)
+	}
+}
+
+// The columns hold the record's fields; text Postgres cannot store is
+// made storable; a record Postgres refuses is dropped alone.
+func TestAuditColumnsAndBadRecords(t *testing.T) {
+	pool, _ := migrated(t)
+	logs := new(syncWriter)
+	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1",
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	at := time.Date(2026, 12, 1, 10, 0, 0, 123e6, time.UTC)
+	ms, wait, exec := int64(42), int64(30), int64(12)
+	events := []surface.AuditEvent{
+		{At: at, Type: surface.AuditInvocationSettled, CapabilityID: "view:a.b", RegistrationID: "reg_1", InvocationID: "inv_1",
+			ConsumerID: "mcp-bridge:agent", Status: surface.StatusError, Code: surface.CodeNotAuthorized, DurationMs: &ms,
+			QueueWaitMs: &wait, ExecutionMs: &exec,
+			Payload: &surface.AuditPayload{Input: `{"ids":["d1"]}`, Truncated: true}},
+		{At: at, Type: surface.AuditConfirmationApproved, ConfirmationID: "conf_1", Actor: "olivia\x00 (browser)", Reason: "bad \xff utf-8"},
+		{At: at, Type: surface.AuditInvocationSettled, InvocationID: "inv_bad", Payload: &surface.AuditPayload{Output: "{not json"}},
+		{At: at, Type: surface.AuditRegistration, RegistrationID: "reg_2"},
+	}
+	for _, e := range events {
+		if err := sink.For("s1").Record(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := sink.Stats(); st.Written != 3 || st.Dropped != 1 {
+		t.Fatalf("stats %+v, want 3 written, 1 dropped", st)
+	}
+	if !strings.Contains(logs.String(), "Postgres refused an audit record") || !strings.Contains(logs.String(), "inv_bad") {
+		t.Fatalf("the refused record is not in the log:\n%s", logs.String())
+	}
+	var (
+		gotAt                              time.Time
+		typ, capID, code, status, consumer string
+		dur, queueWait, execution          *int64
+		input                              string
+		truncated                          bool
+	)
+	err := pool.QueryRow(context.Background(), `SELECT at, type, capability_id, code, status, consumer_id, duration_ms,
+		queue_wait_ms, execution_ms, input::text, truncated FROM agentsurface_audit WHERE invocation_id = 'inv_1'`).
+		Scan(&gotAt, &typ, &capID, &code, &status, &consumer, &dur, &queueWait, &execution, &input, &truncated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gotAt.Equal(at) || typ != "invocation-settled" || capID != "view:a.b" || code != "NOT_AUTHORIZED" || status != "error" ||
+		consumer != "mcp-bridge:agent" || dur == nil || *dur != 42 || input != `{"ids":["d1"]}` || !truncated ||
+		queueWait == nil || *queueWait != 30 || execution == nil || *execution != 12 { // AS-OBSV-001: wait and execution apart
+		t.Fatalf("row: %v %s %s %s %s %s %v %s %v", gotAt, typ, capID, code, status, consumer, dur, input, truncated)
+	}
+	var actor, reason string
+	if err := pool.QueryRow(context.Background(), `SELECT actor, reason FROM agentsurface_audit WHERE confirmation_id = 'conf_1'`).Scan(&actor, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if actor != "olivia\uFFFD (browser)" || reason != "bad \uFFFD utf-8" {
+		t.Fatalf("cleaned text: %q %q", actor, reason)
+	}
+}
+
+// While Postgres is down the sink keeps taking records up to its queue,
+// drops and counts the rest, says so in the log and the metric, and
+// writes the queued ones once Postgres is back: none of them is lost.
+func TestAuditWhilePostgresIsDown(t *testing.T) {
+	srv, pool, _ := privateMigrated(t)
+	logs := new(syncWriter)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1", QueueSize: 50, Timeout: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), MeterProvider: mp})
+	defer sink.Close()
+	record := func(i int) error {
+		return sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+			InvocationID: fmt.Sprintf("inv_%d", i), Status: surface.StatusOK})
+	}
+	if err := record(0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the first record written", func() bool { return sink.Stats().Written == 1 })
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	dropped := 0
+	for i := 1; i <= 80; i++ {
+		if err := record(i); errors.Is(err, surface.ErrAuditDropped) {
+			dropped++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The writer holds one batch while it retries; the queue holds the rest.
+	st := sink.Stats()
+	if dropped != 30 || st.Dropped != 30 || st.Queued != 50 {
+		t.Fatalf("during the outage: %d refused, stats %+v; want 30 dropped, 50 queued", dropped, st)
+	}
+	eventually(t, 5*time.Second, "the drops and the failing writes logged", func() bool {
+		s := logs.String()
+		return strings.Contains(s, "audit records dropped") && strings.Contains(s, "cannot write audit records")
+	})
+	if got := auditMetric(t, reader, "dropped"); got != 30 {
+		t.Fatalf("agentsurface.audit.records{outcome=dropped} = %d, want 30", got)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the queued records written", func() bool { return sink.Stats().Written == 51 })
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(DISTINCT invocation_id) FROM agentsurface_audit`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 51 {
+		t.Fatalf("table holds %d records, want 51", n)
+	}
+	if got := auditMetric(t, reader, "written"); got != 51 {
+		t.Fatalf("agentsurface.audit.records{outcome=written} = %d, want 51", got)
+	}
+}
+
+// Close with Postgres down gives up after CloseTimeout, counting and
+// logging what it could not write.
+func TestAuditCloseWithPostgresDownIsBounded(t *testing.T) {
+	srv, pool, _ := privateMigrated(t)
+	logs := new(syncWriter)
+	sink := replica.NewAuditSink(pool, &replica.AuditOptions{CloseTimeout: 700 * time.Millisecond, Timeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditRegistration,
+			RegistrationID: fmt.Sprint("reg_", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %v with a CloseTimeout of 700ms", took)
+	}
+	if st := sink.Stats(); st.Dropped != 10 || st.Written != 0 || st.Queued != 0 {
+		t.Fatalf("stats %+v, want 10 dropped", st)
+	}
+	if !strings.Contains(logs.String(), "closing: Postgres did not take them") {
+		t.Fatalf("log:\n%s", logs.String())
+	}
+	if err := sink.Record(context.Background(), surface.AuditEvent{Type: surface.AuditRegistration}); !errors.Is(err, surface.ErrAuditDropped) {
+		t.Fatalf("Record after Close: %v", err)
+	}
+}
+
+// auditMetric reads agentsurface.audit.records for one outcome.
+func auditMetric(t *testing.T, r *sdkmetric.ManualReader, outcome string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "agentsurface.audit.records" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if v, _ := dp.Attributes.Value("agentsurface.audit.outcome"); v.AsString() == outcome {
+					return dp.Value
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// syncWriter makes a writer safe for the sink's goroutine and the test.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,142 @@
+package replica_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// percentiles reports the p50 and p99 of ds, in µs, as name-p50-µs and
+// name-p99-µs.
+func percentiles(b *testing.B, name string, ds []time.Duration) (p50, p99 float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 {
+		return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))].Nanoseconds()) / 1e3
+	}
+	p50, p99 = at(0.50), at(0.99)
+	b.ReportMetric(p50, name+"-p50-µs")
+	b.ReportMetric(p99, name+"-p99-µs")
+	return p50, p99
+}
+
+func get(b *testing.B, c *http.Client, url, tok string) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b.Fatalf("status %d", res.StatusCode)
+	}
+}
+
+// BenchmarkForwardingLatency measures a plain HTTP request sent to its
+// session's owner (direct) and one sent to another replica, which
+// forwards it (forwarded), alternating in one loop so that both see the
+// same machine. added-p50-µs is what forwarding costs at the median.
+func BenchmarkForwardingLatency(b *testing.B) {
+	nodes, _, _ := three(b, nodeOptions{})
+	c := client(b)
+	tok := newSession(b, c, nodes[0].addr)
+	get(b, c, nodes[1].addr+"/hit", tok) // the owner is looked up once, then remembered
+	direct := make([]time.Duration, 0, b.N)
+	forwarded := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		get(b, c, nodes[0].addr+"/hit", tok)
+		mid := time.Now()
+		get(b, c, nodes[1].addr+"/hit", tok)
+		direct, forwarded = append(direct, mid.Sub(start)), append(forwarded, time.Since(mid))
+	}
+	b.StopTimer()
+	d50, d99 := percentiles(b, "direct", direct)
+	f50, f99 := percentiles(b, "forwarded", forwarded)
+	b.ReportMetric(f50-d50, "added-p50-µs")
+	b.ReportMetric(f99-d99, "added-p99-µs")
+}
+
+// BenchmarkMCPCalls measures MCP tools/call over three replicas with 100
+// sessions (stateful MCP sessions of the go-sdk client): calls/s through
+// a round-robin balancer (two calls in three land on a replica that does
+// not own the session and are forwarded) and straight to the owners; and
+// p50/p99 of a call sent to its owner against one sent to another
+// replica, alternating in one loop.
+func BenchmarkMCPCalls(b *testing.B) {
+	const sessions = 100
+	nodes, lb, _ := three(b, nodeOptions{})
+	c := client(b)
+	type sess struct {
+		viaLB, direct, other *mcp.ClientSession
+	}
+	all := make([]sess, sessions)
+	for i := range all {
+		owner := nodes[i%3]
+		tok := newSession(b, c, owner.addr)
+		all[i].viaLB = mcpClient(b, c, lb.url, tok, "2025-11-25", nil)
+		all[i].direct = mcpClient(b, c, owner.addr, tok, "2025-11-25", nil)
+		if i == 0 {
+			all[i].other = mcpClient(b, c, nodes[1].addr, tok, "2025-11-25", nil)
+		}
+	}
+	tools, err := all[0].viaLB.ListTools(context.Background(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := tools.Tools[0].Name
+	call := func(cs *mcp.ClientSession) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %+v", err, res)
+		}
+	}
+
+	b.Run("latency", func(b *testing.B) {
+		direct := make([]time.Duration, 0, b.N)
+		forwarded := make([]time.Duration, 0, b.N)
+		for range b.N {
+			start := time.Now()
+			call(all[0].direct)
+			mid := time.Now()
+			call(all[0].other)
+			direct, forwarded = append(direct, mid.Sub(start)), append(forwarded, time.Since(mid))
+		}
+		b.StopTimer()
+		d50, d99 := percentiles(b, "direct", direct)
+		f50, f99 := percentiles(b, "forwarded", forwarded)
+		b.ReportMetric(f50-d50, "added-p50-µs")
+		b.ReportMetric(f99-d99, "added-p99-µs")
+	})
+	// The same load through the balancer (two calls in three forwarded)
+	// and straight to each session's owner (a balancer that knew).
+	for _, via := range []string{"balancer", "direct"} {
+		b.Run("throughput-100-sessions-"+via, func(b *testing.B) {
+			var next atomic.Uint64
+			b.SetParallelism(4) // 8 callers on 2 cores: enough to keep the replicas busy
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					s := all[next.Add(1)%sessions]
+					if via == "balancer" {
+						call(s.viaLB)
+					} else {
+						call(s.direct)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+		})
+	}
+}

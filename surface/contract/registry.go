@@ -1,0 +1,207 @@
+package contract
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// ErrChanging reports a registry that changed every time its contract was
+// being taken: the contract of a surface in motion would describe no
+// surface at all.
+var ErrChanging = errors.New("contract: the surface changed while its contract was taken")
+
+// attempts is how many times FromRegistry tries to read one consumer's
+// view at a single surface version.
+const attempts = 5
+
+// FromRegistry returns the contract of reg as each of consumers sees it
+// (at least one; two consumers of one key are refused). It reads only
+// the registry's public API: [surface.Registry.Explain] for every
+// capability, hidden ones included, with its policies and their votes;
+// [surface.Registry.Snapshot] for what the consumer is shown; and a
+// toolset's catalog ([surface.NewToolset]) for the wire names. Like them
+// it calls When predicates, Discover hooks and Describe notes, never a
+// handler. Live state (availability, notes, the route, versions,
+// registration ids) is left out.
+//
+// The registry must not change while the contract is taken; if it keeps
+// changing, FromRegistry fails with [ErrChanging]. A closed registry or a
+// consumer of unknown kind is an error.
+func FromRegistry(reg *surface.Registry, consumers ...surface.Consumer) (*Contract, error) {
+	if len(consumers) == 0 {
+		return nil, errors.New("contract: FromRegistry needs at least one consumer")
+	}
+	c := &Contract{Format: Format, Version: Version, Source: SourceRegistry}
+	for _, consumer := range consumers {
+		if !consumer.Kind.Valid() {
+			return nil, fmt.Errorf("contract: consumer %q has an unknown kind", consumer.Key())
+		}
+		v, err := viewOf(reg, consumer)
+		if err != nil {
+			return nil, err
+		}
+		c.Consumers = append(c.Consumers, v)
+	}
+	return c.normalized()
+}
+
+// Combine returns one contract holding the consumers of parts, which must
+// share a source and name different consumers: the contract of an
+// application whose registry is built per consumer.
+func Combine(parts ...*Contract) (*Contract, error) {
+	out := &Contract{Format: Format, Version: Version}
+	for i, p := range parts {
+		if i == 0 {
+			out.Source = p.Source
+		} else if p.Source != out.Source {
+			return nil, fmt.Errorf("contract: cannot combine a %s contract with a %s one", out.Source, p.Source)
+		}
+		if p.Format != Format || p.Version != Version {
+			return nil, fmt.Errorf("%w: format %q version %d", ErrFormat, p.Format, p.Version)
+		}
+		out.Consumers = append(out.Consumers, p.Consumers...)
+	}
+	if len(parts) == 0 {
+		return nil, errors.New("contract: nothing to combine")
+	}
+	return out.normalized()
+}
+
+// viewOf reads one consumer's view, retrying while the surface changes
+// between the three reads.
+func viewOf(reg *surface.Registry, consumer surface.Consumer) (ConsumerView, error) {
+	for range attempts {
+		v, ok, err := tryViewOf(reg, consumer)
+		if err != nil || ok {
+			return v, err
+		}
+	}
+	return ConsumerView{}, ErrChanging
+}
+
+// capKey identifies a capability in one registry at one version.
+type capKey struct{ capabilityID, registrationID string }
+
+// tryViewOf reads one consumer's view; ok is false when the surface
+// version moved between the explanation, the snapshot and the catalog.
+func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView, ok bool, err error) {
+	opts := surface.SnapshotOptions{Consumer: consumer}
+	ex := reg.Explain(opts)
+	snap := reg.Snapshot(opts)
+	if snap.Closed {
+		return v, false, surface.ErrClosed
+	}
+	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Consumer: consumer, Topology: surface.TopologyRemote})
+	if err != nil {
+		return v, false, err
+	}
+	cat := ts.Catalog()
+	_ = ts.Close()
+	if ex.SurfaceVersion != snap.SurfaceVersion || cat.SurfaceVersion() != snap.SurfaceVersion {
+		return v, false, nil
+	}
+
+	norm := ex.Consumer // the explanation's consumer is normalized
+	v = ConsumerView{Name: norm.Key(), Kind: norm.Kind, ID: norm.ID, Grants: slices.Clone(norm.Grants)}
+	wire := map[capKey]string{}
+	for _, t := range cat.Tools() {
+		wire[capKey{t.CapabilityID, t.RegistrationID}] = t.Name
+	}
+	listed := map[capKey]*Capability{} // from the snapshot
+	for _, comp := range snap.Components {
+		v.Components = append(v.Components, Component{Type: comp.Type, InstanceID: comp.InstanceID,
+			Description: comp.Description, Parent: comp.Parent, Meta: raw(comp.Meta)})
+		for _, o := range comp.Observations {
+			listed[capKey{o.CapabilityID, comp.RegistrationID}] = &Capability{
+				Description: o.Description, Effect: surface.EffectRead, Idempotent: ptr(true),
+				Confirmation: surface.ConfirmNever, OutputSchema: raw(o.OutputSchema), Meta: raw(o.Meta),
+			}
+		}
+		for _, a := range comp.Actions {
+			listed[capKey{a.CapabilityID, comp.RegistrationID}] = &Capability{
+				Description: a.Description, Effect: a.Effect, Idempotent: ptr(a.Idempotent), Reversible: ptr(a.Reversible),
+				Confirmation: a.Confirmation, InputSchema: raw(a.InputSchema), OutputSchema: raw(a.OutputSchema), Meta: raw(a.Meta),
+			}
+		}
+	}
+	for _, p := range snap.Procedures {
+		c := &Capability{
+			Context: p.Context, Description: p.Description, Effect: p.Effect,
+			Idempotent: ptr(p.Effect == surface.EffectServerQuery), Confirmation: p.Confirmation,
+			InputSchema: raw(p.InputSchema), OutputSchema: raw(p.OutputSchema), Meta: raw(p.Meta),
+		}
+		for _, b := range p.BoundFields {
+			c.BoundFields = append(c.BoundFields, BoundField{Path: b.Path, Locked: b.Locked})
+		}
+		listed[capKey{p.ProcedureID, p.RegistrationID}] = c
+	}
+
+	for _, ce := range ex.Capabilities {
+		k := capKey{ce.CapabilityID, ce.RegistrationID}
+		c := &Capability{Description: ce.Description}
+		if l := listed[k]; l != nil {
+			c = l
+			delete(listed, k)
+		}
+		c.CapabilityID, c.Kind = ce.CapabilityID, ce.Kind
+		c.Component = &surface.Parent{Type: ce.ComponentType, InstanceID: ce.InstanceID}
+		c.Visibility, c.DisabledReason = visibilityOf(ce.Policies)
+		if (c.Visibility == Hidden) != (ce.Outcome == surface.VisibilityHidden) {
+			// The votes compose as the registry composes them; a
+			// disagreement is a defect to report, not to paper over.
+			return v, false, fmt.Errorf("contract: %s: the policy votes disagree with the explained outcome %q", ce.CapabilityID, ce.Outcome)
+		}
+		for _, p := range ce.Policies {
+			c.Policies = append(c.Policies, Policy{Name: p.Name, Layer: p.Layer, Hooks: slices.Clone(p.Hooks),
+				Vote: p.Vote, Reason: p.Reason, RequiresConfirmation: p.RequiresConfirmation})
+			if p.RequiresConfirmation && ce.Kind != surface.KindObservation {
+				c.ConfirmationByPolicy = surface.ConfirmRequired
+			}
+		}
+		if c.Visibility != Hidden {
+			if c.Effect == "" { // listed by the explanation, not by the snapshot
+				return v, false, fmt.Errorf("contract: %s is visible but missing from the snapshot", ce.CapabilityID)
+			}
+			c.WireName = wire[k]
+			if c.WireName == "" {
+				return v, false, fmt.Errorf("contract: %s is visible but missing from the catalog", ce.CapabilityID)
+			}
+			c.RequiresConfirmation = ptr(c.Confirmation == surface.ConfirmRequired)
+			c.Annotations = AnnotationsFor(c.Kind, c.Effect, *c.Idempotent, c.InputSchema)
+		}
+		v.Capabilities = append(v.Capabilities, *c)
+	}
+	if len(listed) > 0 {
+		return v, false, errors.New("contract: the snapshot lists capabilities the explanation does not")
+	}
+	return v, true, nil
+}
+
+// visibilityOf composes a chain's votes as the registry does: any hide
+// wins, else the first disable, with its reason.
+func visibilityOf(pols []surface.PolicyExplanation) (Visibility, string) {
+	out, reason := Exposed, ""
+	for _, p := range pols {
+		switch p.Vote {
+		case "hide":
+			return Hidden, ""
+		case "disable":
+			if out == Exposed {
+				out, reason = Disabled, p.Reason
+			}
+		}
+	}
+	return out, reason
+}
+
+// raw returns a copy of a JSON text, nil for none.
+func raw(t surface.JSONText) json.RawMessage {
+	if t == "" {
+		return nil
+	}
+	return json.RawMessage(t)
+}
