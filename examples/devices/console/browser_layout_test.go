@@ -114,7 +114,11 @@ func TestBrowserLayout(t *testing.T) {
 	atEnd := `(() => { const l = document.querySelector('#agent .chat'); return l.scrollHeight > l.clientHeight && l.scrollHeight - l.scrollTop - l.clientHeight < 8; })()`
 	for _, w := range []int64{1280, 1440, 390} {
 		tb.do(chromedp.EmulateViewport(w, 900))
-		if !eval[bool](tb, atEnd) {
+		// The page follows the resize at its resize event.
+		wctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+		_, err := chromedp.Run(wctx, chromedp.Poll[bool](atEnd))
+		cancel()
+		if err != nil {
 			t.Errorf("at %d px the agent's log does not show its newest line", w)
 		}
 		if p := eval[[]string](tb, layoutProblems); len(p) > 0 {
