@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -122,26 +121,7 @@ func TestDemoScripted(t *testing.T) {
 // inspect lists an endpoint's tools; call prints the envelope and exits
 // 1 for an error result; a wrong token fails with exit 1.
 func TestInspectAndCall(t *testing.T) {
-	store, err := domain.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if err := store.Seed(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	app, err := console.New(console.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(app)
-	defer srv.Close()
-	defer app.Close()
-	s, err := app.NewSession(console.SessionOptions{KeepShown: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := srv.URL + "/mcp"
+	url, s := consoleServer(t)
 
 	code, out, errOut := cli(t, "inspect", url, "--token", s.Token())
 	if code != exitOK {
@@ -231,37 +211,11 @@ func TestDemoPrintedSessionFollowsThePage(t *testing.T) {
 	}
 }
 
-// testConsole serves a console on a fresh database and returns a session
-// (views mounted) and its MCP URL.
-func testConsole(t *testing.T) (*console.Session, string) {
-	t.Helper()
-	store, err := domain.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	if err := store.Seed(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	app, err := console.New(console.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(app)
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { _ = app.Close() })
-	s, err := app.NewSession(console.SessionOptions{KeepShown: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, srv.URL + "/mcp"
-}
-
 // inspect --json prints every tool with its schema; --describe adds
 // descriptions and schemas to the table; a missing or wrong token says
 // how to pass one.
 func TestInspectJSONDescribeAndTokens(t *testing.T) {
-	s, url := testConsole(t)
+	url, s := consoleServer(t)
 	code, out, errOut := cli(t, "inspect", url, "--token", s.Token(), "--json")
 	var tools []struct {
 		Name                 string         `json:"name"`
@@ -313,7 +267,7 @@ func TestInspectJSONDescribeAndTokens(t *testing.T) {
 // decision and prints the final result (ok when approved, the refusal
 // when denied). AS-CONFIRM-002 (two-phase retry with the evidence).
 func TestCallConfirmation(t *testing.T) {
-	s, url := testConsole(t)
+	url, s := consoleServer(t)
 	tok := "--token=" + s.Token()
 	sel := func(id string) {
 		t.Helper()
