@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,15 +26,17 @@ import (
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	allowHosts := fs.String("allow-host", "", "comma-separated host names the console may be reached by besides the loopback ones (a request naming another host is refused, against DNS rebinding); when --addr is not a loopback address its addresses are allowed too")
 	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use (with --scripted: a fresh temporary one unless set)")
 	reset := fs.Bool("reset", false, "delete the database first, for a fresh seed")
 	scripted := fs.Bool("scripted", false, "play the scripted agent over MCP, print its transcript and exit (0 if every step went as expected)")
 	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
 	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
+	modelTimeout := fs.Duration("model-timeout", chat.DefaultRequestTimeout, "give up on a model request that has not answered after this long (the page's Stop ends a run at once)")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY.\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY\n($OPENAI_ORG_ID and $OPENAI_PROJECT_ID, if set, are sent too).\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, code, done := parse(fs, args, stdout, stderr)
@@ -92,9 +95,12 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "demo", err)
 	}
 
-	opts := console.Options{Store: store, Logger: log}
+	opts := console.Options{Store: store, Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}
 	if *modelURL != "" {
-		opts.Agent, opts.AgentName = chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY")), *model
+		loop := chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY"))
+		loop.Header = openAIHeaders()
+		loop.RequestTimeout = *modelTimeout
+		opts.Agent, opts.AgentName = loop, *model
 	}
 	app, tel, handler, err := newConsole(ctx, opts)
 	if err != nil {
@@ -117,7 +123,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "demo", fmt.Errorf("listen on %s (see --addr): %w", *addr, err))
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := newServer(handler, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	defer func() {
@@ -129,12 +135,15 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 
 	base := "http://" + ln.Addr().String()
-	s, err := app.NewSession(console.SessionOptions{KeepShown: true})
+	// The printed session is like every other: its views are mounted while
+	// a page shows it. Only the headless run keeps them mounted without one.
+	s, err := app.NewSession(console.SessionOptions{KeepShown: *scripted})
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
 	fmt.Fprintf(stdout, "Devices console: %s%s\n", base, s.JoinPath())
 	fmt.Fprintf(stdout, "MCP:             claude mcp add --transport http devices %s/mcp --header \"Authorization: Bearer %s\"\n", base, s.Token())
+	fmt.Fprintf(stdout, "Inspector:       %s   (needs %s)\n", console.InspectorCommand(base+"/mcp", s.Token()), console.InspectorNode)
 	fmt.Fprintf(stdout, "Metrics:         %s/metrics\n", base)
 
 	if !*scripted {
@@ -162,6 +171,72 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "OK: every step got the expected outcome (%s)\n", time.Since(start).Round(time.Millisecond))
 	return exitOK
+}
+
+// newServer is the demo's HTTP server: bounded time to send the headers
+// and the body of a request, and bounded headers. (Handlers may still run
+// long once a request has arrived: event streams, calls waiting for
+// approval.)
+func newServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// allowedHosts are the Host names the console serves besides loopback
+// ones: those of --allow-host, and when addr does not listen on loopback
+// alone, the address it listens on (for 0.0.0.0 or ::, every address of
+// the machine and its host name). IP addresses are safe to allow: a page
+// rebinding its domain name still sends that name.
+func allowedHosts(addr, extra string) []string {
+	var out []string
+	for h := range strings.SplitSeq(extra, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return out
+	}
+	ip := net.ParseIP(host)
+	switch {
+	case host != "" && ip == nil: // a name
+		out = append(out, host)
+	case ip != nil && ip.IsLoopback():
+	case ip != nil && !ip.IsUnspecified():
+		out = append(out, ip.String())
+	default: // every interface
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					out = append(out, n.IP.String())
+				}
+			}
+		}
+		if name, err := os.Hostname(); err == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// openAIHeaders are the organization and project headers of OpenAI's
+// API, from the variables its own clients read ($OPENAI_ORG_ID,
+// $OPENAI_PROJECT_ID), when they are set.
+func openAIHeaders() http.Header {
+	h := http.Header{}
+	for name, v := range map[string]string{"OpenAI-Organization": "OPENAI_ORG_ID", "OpenAI-Project": "OPENAI_PROJECT_ID"} {
+		if val := os.Getenv(v); val != "" {
+			h.Set(name, val)
+		}
+	}
+	return h
 }
 
 // defaultDB is the database file under the user's cache directory.

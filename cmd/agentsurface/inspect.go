@@ -4,24 +4,50 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
+	"github.com/agentsurface/agentsurface/surface"
 )
+
+// tokenHelp is what a command says when the endpoint refused its token.
+const tokenHelp = "pass the session's token with --token (the page and the demo print it), or set $AGENTSURFACE_TOKEN"
+
+// dial connects to an MCP endpoint; a refused token is said plainly.
+func dial(ctx context.Context, url, token, name string) (*agent.MCP, error) {
+	m, err := agent.Dial(ctx, url, &agent.DialOptions{Token: token, Name: name})
+	if errors.Is(err, agent.ErrUnauthorized) {
+		if token == "" {
+			return nil, fmt.Errorf("%s refused the call without a token: %s", url, tokenHelp)
+		}
+		return nil, fmt.Errorf("%s refused the token (wrong, or its session has ended): %s", url, tokenHelp)
+	}
+	return m, err
+}
+
+// toolInfo is a tool as inspect --json prints it.
+type toolInfo struct {
+	agent.Tool
+	RequiresConfirmation bool `json:"requiresConfirmation"`
+}
 
 func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	token := fs.String("token", os.Getenv("AGENTSURFACE_TOKEN"), "bearer token of the endpoint (default $AGENTSURFACE_TOKEN)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	asJSON := fs.Bool("json", false, "print the tools as a JSON array (name, description, inputSchema, capabilityId, effect, available, unavailableReason, requiresConfirmation)")
+	describe := fs.Bool("describe", false, "after the table, print each tool's description and input schema")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentsurface inspect <mcp-url> [--token T]\n\nLists the tools of an agentsurface MCP endpoint: wire name, capability id,\neffect, confirmation and availability.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface inspect <mcp-url> [--token T] [--json | --describe]\n\nLists the tools of an agentsurface MCP endpoint: wire name, capability id,\neffect, confirmation and availability.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, code, done := parse(fs, args, stdout, stderr)
@@ -32,9 +58,13 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentsurface inspect: want exactly one argument, the MCP endpoint URL")
 		return exitUsage
 	}
+	if *asJSON && *describe {
+		fmt.Fprintln(stderr, "agentsurface inspect: --json already holds the descriptions and schemas; use one of --json and --describe")
+		return exitUsage
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	m, err := agent.Dial(ctx, pos[0], &agent.DialOptions{Token: *token, Name: "agentsurface-inspect"})
+	m, err := dial(ctx, pos[0], *token, "agentsurface-inspect")
 	if err != nil {
 		return fail(stderr, "inspect", err)
 	}
@@ -42,6 +72,17 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tools, err := m.List(ctx)
 	if err != nil {
 		return fail(stderr, "inspect", err)
+	}
+	if *asJSON {
+		out := make([]toolInfo, len(tools))
+		for i, t := range tools {
+			out[i] = toolInfo{Tool: t, RequiresConfirmation: agent.RequiresConfirmation(t)}
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+			return fail(stderr, "inspect", err)
+		}
+		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tCAPABILITY\tEFFECT\tCONFIRMATION\tAVAILABLE")
@@ -59,15 +100,28 @@ func inspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := tw.Flush(); err != nil {
 		return fail(stderr, "inspect", err)
 	}
+	if *describe {
+		for _, t := range tools {
+			var schema bytes.Buffer
+			if json.Indent(&schema, t.InputSchema, "    ", "  ") != nil {
+				schema.Reset()
+				schema.Write(t.InputSchema)
+			}
+			fmt.Fprintf(stdout, "\n%s\n  %s\n  input: %s\n", t.Name, strings.ReplaceAll(t.Description, "\n", "\n  "), schema.Bytes())
+		}
+	}
 	return exitOK
 }
 
 func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	token := fs.String("token", os.Getenv("AGENTSURFACE_TOKEN"), "bearer token of the endpoint (default $AGENTSURFACE_TOKEN)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long (with --wait: the longest wait for the approval)")
+	cid := fs.String("confirmation-id", "", "present this approved confirmation: the retry of a call that answered CONFIRMATION_REQUIRED")
+	wait := fs.Bool("wait", false, "when the call needs the user's approval, wait for the decision and print the final result")
+	poll := fs.Duration("poll", time.Second, "with --wait: how often to ask whether the user has decided")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentsurface call <mcp-url> <tool> ['<json arguments>'] [--token T]\n\nCalls one tool and prints the result envelope. The exit status is 0 when\nthe envelope's status is ok, 1 otherwise.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface call <mcp-url> <tool> ['<json arguments>'] [--token T] [--wait | --confirmation-id ID]\n\nCalls one tool and prints the result envelope. The exit status is 0 when\nthe envelope's status is ok, 1 otherwise.\n\nA call that needs the user's approval answers CONFIRMATION_REQUIRED with a\nconfirmationId: approve it in the page, then call again with the same\narguments and --confirmation-id; or give --wait, which waits for the\ndecision and retries by itself.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, code, done := parse(fs, args, stdout, stderr)
@@ -76,6 +130,10 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) < 2 || len(pos) > 3 {
 		fmt.Fprintln(stderr, "agentsurface call: want <mcp-url> <tool> and optionally the JSON arguments")
+		return exitUsage
+	}
+	if *poll <= 0 {
+		fmt.Fprintln(stderr, "agentsurface call: --poll must be positive")
 		return exitUsage
 	}
 	input := json.RawMessage(`{}`)
@@ -88,14 +146,31 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	m, err := agent.Dial(ctx, pos[0], &agent.DialOptions{Token: *token, Name: "agentsurface-call"})
+	m, err := dial(ctx, pos[0], *token, "agentsurface-call")
 	if err != nil {
 		return fail(stderr, "call", err)
 	}
 	defer m.Close()
-	res, err := m.Call(ctx, pos[1], input)
+	res, err := m.CallWith(ctx, pos[1], input, agent.CallOptions{ConfirmationID: *cid})
 	if err != nil {
 		return fail(stderr, "call", err)
+	}
+	if *wait && res.Error != nil && res.Error.Code == surface.CodeConfirmationRequired {
+		id, _ := res.Error.Details["confirmationId"].(string)
+		summary, _ := res.Error.Details["summary"].(string)
+		fmt.Fprintf(stderr, "agentsurface call: waiting for the user's decision on %s: %s\n", id, summary)
+		tick := time.NewTicker(*poll)
+		defer tick.Stop()
+		for res.Error != nil && res.Error.Code == surface.CodeConfirmationRequired {
+			select {
+			case <-ctx.Done():
+				return fail(stderr, "call", fmt.Errorf("no decision on %s within --timeout", id))
+			case <-tick.C:
+			}
+			if res, err = m.CallWith(ctx, pos[1], input, agent.CallOptions{ConfirmationID: id}); err != nil {
+				return fail(stderr, "call", err)
+			}
+		}
 	}
 	b, _ := json.Marshal(res)
 	var out bytes.Buffer
@@ -106,6 +181,9 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if res.Error != nil {
 		fmt.Fprintf(stderr, "agentsurface call: %s: %s\n", res.Error.Code, res.Error.Message)
+		if id, _ := res.Error.Details["confirmationId"].(string); res.Error.Code == surface.CodeConfirmationRequired && id != "" {
+			fmt.Fprintf(stderr, "  approve it in the page, then run the same call with --confirmation-id %s (or add --wait)\n", id)
+		}
 		return exitFail
 	}
 	return exitOK

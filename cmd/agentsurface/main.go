@@ -4,8 +4,9 @@
 // Usage:
 //
 //	agentsurface demo [flags]                 run the devices console
-//	agentsurface inspect <mcp-url> [--token T] list the tools of an endpoint
-//	agentsurface call <mcp-url> <tool> [json] [--token T]
+//	agentsurface inspect <mcp-url> [--token T] [--json | --describe]
+//	                                          list the tools of an endpoint
+//	agentsurface call <mcp-url> <tool> [json] [--token T] [--wait | --confirmation-id ID]
 //	                                          call one tool, print the result
 //	agentsurface contract <mcp-url> [--token T] print an endpoint's contract
 //	agentsurface diff OLD NEW [--fail widening] classify the changes of a contract
@@ -44,8 +45,10 @@ const usage = `agentsurface runs the devices console demo and inspects agentsurf
 
 Usage:
   agentsurface demo [flags]                            run the devices console
-  agentsurface inspect <mcp-url> [--token T]           list the tools of an MCP endpoint
-  agentsurface call <mcp-url> <tool> [json] [--token T] call one tool and print the result envelope
+  agentsurface inspect <mcp-url> [--token T] [--json | --describe]
+                                                       list the tools of an MCP endpoint
+  agentsurface call <mcp-url> <tool> [json] [--token T] [--wait | --confirmation-id ID]
+                                                       call one tool and print the result envelope
   agentsurface contract <mcp-url> [--token T]          print the contract of an MCP endpoint
   agentsurface diff OLD NEW [--fail widening] [--json] classify the changes between two contracts
   agentsurface version                                 print the version

@@ -10,9 +10,10 @@ import (
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -37,6 +38,8 @@ type telemetry struct {
 	inst *otelsurface.Instrumentation
 	// metrics serves the Prometheus scrape.
 	metrics http.Handler
+	// reg is the registry metrics serves.
+	reg *prometheus.Registry
 	// exporting is the OTLP traces endpoint variable that was set, or ""
 	// when no span leaves the process.
 	exporting string
@@ -60,11 +63,15 @@ func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
 	reg := prometheus.NewRegistry()
+	// The Go runtime's and the process's own series (go_goroutines,
+	// go_memstats_heap_*, process_open_fds, …), so that a leak shows.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
 	t := &telemetry{
+		reg:     reg,
 		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}),
 		mp:      sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res)),
 	}
@@ -80,7 +87,12 @@ func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
 		if proto != "" && proto != "http/protobuf" {
 			log.Warn("the demo exports traces over OTLP/HTTP with protobuf only; the protocol variable is ignored", "protocol", proto)
 		}
-		exp, err := otlptracehttp.New(ctx)
+		client, err := newOTLPClient(otlpEnv{getenv: os.Getenv, readFile: os.ReadFile})
+		if err != nil {
+			_ = t.mp.Shutdown(ctx)
+			return nil, fmt.Errorf("OTLP traces exporter: %w", err)
+		}
+		exp, err := otlptrace.New(ctx, client)
 		if err != nil {
 			_ = t.mp.Shutdown(ctx)
 			return nil, fmt.Errorf("OTLP traces exporter: %w", err)
@@ -107,11 +119,11 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// withMetrics serves /metrics with the telemetry's scrape handler and
-// everything else with app.
-func withMetrics(app http.Handler, t *telemetry) http.Handler {
+// withMetrics serves /metrics with the telemetry's scrape handler, behind
+// the console's Host check and headers, and everything else with app.
+func withMetrics(app *console.App, t *telemetry) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", t.metrics)
+	mux.Handle("GET /metrics", app.Guard(t.metrics))
 	mux.Handle("/", app)
 	return mux
 }
@@ -144,5 +156,8 @@ func newConsole(ctx context.Context, opts console.Options) (*console.App, *telem
 		_ = tel.shutdown(ctx)
 		return nil, nil, nil, err
 	}
+	tel.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "agentsurface_console_sessions", Help: "Browser sessions the devices console holds.",
+	}, func() float64 { return float64(app.SessionCount()) }))
 	return app, tel, withMetrics(app, tel), nil
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
@@ -35,14 +36,14 @@ type collector struct {
 
 func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
-	var req coltrace.ExportTraceServiceRequest
-	if err != nil || r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
+	req, ok := decodeExport(body)
+	if err != nil || r.URL.Path != "/v1/traces" || !ok {
 		http.Error(w, "bad export", http.StatusBadRequest)
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
+	for _, rs := range req {
 		for _, kv := range rs.GetResource().GetAttributes() {
 			if kv.Key == "service.name" {
 				c.svc = append(c.svc, kv.GetValue().GetStringValue())
@@ -54,9 +55,30 @@ func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	b, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	_, _ = w.Write(b)
+	w.Header().Set("Content-Type", "application/x-protobuf") // an empty ExportTraceServiceResponse
+}
+
+// decodeExport decodes an ExportTraceServiceRequest: its field 1,
+// repeated ResourceSpans.
+func decodeExport(b []byte) ([]*tracepb.ResourceSpans, bool) {
+	var out []*tracepb.ResourceSpans
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return nil, false
+		}
+		m, k := protowire.ConsumeBytes(b[n:])
+		if k < 0 {
+			return nil, false
+		}
+		b = b[n+k:]
+		rs := &tracepb.ResourceSpans{}
+		if proto.Unmarshal(m, rs) != nil {
+			return nil, false
+		}
+		out = append(out, rs)
+	}
+	return out, true
 }
 
 // demoConsole is the demo's console with its telemetry over a fresh
@@ -211,6 +233,42 @@ func TestDemoTelemetryDefaultsToNoExporter(t *testing.T) {
 	}
 	if f := scrape(t, srv); f["target_info"] == nil {
 		t.Fatalf("/metrics without target_info: %v", slices.Sorted(mapsKeys(f)))
+	}
+}
+
+// /metrics has the Go runtime's and the process's series, so that a leak
+// of goroutines, heap or descriptors shows, and the console's session
+// count, which a page visit raises.
+func TestDemoMetricsRuntime(t *testing.T) {
+	_, _, srv := demoConsole(t)
+	gauge := func(f map[string]*dto.MetricFamily, name string) float64 {
+		t.Helper()
+		m := f[name]
+		if m == nil || len(m.Metric) != 1 || m.Metric[0].GetGauge() == nil {
+			t.Fatalf("/metrics has no gauge %s among %d families", name, len(f))
+		}
+		return m.Metric[0].GetGauge().GetValue()
+	}
+	f := scrape(t, srv)
+	if n := gauge(f, "go_goroutines"); n < 2 {
+		t.Errorf("go_goroutines %v", n)
+	}
+	if h := gauge(f, "go_memstats_heap_alloc_bytes"); h < 1<<20 {
+		t.Errorf("go_memstats_heap_alloc_bytes %v", h)
+	}
+	if fds := gauge(f, "process_open_fds"); fds < 3 {
+		t.Errorf("process_open_fds %v", fds)
+	}
+	if n := gauge(f, "agentsurface_console_sessions"); n != 0 {
+		t.Errorf("sessions before any visit: %v", n)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := gauge(scrape(t, srv), "agentsurface_console_sessions"); n != 1 {
+		t.Errorf("sessions after a visit: %v", n)
 	}
 }
 

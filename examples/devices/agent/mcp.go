@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
@@ -50,8 +51,10 @@ func Dial(ctx context.Context, url string, opts *DialOptions) (*MCP, error) {
 		hc.Transport = base
 	}
 	if o.Token != "" {
-		hc.Transport = bearer{token: o.Token, next: base}
+		base = bearer{token: o.Token, next: base}
 	}
+	watch := &statusWatch{next: base}
+	hc.Transport = watch
 	copts := &mcp.ClientOptions{}
 	if o.OnToolsChanged != nil {
 		copts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { o.OnToolsChanged() }
@@ -60,9 +63,39 @@ func Dial(ctx context.Context, url string, opts *DialOptions) (*MCP, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "0.1.0"}, copts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
 	if err != nil {
+		if watch.unauthorized() {
+			return nil, fmt.Errorf("agent: connect to %s: %w", url, ErrUnauthorized)
+		}
 		return nil, fmt.Errorf("agent: connect to %s: %w", url, err)
 	}
 	return &MCP{cs: cs}, nil
+}
+
+// ErrUnauthorized: the endpoint answered 401: the token is missing,
+// wrong, or of a session that has ended.
+var ErrUnauthorized = errors.New("the endpoint refused the token (401 Unauthorized)")
+
+// statusWatch notes whether a response was 401.
+type statusWatch struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	saw  bool
+}
+
+func (w *statusWatch) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := w.next.RoundTrip(r)
+	if err == nil && res.StatusCode == http.StatusUnauthorized {
+		w.mu.Lock()
+		w.saw = true
+		w.mu.Unlock()
+	}
+	return res, err
+}
+
+func (w *statusWatch) unauthorized() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.saw
 }
 
 // bearer adds an Authorization header to every request.
@@ -121,10 +154,26 @@ func RequiresConfirmation(t Tool) bool {
 // result; an error means the call did not reach the registry (a protocol
 // error such as an unknown tool, or a transport failure).
 func (m *MCP) Call(ctx context.Context, name string, args json.RawMessage) (surface.Result, error) {
+	return m.CallWith(ctx, name, args, CallOptions{})
+}
+
+// CallOptions are the optional parts of a tool call.
+type CallOptions struct {
+	// ConfirmationID presents an approved confirmation: the retry of a
+	// call that answered CONFIRMATION_REQUIRED, in the call's _meta.
+	ConfirmationID string
+}
+
+// CallWith is [MCP.Call] with options.
+func (m *MCP) CallWith(ctx context.Context, name string, args json.RawMessage, o CallOptions) (surface.Result, error) {
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	res, err := m.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	p := &mcp.CallToolParams{Name: name, Arguments: args}
+	if o.ConfirmationID != "" {
+		p.Meta = mcp.Meta{mcpsurface.MetaConfirmationID: o.ConfirmationID}
+	}
+	res, err := m.cs.CallTool(ctx, p)
 	if err != nil {
 		return surface.Result{}, err
 	}

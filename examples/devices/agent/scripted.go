@@ -24,10 +24,15 @@ const (
 )
 
 // Scripted is an agent without a model: it plays the devices console's
-// demo task and checks the outcome of every step. The task:
+// demo task and checks the outcome of every step. It ignores the prompt
+// (and says so when it is given one). The task:
 //
-//  1. discover the tools and read the table;
-//  2. filter to the offline devices of one site and select them;
+//  1. discover the tools and read the table (all devices: it clears the
+//     filters first if some are set), and plan from what it read: the
+//     site is Site if two of its devices are offline, else the site with
+//     the most offline devices, at least two; when no site has two left
+//     (an earlier run disabled them), it stops and says so;
+//  2. filter to the offline devices of that site and select them;
 //  3. open the first one's detail panel, read it, then open the second
 //     one: the first panel closes and another replaces it;
 //  4. call the first panel's readDevice from the catalog it was shown:
@@ -61,7 +66,8 @@ type Scripted struct {
 	Now func() time.Time
 }
 
-// Run plays the task; prompt is ignored.
+// Run plays the task. It ignores prompt; a non-empty one gets a first
+// step saying so.
 func (a *Scripted) Run(ctx context.Context, prompt string, tools Tools, report func(Step)) error {
 	r := &run{a: a, tools: tools, report: report, now: a.Now}
 	if r.now == nil {
@@ -70,8 +76,17 @@ func (a *Scripted) Run(ctx context.Context, prompt string, tools Tools, report f
 	if r.report == nil {
 		r.report = func(Step) {}
 	}
+	if strings.TrimSpace(prompt) != "" {
+		r.emit(Step{Title: IgnoresPrompt, Outcome: "note"})
+	}
 	return r.play(ctx)
 }
+
+// IgnoresPrompt is what the scripted agent says when it is given a prompt.
+const IgnoresPrompt = "I am the scripted agent: I play the demo task (disable the offline devices of one site, checking every step) whatever the prompt says. A model follows prompts: start the demo with --model-url."
+
+// ErrNothingToDo: no site has two offline devices for the task.
+var ErrNothingToDo = errors.New("agent: no site has two offline devices to disable")
 
 // run is one play of the task.
 type run struct {
@@ -87,23 +102,40 @@ type run struct {
 var errStep = errors.New("agent: unexpected outcome")
 
 func (r *run) play(ctx context.Context) error {
-	site := firstNonEmpty(r.a.Site, "London")
 	reason := firstNonEmpty(r.a.Reason, "offline during the maintenance window")
 
 	if err := r.discover(ctx, "discover the tools", capReadState, capSetFilter, capSelectRows, capOpenDevice, capDisable); err != nil {
 		return err
 	}
-	if _, err := r.call(ctx, "read the devices table", capReadState, nil, "ok"); err != nil {
-		return err
-	}
-	if _, err := r.call(ctx, "filter to offline devices in "+site, capSetFilter, map[string]any{"site": site, "status": "offline"}, "ok"); err != nil {
-		return err
-	}
-	res, err := r.call(ctx, "read the filtered table", capReadState, nil, "ok")
+	res, err := r.call(ctx, "read the devices table", capReadState, nil, "ok")
 	if err != nil {
 		return err
 	}
 	var table tableState
+	_ = res.Decode(&table)
+	if table.Filters.Site != "" || table.Filters.Status != "" {
+		if _, err := r.call(ctx, "show all devices", capSetFilter, map[string]any{}, "ok"); err != nil {
+			return err
+		}
+		if res, err = r.call(ctx, "read the devices table", capReadState, nil, "ok"); err != nil {
+			return err
+		}
+		table = tableState{}
+		_ = res.Decode(&table)
+	}
+	site, note, err := planSite(table.Rows, firstNonEmpty(r.a.Site, "London"))
+	if err != nil {
+		r.emit(Step{Title: "plan from the table", Outcome: "nothing to do", Want: "planned", Detail: err.Error()})
+		return err
+	}
+	r.emit(Step{Title: "plan from the table", Outcome: "planned", Want: "planned", Detail: note})
+	if _, err := r.call(ctx, "filter to offline devices in "+site, capSetFilter, map[string]any{"site": site, "status": "offline"}, "ok"); err != nil {
+		return err
+	}
+	if res, err = r.call(ctx, "read the filtered table", capReadState, nil, "ok"); err != nil {
+		return err
+	}
+	table = tableState{}
 	if err := res.Decode(&table); err != nil || len(table.Rows) < 2 {
 		return r.fail("read the filtered table", fmt.Sprintf("want two offline devices in %s, got %d", site, len(table.Rows)))
 	}
@@ -340,14 +372,55 @@ func detail(res surface.Result) string {
 	return s
 }
 
+// planSite picks the site whose offline devices the task disables:
+// preferred if two of its devices are offline, else the site with the
+// most offline devices (the first by name among equals), at least two.
+// note says what was chosen and why.
+func planSite(rows []tableRow, preferred string) (site, note string, err error) {
+	offline := map[string]int{}
+	var sites []string
+	for _, row := range rows {
+		if !slices.Contains(sites, row.Site) {
+			sites = append(sites, row.Site)
+		}
+		if row.Status == "offline" {
+			offline[row.Site]++
+		}
+	}
+	slices.Sort(sites)
+	if offline[preferred] >= 2 {
+		return preferred, fmt.Sprintf("%d offline devices in %s", offline[preferred], preferred), nil
+	}
+	best := ""
+	for _, s := range sites {
+		if offline[s] > offline[best] {
+			best = s
+		}
+	}
+	if offline[best] < 2 {
+		counts := make([]string, 0, len(sites))
+		for _, s := range sites {
+			counts = append(counts, fmt.Sprintf("%s %d", s, offline[s]))
+		}
+		return "", "", fmt.Errorf("%w: offline devices per site: %s; an earlier run disabled them: start from the seed again (agentsurface demo --reset)",
+			ErrNothingToDo, strings.Join(counts, ", "))
+	}
+	return best, fmt.Sprintf("%s has %d offline devices left, %s has %d: using %s", preferred, offline[preferred], best, offline[best], best), nil
+}
+
 // tableState is the part of the table's readState output the task reads.
 type tableState struct {
-	Rows []tableRow `json:"rows"`
+	Rows    []tableRow `json:"rows"`
+	Filters struct {
+		Site   string `json:"site"`
+		Status string `json:"status"`
+	} `json:"filters"`
 }
 
 type tableRow struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
+	Site   string `json:"site"`
 	Status string `json:"status"`
 }
 

@@ -1,7 +1,7 @@
 // Package chat is the devices console's model loop: an [agent.Runner]
 // that lets a model behind any OpenAI-compatible chat-completions endpoint
-// (OpenAI, a local Ollama or vLLM) operate the console's tools, with the
-// official openai-go client.
+// (OpenAI, a local Ollama or vLLM) operate the console's tools, through a
+// small client of that one API over net/http.
 //
 // Each turn sends the current catalog (so the model always sees the live
 // surface), runs the tool calls the model asks for in order, and returns
@@ -14,12 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // DefaultSystem is the default system prompt.
@@ -38,20 +36,29 @@ type Loop struct {
 	System string
 	// MaxTurns bounds the model round trips of one run. Default 16.
 	MaxTurns int
+	// RequestTimeout bounds each model request, from sending it to the
+	// end of the answer, so that an endpoint that hangs ends the run with
+	// an error instead of holding it. Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// HTTPClient sends the requests. Default http.DefaultClient.
+	HTTPClient *http.Client
+	// Header holds extra request headers (OpenAI-Organization, …).
+	Header http.Header
 
-	client openai.Client
+	baseURL, apiKey string
 }
 
+// DefaultRequestTimeout is the default Loop.RequestTimeout.
+const DefaultRequestTimeout = 60 * time.Second
+
 // New returns a loop talking to the chat-completions API at baseURL (an
-// OpenAI-compatible endpoint such as "http://localhost:11434/v1/"; the
-// path must end with "/v1/"), with apiKey (any non-empty string for
-// servers that ignore it). Extra options go to the client.
-func New(baseURL, model, apiKey string, opts ...option.RequestOption) *Loop {
-	if apiKey == "" {
-		apiKey = "none"
-	}
-	all := append([]option.RequestOption{option.WithBaseURL(baseURL), option.WithAPIKey(apiKey), option.WithMaxRetries(1)}, opts...)
-	return &Loop{Model: model, client: openai.NewClient(all...)}
+// OpenAI-compatible endpoint such as "http://localhost:11434/v1/" or
+// "https://api.openai.com/v1"; requests go to baseURL's chat/completions),
+// with apiKey sent as a bearer token ("" sends none, for servers that
+// need none). A request the server answers with 408, 409, 429 or 5xx, or
+// whose connection fails before an answer, is sent once more.
+func New(baseURL, model, apiKey string) *Loop {
+	return &Loop{Model: model, baseURL: baseURL, apiKey: apiKey}
 }
 
 // Run implements agent.Runner: it works on prompt until the model answers
@@ -74,16 +81,14 @@ func (l *Loop) Run(ctx context.Context, prompt string, tools agent.Tools, report
 		s.N = n
 		report(s)
 	}
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(prompt)}
+	msgs := []message{textMessage("system", system), textMessage("user", prompt)}
 	for range turns {
 		list, err := tools.List(ctx)
 		if err != nil {
 			return fmt.Errorf("chat: list tools: %w", err)
 		}
 		start := time.Now()
-		cc, err := l.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model: l.Model, Messages: msgs, Tools: toolParams(list),
-		})
+		cc, err := l.complete(ctx, completionRequest{Model: l.Model, Messages: msgs, Tools: toolParams(list)})
 		if err != nil {
 			return fmt.Errorf("chat: model request: %w", err)
 		}
@@ -91,9 +96,10 @@ func (l *Loop) Run(ctx context.Context, prompt string, tools agent.Tools, report
 			return errors.New("chat: the model returned no choice")
 		}
 		m := cc.Choices[0].Message
-		msgs = append(msgs, m.ToParam())
-		if m.Content != "" {
-			emit(agent.Step{Title: m.Content, Outcome: "said", Duration: time.Since(start)})
+		m.Role = "assistant" // the answer goes back into the conversation as is
+		msgs = append(msgs, m)
+		if text := m.text(); text != "" {
+			emit(agent.Step{Title: text, Outcome: "said", Duration: time.Since(start)})
 		}
 		if len(m.ToolCalls) == 0 {
 			return nil
@@ -118,7 +124,7 @@ func (l *Loop) Run(ctx context.Context, prompt string, tools agent.Tools, report
 				answer, _ = json.Marshal(res)
 			}
 			emit(step)
-			msgs = append(msgs, openai.ToolMessage(string(answer), tc.ID))
+			msgs = append(msgs, message{Role: "tool", Content: new(string(answer)), ToolCallID: tc.ID})
 		}
 	}
 	return fmt.Errorf("chat: no answer after %d turns", turns)
@@ -126,20 +132,19 @@ func (l *Loop) Run(ctx context.Context, prompt string, tools agent.Tools, report
 
 // toolParams projects the catalog for the chat-completions API. The live
 // state goes into the description: an unavailable tool says why.
-func toolParams(list []agent.Tool) []openai.ChatCompletionToolUnionParam {
-	out := make([]openai.ChatCompletionToolUnionParam, 0, len(list))
+func toolParams(list []agent.Tool) []toolParam {
+	out := make([]toolParam, 0, len(list))
 	for _, t := range list {
-		var params shared.FunctionParameters
-		if err := json.Unmarshal(t.InputSchema, &params); err != nil || params == nil {
-			params = shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+		params := t.InputSchema
+		var obj map[string]any
+		if json.Unmarshal(params, &obj) != nil || obj == nil {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
 		desc := t.Description
 		if !t.Available {
 			desc += " (Currently unavailable: " + t.UnavailableReason + ")"
 		}
-		out = append(out, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-			Name: t.Name, Description: openai.String(desc), Parameters: params, Strict: openai.Bool(false),
-		}))
+		out = append(out, toolParam{Type: "function", Function: functionParam{Name: t.Name, Description: desc, Parameters: params}})
 	}
 	return out
 }

@@ -3,15 +3,19 @@ package chat_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/chat"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
@@ -258,4 +262,132 @@ func TestModelLoopEndpointDown(t *testing.T) {
 	if c := s.Chat(); c[len(c)-1].Who != "error" {
 		t.Fatalf("%+v", c)
 	}
+}
+
+// roundTrip is an http.RoundTripper from a function.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A model endpoint that never answers ends the run after RequestTimeout,
+// with an error that says so, instead of holding the console at work; it
+// is not retried.
+func TestModelRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent atomic.Int32
+		loop := chat.New("http://model.invalid/v1/", "m", "")
+		loop.RequestTimeout = 30 * time.Second
+		loop.HTTPClient = &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			sent.Add(1)
+			<-r.Context().Done() // hangs until the request's context ends
+			return nil, r.Context().Err()
+		})}
+		start := time.Now()
+		err := loop.Run(context.Background(), "hello", noTools{}, nil)
+		if err == nil || !strings.Contains(err.Error(), "did not answer in time (30s)") {
+			t.Fatalf("%v", err)
+		}
+		if d := time.Since(start); d != 30*time.Second {
+			t.Fatalf("the run ended after %s, want 30s", d)
+		}
+		if n := sent.Load(); n != 1 {
+			t.Fatalf("%d requests, want 1 (a timeout is not retried)", n)
+		}
+	})
+}
+
+// Cancelling the run's context (the page's Stop) ends a request at once.
+func TestModelRequestCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		loop := chat.New("http://model.invalid/v1", "m", "")
+		loop.HTTPClient = &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		})}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Second, cancel)
+		start := time.Now()
+		err := loop.Run(ctx, "hello", noTools{}, nil)
+		if !errors.Is(err, context.Canceled) || time.Since(start) != time.Second {
+			t.Fatalf("%v after %s", err, time.Since(start))
+		}
+	})
+}
+
+// The wire: the path under the base URL (with or without its trailing
+// slash), the bearer key only when one is given, the extra headers, and a
+// retryable status sent once more while others are not; the server's
+// error message reaches the run's error.
+func TestModelRequestWire(t *testing.T) {
+	var mu sync.Mutex
+	var seen []*http.Request
+	statuses := []int{}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Clone(context.Background()))
+		st := http.StatusOK
+		if len(statuses) > 0 {
+			st, statuses = statuses[0], statuses[1:]
+		}
+		mu.Unlock()
+		if st != http.StatusOK {
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, `{"error":{"message":"overloaded","type":"server_error"}}`, st)
+			return
+		}
+		var req struct {
+			Model    string            `json:"model"`
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil || req.Model != "m" || len(req.Messages) != 2 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(`{"id":"x","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}]}`))
+	}))
+	defer api.Close()
+	reset := func(st ...int) {
+		mu.Lock()
+		seen, statuses = nil, st
+		mu.Unlock()
+	}
+	run := func(l *chat.Loop) ([]agent.Step, error) {
+		var got []agent.Step
+		err := l.Run(context.Background(), "hello", noTools{}, func(s agent.Step) { got = append(got, s) })
+		return got, err
+	}
+
+	keyed := chat.New(api.URL+"/v1/", "m", "sk-test")
+	keyed.Header = http.Header{"Openai-Organization": {"org-1"}}
+	reset(http.StatusServiceUnavailable)
+	got, err := run(keyed)
+	if err != nil || len(got) != 1 || got[0].Title != "hi" || len(seen) != 2 {
+		t.Fatalf("retried 503: %v %+v, %d requests", err, got, len(seen))
+	}
+	if a, o := seen[1].Header.Get("Authorization"), seen[1].Header.Get("OpenAI-Organization"); a != "Bearer sk-test" || o != "org-1" {
+		t.Fatalf("headers %q %q", a, o)
+	}
+
+	keyless := chat.New(api.URL+"/v1", "m", "")
+	reset(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusServiceUnavailable)
+	_, err = run(keyless)
+	var apiErr *chat.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 503 || !strings.Contains(err.Error(), "overloaded") || len(seen) != 2 {
+		t.Fatalf("503 twice: %v, %d requests", err, len(seen))
+	}
+	if _, ok := seen[0].Header["Authorization"]; ok {
+		t.Fatalf("a key-less loop sent Authorization %q", seen[0].Header.Get("Authorization"))
+	}
+	reset(http.StatusUnauthorized)
+	if _, err = run(keyless); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || len(seen) != 1 {
+		t.Fatalf("401: %v, %d requests (not retried)", err, len(seen))
+	}
+}
+
+// noTools is an empty catalog.
+type noTools struct{}
+
+func (noTools) List(context.Context) ([]agent.Tool, error) { return nil, nil }
+func (noTools) Call(context.Context, string, json.RawMessage) (surface.Result, error) {
+	return surface.Result{}, errors.New("no tools")
 }

@@ -4,46 +4,146 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentsurface/agentsurface/surface"
 )
 
-// activity is a session's audit sink: it keeps the most recent records
-// for the page's activity feed and tells the page when one arrives. It
-// never blocks, as surface.AuditSink requires.
+// activity is a session's audit sink and the source of the page's
+// Activity card: it keeps the most recent audit records, and the reads
+// (observations are never audited, so they come from the registry's
+// invocation events), and tells the session when one arrives. It never
+// blocks, as surface.AuditSink requires.
 type activity struct {
-	mu      sync.Mutex
-	ring    []surface.AuditEvent
-	next    int // the oldest record, once the ring is full
-	max     int
-	changed func()
+	mu       sync.Mutex
+	ring     []feedEntry
+	next     int // the oldest entry, once the ring is full
+	max      int
+	reading  map[string]string // invocation id → consumer key, of reads in progress
+	labels   map[string]string // registration id → component, of recent registrations
+	seq      uint64            // numbers the entries
+	recorded func(surface.AuditEvent)
 }
 
-func newActivity(capacity int, changed func()) *activity {
-	return &activity{max: capacity, changed: changed} // grows as records come
+// feedEntry is one line of the feed: an audit record, or a read.
+type feedEntry struct {
+	surface.AuditEvent
+	// read marks an entry made from invocation events, not an audit record.
+	read bool
+	// component names the registration's component ("devices.detail d9")
+	// once its registration event told it.
+	component string
+	// seq numbers the entry; a new label gives it a new number, so that
+	// a rendering of the entry kept under its number is of what it says.
+	seq uint64
+}
+
+// newActivity keeps capacity entries; recorded is called, without locks
+// held, after each audit record.
+func newActivity(capacity int, recorded func(surface.AuditEvent)) *activity {
+	return &activity{max: capacity, reading: map[string]string{}, labels: map[string]string{}, recorded: recorded} // the ring grows as entries come
 }
 
 // Record implements surface.AuditSink; it never fails.
 func (a *activity) Record(_ context.Context, e surface.AuditEvent) error {
-	a.mu.Lock()
-	if len(a.ring) < a.max {
-		a.ring = append(a.ring, e)
-	} else {
-		a.ring[a.next] = e
-		a.next = (a.next + 1) % len(a.ring)
-	}
-	a.mu.Unlock()
-	a.changed()
+	a.add(feedEntry{AuditEvent: e})
+	a.recorded(e)
 	return nil
 }
 
-// newestFirst returns the kept records, newest first.
-func (a *activity) newestFirst() []surface.AuditEvent {
+func (a *activity) add(e feedEntry) {
 	a.mu.Lock()
-	out := make([]surface.AuditEvent, 0, len(a.ring))
+	defer a.mu.Unlock()
+	a.seq++
+	e.seq = a.seq
+	if e.component == "" && e.RegistrationID != "" {
+		e.component = a.labels[e.RegistrationID]
+	}
+	if len(a.ring) < a.max {
+		a.ring = append(a.ring, e)
+		return
+	}
+	a.ring[a.next] = e
+	a.next = (a.next + 1) % len(a.ring)
+}
+
+// readStarted and readSettled turn the invocation events of a read into
+// one feed entry.
+func (a *activity) readStarted(e surface.InvocationStarted, consumerKey string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.reading) < 1024 { // a bound; every started read settles
+		a.reading[e.InvocationID] = consumerKey
+	}
+}
+
+func (a *activity) readSettled(e surface.InvocationSettled) {
+	a.mu.Lock()
+	consumer, ok := a.reading[e.InvocationID]
+	delete(a.reading, e.InvocationID)
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	d := e.DurationMs
+	a.add(feedEntry{read: true, AuditEvent: surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+		CapabilityID: e.CapabilityID, InvocationID: e.InvocationID, ConsumerID: consumer, Status: e.Status, Code: e.Code, DurationMs: &d}})
+}
+
+// label names the component of registration id on its entries, those
+// kept and those to come: the registration event that carries the name
+// and the audit record may come in either order.
+func (a *activity) label(id, component string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.labels) >= 2*a.max { // keep those the ring refers to
+		keep := map[string]string{}
+		for _, e := range a.ring {
+			if l, ok := a.labels[e.RegistrationID]; ok {
+				keep[e.RegistrationID] = l
+			}
+		}
+		a.labels = keep
+	}
+	a.labels[id] = component
+	for i := range a.ring {
+		if e := &a.ring[i]; e.RegistrationID == id && e.component == "" {
+			a.seq++
+			e.component, e.seq = component, a.seq
+		}
+	}
+}
+
+// newestFirst returns the kept entries, newest first.
+func (a *activity) newestFirst() []feedEntry {
+	a.mu.Lock()
+	out := make([]feedEntry, 0, len(a.ring))
 	out = append(out, a.ring[a.next:]...)
 	out = append(out, a.ring[:a.next]...)
 	a.mu.Unlock()
 	slices.Reverse(out)
+	return out
+}
+
+// settled returns the settlement record of invocation id that is its
+// outcome, if kept: the latest, not the CONFIRMATION_REQUIRED that a
+// two-phase retry (the same invocation id) follows.
+func (a *activity) settled(id string) (surface.AuditEvent, bool) {
+	for _, e := range a.newestFirst() {
+		if e.InvocationID == id && e.Type == surface.AuditInvocationSettled && e.Code != surface.CodeConfirmationRequired {
+			return e.AuditEvent, true
+		}
+	}
+	return surface.AuditEvent{}, false
+}
+
+// audit returns the kept audit records, newest first.
+func (a *activity) audit() []surface.AuditEvent {
+	var out []surface.AuditEvent
+	for _, e := range a.newestFirst() {
+		if !e.read {
+			out = append(out, e.AuditEvent)
+		}
+	}
 	return out
 }

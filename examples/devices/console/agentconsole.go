@@ -27,6 +27,15 @@ type ChatEntry struct {
 // ErrBusy: the agent console is already working on a request.
 var ErrBusy = errors.New("console: the agent is busy")
 
+// ErrStopped: the user stopped the agent's run.
+var ErrStopped = errors.New("console: the agent was stopped")
+
+// StopAgent stops the embedded agent's run, if one is in progress: its
+// context is cancelled (a model request in flight ends at once) and its
+// pending approvals expire. The run's channel receives ErrStopped. It
+// reports whether a run was stopped.
+func (s *Session) StopAgent() bool { return s.console.stop() }
+
 // agentConsole is the page's embedded agent: a model loop (or the scripted
 // agent) over the session's toolset in the embedded topology, where a call
 // that needs approval waits for the user's click in the same page.
@@ -39,6 +48,7 @@ type agentConsole struct {
 	mu      sync.Mutex
 	entries []ChatEntry
 	running bool
+	stopped bool // the user stopped the run in progress
 	cancel  context.CancelFunc
 	tools   *embeddedTools
 	closed  bool
@@ -82,11 +92,11 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 		c.tools = &embeddedTools{ts: ts}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.running, c.cancel = true, cancel
+	c.running, c.stopped, c.cancel = true, false, cancel
 	c.appendLocked(ChatEntry{Who: "you", Text: prompt})
 	tools := c.tools
 	c.mu.Unlock()
-	c.s.changed()
+	c.s.changed(partAgent)
 
 	done := make(chan error, 1)
 	c.wg.Go(func() {
@@ -94,15 +104,22 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 		err := c.runner.Run(ctx, prompt, tools, func(st agent.Step) {
 			c.add(ChatEntry{Who: "agent", Step: &st})
 		})
-		if err != nil {
+		c.mu.Lock()
+		stopped := c.stopped
+		c.mu.Unlock()
+		switch {
+		case stopped:
+			err = ErrStopped
+			c.add(ChatEntry{Who: "error", Text: "Stopped."})
+		case err != nil:
 			c.add(ChatEntry{Who: "error", Text: err.Error()})
-		} else {
+		default:
 			c.add(ChatEntry{Who: "agent", Text: "Done."})
 		}
 		c.mu.Lock()
 		c.running, c.cancel = false, nil
 		c.mu.Unlock()
-		c.s.changed()
+		c.s.changed(partAgent)
 		done <- err
 	})
 	return done, nil
@@ -112,7 +129,7 @@ func (c *agentConsole) add(e ChatEntry) {
 	c.mu.Lock()
 	c.appendLocked(e)
 	c.mu.Unlock()
-	c.s.changed()
+	c.s.changed(partAgent)
 }
 
 func (c *agentConsole) appendLocked(e ChatEntry) {
@@ -121,6 +138,33 @@ func (c *agentConsole) appendLocked(e ChatEntry) {
 	if len(c.entries) > 200 {
 		c.entries = slices.Delete(c.entries, 0, len(c.entries)-200)
 	}
+}
+
+func (c *agentConsole) stop() bool {
+	c.mu.Lock()
+	if !c.running || c.stopped {
+		c.mu.Unlock()
+		return false
+	}
+	c.stopped = true
+	c.cancel()
+	c.mu.Unlock()
+	// What the run asked for and no longer waits for.
+	key := string(ConsoleConsumer.Kind) + ":" + ConsoleConsumer.ID
+	for _, p := range c.s.reg.Confirmations().Pending() {
+		if p.ConsumerKey == key {
+			c.s.reg.Confirmations().Expire(p.ConfirmationID)
+		}
+	}
+	c.s.changed(partAgent)
+	return true
+}
+
+// scripted reports whether the console's agent is the scripted one,
+// which plays its fixed task whatever the prompt says.
+func (c *agentConsole) scripted() bool {
+	_, ok := c.runner.(*agent.Scripted)
+	return ok
 }
 
 // busy reports whether a run is in progress.

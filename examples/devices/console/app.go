@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -43,9 +42,24 @@ type Options struct {
 	Heartbeat time.Duration
 	// WriteTimeout bounds every write to an event stream. Default 10s.
 	WriteTimeout time.Duration
-	// MaxSessions bounds the browser sessions held at once; beyond it new
-	// visitors get 503. Default 10000.
+	// MaxSessions bounds the sessions in use at once. Beyond it a new one
+	// takes the place of the session idle the longest that has no open
+	// page (nor was made with NewSession); when every one has an open
+	// page, new visitors get 503. Default 10000.
 	MaxSessions int
+	// MaxUnusedSessions bounds the sessions made for visitors' first
+	// pages and not used yet (no event stream, form post, join link or
+	// MCP request): beyond it the oldest unused one is reclaimed, so that
+	// requests without a cookie, however many, take nothing from used
+	// sessions and hold a bounded memory. Default 256.
+	MaxUnusedSessions int
+	// UnusedTimeout reclaims an unused session this long after its page
+	// was served; the page's script uses it within milliseconds. Default
+	// 1m.
+	UnusedTimeout time.Duration
+	// MaxStreams bounds the open event streams (tabs) of one browser
+	// session; a newer one pushes the oldest out. Default 8.
+	MaxStreams int
 	// MaxMCPSessions bounds the MCP sessions of one browser session.
 	// Default 8.
 	MaxMCPSessions int
@@ -57,6 +71,17 @@ type Options struct {
 	// ConfirmationTTL is how long an approval card waits for the user.
 	// Default 5m.
 	ConfirmationTTL time.Duration
+	// AllowedHosts are the host names (or addresses) requests may name in
+	// their Host header besides the loopback ones (localhost, *.localhost,
+	// 127.0.0.0/8, ::1): those the server is reached by when it listens
+	// beyond loopback. A request naming any other host is refused (421)
+	// before anything is done, so that a web page whose domain resolves
+	// to this server (DNS rebinding) reaches nothing. "*" allows every
+	// host: only for a server behind a proxy that checks the host itself.
+	AllowedHosts []string
+	// ReadTimeout bounds the reading of a request body (a form post, an
+	// MCP message), whatever the server's own timeouts. Default 30s.
+	ReadTimeout time.Duration
 	// Logger receives diagnostics. Default: discard.
 	Logger *slog.Logger
 	// Telemetry, if set, is the Telemetry of every session's registry,
@@ -80,18 +105,21 @@ type Options struct {
 // that tests and the CLI use ([App.NewSession], [Session.Decide]). Each
 // browser session has its own registry. App is safe for concurrent use.
 type App struct {
-	opts  Options
-	store *domain.Store
-	log   *slog.Logger
-	mux   *http.ServeMux
-	exec  *executor
-	mcp   *mcpsurface.HTTPHandler // serves /mcp
+	opts    Options
+	store   *domain.Store
+	log     *slog.Logger
+	mux     *http.ServeMux
+	guarded http.Handler // mux behind Guard
+	exec    *executor
+	mcp     *mcpsurface.HTTPHandler // serves /mcp
+	// readState answers the table's readState; nil means
+	// Session.tableState. The load test sets it to compare with an answer
+	// from memory.
+	readState func(context.Context, *Session) (TableState, error)
 
-	mu       sync.Mutex
-	byCookie map[string]*Session
-	byToken  map[[32]byte]*Session
-	byJoin   map[string]*Session
-	closed   bool
+	mu     sync.Mutex
+	dir    directory // the sessions (sessions.go)
+	closed bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup // the sweeper and broadcasts
@@ -101,7 +129,8 @@ type App struct {
 var (
 	// ErrClosed: the App or the session has been closed.
 	ErrClosed = errors.New("console: closed")
-	// ErrTooManySessions: Options.MaxSessions sessions are live.
+	// ErrTooManySessions: Options.MaxSessions sessions are in use, each
+	// with an open page.
 	ErrTooManySessions = errors.New("console: too many sessions")
 )
 
@@ -117,6 +146,8 @@ func New(opts Options) (*App, error) {
 		}
 	}
 	def(&opts.IdleTimeout, 30*time.Minute)
+	def(&opts.UnusedTimeout, time.Minute)
+	def(&opts.ReadTimeout, 30*time.Second)
 	def(&opts.PageGrace, 5*time.Second)
 	def(&opts.Heartbeat, 15*time.Second)
 	def(&opts.WriteTimeout, 10*time.Second)
@@ -124,6 +155,12 @@ func New(opts Options) (*App, error) {
 	def(&opts.ConfirmationTTL, 5*time.Minute)
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = 10000
+	}
+	if opts.MaxUnusedSessions <= 0 {
+		opts.MaxUnusedSessions = 256
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = 8
 	}
 	if opts.MaxMCPSessions <= 0 {
 		opts.MaxMCPSessions = 8
@@ -136,21 +173,19 @@ func New(opts Options) (*App, error) {
 	}
 	a := &App{
 		opts: opts, store: opts.Store, log: opts.Logger,
-		byCookie: map[string]*Session{}, byToken: map[[32]byte]*Session{}, byJoin: map[string]*Session{},
+		dir:  newDirectory(),
 		stop: make(chan struct{}),
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.exec = &executor{inner: domain.Procedures(opts.Store), changed: a.devicesChanged}
+	a.exec = &executor{inner: domain.Procedures(opts.Store), app: a}
 	a.mcp = a.newMCPHandler()
 	a.mux = a.routes()
+	a.guarded = a.Guard(a.mux)
 	a.wg.Go(a.sweeper)
 	return a, nil
 }
-
-// ServeHTTP implements http.Handler.
-func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
 
 // SessionOptions configure a session made with [App.NewSession].
 type SessionOptions struct {
@@ -165,7 +200,10 @@ type SessionOptions struct {
 // NewSession starts a session, as a browser's first visit does. Its
 // [Session.JoinPath] lets a browser join it.
 func (a *App) NewSession(o SessionOptions) (*Session, error) {
-	s, err := a.newSession(o)
+	s, out, err := a.create(o, true)
+	for _, x := range out {
+		x.Close()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -175,98 +213,34 @@ func (a *App) NewSession(o SessionOptions) (*Session, error) {
 	return s, nil
 }
 
-func (a *App) newSession(o SessionOptions) (*Session, error) {
-	if o.User.ID == "" {
-		o.User = Operator
-	}
-	cookie, token, join := randomToken(), randomToken(), randomToken()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return nil, ErrClosed
-	}
-	if len(a.byCookie) >= a.opts.MaxSessions {
-		return nil, ErrTooManySessions
-	}
-	s := newSession(a, o, cookie, token, join)
-	a.byCookie[cookie] = s
-	a.byToken[sha256.Sum256([]byte(token))] = s
-	a.byJoin[join] = s
-	return s, nil
-}
-
 // Sessions returns the live sessions.
 func (a *App) Sessions() []*Session { return a.all() }
 
-// byBearer returns the session whose MCP token is token.
-func (a *App) byBearer(token string) *Session {
-	if token == "" {
-		return nil
-	}
-	key := sha256.Sum256([]byte(token)) // no timing signal from the map's comparisons
+// SessionCount returns how many sessions are live, used or not.
+func (a *App) SessionCount() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.byToken[key]
+	return len(a.dir.byID)
 }
 
-func (a *App) bySessionCookie(r *http.Request) *Session {
-	c, err := r.Cookie(cookieName)
-	if err != nil || c.Value == "" {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.byCookie[c.Value]
-}
-
-// activeSession returns the session of r's cookie, touched, or answers 401
+// activeSession returns the session of r's cookie, used, or answers 401
 // and returns nil when it has ended.
 func (a *App) activeSession(w http.ResponseWriter, r *http.Request) *Session {
-	s := a.bySessionCookie(r)
+	s, err := a.sessionOf(r, true)
+	if err != nil {
+		full(w)
+		return nil
+	}
 	if s == nil {
 		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusUnauthorized)
 		return nil
 	}
-	s.touch()
 	return s
-}
-
-func (a *App) byJoinCode(code string) *Session {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.byJoin[code]
-}
-
-// forget removes an ended session from the indexes: its cookie, token
-// and join code stop working at once.
-func (a *App) forget(s *Session) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.byCookie[s.cookie] == s {
-		delete(a.byCookie, s.cookie)
-	}
-	if k := sha256.Sum256([]byte(s.token)); a.byToken[k] == s {
-		delete(a.byToken, k)
-	}
-	if a.byJoin[s.join] == s {
-		delete(a.byJoin, s.join)
-	}
-}
-
-// all returns the live sessions.
-func (a *App) all() []*Session {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*Session, 0, len(a.byCookie))
-	for _, s := range a.byCookie {
-		out = append(out, s)
-	}
-	return out
 }
 
 // sweeper ends idle sessions until Close.
 func (a *App) sweeper() {
-	every := min(a.opts.IdleTimeout/4, time.Minute)
+	every := min(a.opts.IdleTimeout/4, a.opts.UnusedTimeout/4, time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -275,16 +249,6 @@ func (a *App) sweeper() {
 			return
 		case now := <-t.C:
 			a.sweep(now)
-		}
-	}
-}
-
-// sweep ends the sessions idle at now.
-func (a *App) sweep(now time.Time) {
-	for _, s := range a.all() {
-		if s.idleAt(now, a.opts.IdleTimeout) {
-			a.log.Info("console: session expired", "session", s.id)
-			s.Close()
 		}
 	}
 }
@@ -326,19 +290,27 @@ func (a *App) Close() error {
 	return nil
 }
 
-// executor is the domain's executor; after a procedure that changes
-// devices succeeds it tells the App.
+// executor is the domain's executor. A call that presents an approval
+// tells its session, whose decision then shows the call's outcome; after
+// a procedure that changes devices succeeds it tells the App.
 type executor struct {
-	inner   surface.ProcedureExecutor
-	changed func()
+	inner surface.ProcedureExecutor
+	app   *App
 }
 
 func (x *executor) Paths() []string { return x.inner.Paths() }
 
 func (x *executor) Execute(ctx context.Context, call *surface.ProcedureCall) (json.RawMessage, error) {
+	if call.Confirmation != nil {
+		if id, _ := call.Host["session"].(string); id != "" {
+			if s := x.app.byPublicID(id); s != nil {
+				s.approvedRun(call.Confirmation.ID, call.InvocationID)
+			}
+		}
+	}
 	out, err := x.inner.Execute(ctx, call)
 	if err == nil && call.Path != domain.ListPath {
-		x.changed()
+		x.app.devicesChanged()
 	}
 	return out, err
 }

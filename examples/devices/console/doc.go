@@ -71,6 +71,25 @@
 // page returns to the agent. A call that needs approval waits for the
 // user's click in the page.
 //
+// # What protects the page
+//
+// Every route first checks the Host header: only the loopback names and
+// Options.AllowedHosts are served, so that a web page whose domain is made
+// to resolve to the console (DNS rebinding) reaches nothing, not even a
+// new session ([App.Guard]). Answers forbid framing, sniffing and
+// referrers, and the page runs only its own script (a strict Content
+// Security Policy). Forms and WebMCP calls refuse cross-origin posts.
+// Request bodies must arrive within Options.ReadTimeout.
+//
+// A visitor's first page makes a session that stays unused, in a bounded
+// pool reclaimed after Options.UnusedTimeout, until the page uses it (its
+// event stream, a form, the join link, the MCP token): requests without a
+// cookie cannot, by their number, use up the sessions or the memory. The
+// sessions in use are bounded by Options.MaxSessions, the open streams of
+// one session by Options.MaxStreams. The public session id shown on the
+// page is random, unrelated to the cookie, the token and the join code;
+// secrets are looked up by their SHA-256 (sessions.go).
+//
 // # Host API
 //
 // Tests and the CLI drive sessions without a browser: [App.NewSession],

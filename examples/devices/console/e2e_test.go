@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -579,5 +580,67 @@ func TestSurfaceCardExplainsPolicies(t *testing.T) {
 		if tool.CapabilityID == domain.DisableID || tool.CapabilityID == domain.EnableID {
 			t.Fatalf("the agent sees the hidden %s", tool.CapabilityID)
 		}
+	}
+}
+
+// The scripted agent on a used database plans from what it reads: after
+// a first run disabled London's offline devices, a second run finds no
+// site with two offline devices and stops at its plan, saying so and
+// naming --reset, without calling anything that changes the surface.
+func TestScriptedAgentOnUsedDatabase(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	first := d.session(t)
+	if err := first.PlayScripted(bg, console.ScriptedRun{URL: d.mcpURL(), Approver: "t", HTTPClient: d.srv.Client()}); err != nil {
+		t.Fatal(err)
+	}
+	second := d.session(t)
+	var tr steps
+	err := second.PlayScripted(bg, console.ScriptedRun{URL: d.mcpURL(), Approver: "t", HTTPClient: d.srv.Client(), Report: tr.report})
+	if !errors.Is(err, agent.ErrNothingToDo) || !strings.Contains(err.Error(), "--reset") || !strings.Contains(err.Error(), "London 0") {
+		t.Fatalf("%v", err)
+	}
+	last := tr.list[len(tr.list)-1]
+	if last.Title != "plan from the table" || last.Expected() || !strings.Contains(last.Detail, "--reset") {
+		t.Fatalf("the last step: %+v", last)
+	}
+	for _, st := range tr.list {
+		if st.Tool != "" && st.Tool != "tools/list" && !strings.HasSuffix(st.Tool, "__readState") {
+			t.Fatalf("it called %s", st.Tool)
+		}
+	}
+
+	// With London's devices offline again and the table filtered, it
+	// clears the filter, reads, and plays the task in London.
+	for _, id := range []string{"d9", "d10"} {
+		if _, err := d.store.Enable(bg, console.Operator, []string{id}, "back"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := d.session(t)
+	m := d.dial(t, third.Token())
+	requireCode(t, call(t, m, "view:devices.table.setFilter", `{"status":"online"}`), "ok")
+	tr = steps{}
+	if err := third.PlayScripted(bg, console.ScriptedRun{URL: d.mcpURL(), Approver: "t", HTTPClient: d.srv.Client(), Report: tr.report}); err != nil {
+		t.Fatalf("%v %v", err, tr.outcomes())
+	}
+	if tr.list[2].Title != "show all devices" || !strings.Contains(tr.list[4].Detail, "2 offline devices in London") {
+		t.Fatalf("%+v", tr.list[:5])
+	}
+}
+
+// The page's scripted agent says that it ignores the prompt it is given.
+func TestScriptedAgentSaysItIgnoresThePrompt(t *testing.T) {
+	d := newDemo(t, console.Options{})
+	s := d.session(t)
+	done, err := s.Ask("Enable the printer in London.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := awaitPending(t, s)
+	s.Decide(p.ConfirmationID, false, "olivia")
+	<-done
+	chat := s.Chat()
+	if len(chat) < 2 || chat[1].Step == nil || chat[1].Step.Title != agent.IgnoresPrompt {
+		t.Fatalf("%+v", chat[:2])
 	}
 }

@@ -24,7 +24,7 @@ func idleSessions(tb testing.TB, app *App, n int) (bytesPerSession float64, goro
 	g0 := runtime.NumGoroutine()
 	sessions = make([]*Session, 0, n)
 	for range n {
-		s, err := app.newSession(SessionOptions{})
+		s, _, err := app.create(SessionOptions{}, true)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func idleSessions(tb testing.TB, app *App, n int) (bytesPerSession float64, goro
 // request does.
 func openMCPServer(tb testing.TB, app *App, s *Session) {
 	tb.Helper()
-	req := httptest.NewRequest(http.MethodGet, "/mcp", nil)
+	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/mcp", nil)
 	req.Header.Set("Authorization", "Bearer "+s.Token())
 	rec := httptest.NewRecorder()
 	app.ServeHTTP(rec, req)

@@ -38,7 +38,7 @@ func TestPageLifecycleAndIdleExpiry(t *testing.T) {
 		defer app.Close()
 
 		rec := httptest.NewRecorder()
-		app.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		app.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil))
 		cookie := rec.Result().Cookies()[0]
 		sessions := app.Sessions()
 		if len(sessions) != 1 {
@@ -52,7 +52,7 @@ func TestPageLifecycleAndIdleExpiry(t *testing.T) {
 
 		// The page's stream opens and stays open for an hour.
 		ctx, closeTab := context.WithCancel(context.Background())
-		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/events", nil)
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/events", nil)
 		req.AddCookie(cookie)
 		streamDone := make(chan struct{})
 		go func() {
@@ -93,11 +93,69 @@ func TestPageLifecycleAndIdleExpiry(t *testing.T) {
 			t.Fatal("the expired session's registry is open")
 		}
 		rec = httptest.NewRecorder()
-		mreq := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		mreq := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", nil)
 		mreq.Header.Set("Authorization", "Bearer "+s.Token())
 		app.ServeHTTP(rec, mreq)
 		if rec.Code != http.StatusUnauthorized || len(app.Sessions()) != 0 {
 			t.Fatalf("expired token: %d, %d sessions", rec.Code, len(app.Sessions()))
+		}
+	})
+}
+
+// A session made for a page that never uses it (no event stream, no form
+// post: a request without a cookie, a crawler, a flood) is reclaimed once
+// UnusedTimeout has passed, with its registry; one the page used is not.
+func TestUnusedSessionsReclaimed(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		store, err := domain.Open(context.Background(), filepath.Join(dir, "devices.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		const unused = time.Minute
+		app, err := console.New(console.Options{Store: store, UnusedTimeout: unused, IdleTimeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Close()
+		page := func() *http.Cookie {
+			rec := httptest.NewRecorder()
+			app.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil))
+			return rec.Result().Cookies()[0]
+		}
+		page()
+		usedCookie := page()
+		post := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/ui/clear", nil)
+		post.Header.Set("Sec-Fetch-Site", "same-origin")
+		post.AddCookie(usedCookie)
+		rec := httptest.NewRecorder()
+		app.ServeHTTP(rec, post)
+		if rec.Code != http.StatusSeeOther || app.SessionCount() != 2 {
+			t.Fatalf("post %d, %d sessions", rec.Code, app.SessionCount())
+		}
+		all := app.Sessions()
+		time.Sleep(unused - time.Second)
+		synctest.Wait()
+		if app.SessionCount() != 2 {
+			t.Fatalf("reclaimed too early: %d sessions", app.SessionCount())
+		}
+		time.Sleep(unused/4 + 2*time.Second) // the sweep runs every UnusedTimeout/4
+		synctest.Wait()
+		if app.SessionCount() != 1 {
+			t.Fatalf("%d sessions, want the used one", app.SessionCount())
+		}
+		for _, s := range all {
+			select {
+			case <-s.Registry().Done():
+				if s == app.Sessions()[0] {
+					t.Fatal("the used session's registry closed")
+				}
+			default:
+				if s != app.Sessions()[0] {
+					t.Fatal("the unused session's registry is open")
+				}
+			}
 		}
 	})
 }

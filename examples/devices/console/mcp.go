@@ -37,11 +37,13 @@ var errNoSession = errors.New("console: no session for this token")
 // resolveMCP maps a request's bearer token to its session's registry.
 func (a *App) resolveMCP(r *http.Request) (*surface.Registry, surface.Consumer, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	s := a.byBearer(strings.TrimSpace(token))
-	if !ok || s == nil {
+	if !ok {
 		return nil, surface.Consumer{}, errNoSession
 	}
-	s.touch()
+	s, _ := a.lookup(credToken, strings.TrimSpace(token), true)
+	if s == nil {
+		return nil, surface.Consumer{}, errNoSession
+	}
 	return s.reg, MCPConsumer, nil
 }
 

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"html/template"
 	"slices"
 	"strings"
 	"sync"
@@ -29,11 +30,14 @@ var users = []domain.User{Operator, Viewer}
 // concurrent use.
 type Session struct {
 	app       *App
-	id        string // public, for the page and logs
+	id        string // public, for the page and logs; random, unrelated to the secrets
 	cookie    string // the browser's secret
 	token     string // the MCP bearer token
 	join      string // the join code
 	keepShown bool
+	created   time.Time
+	hosted    bool // made by App.NewSession
+	unused    bool // guarded by app.mu: made for a first page, not yet used (sessions.go)
 	reg       *surface.Registry
 	activity  *activity
 	console   *agentConsole
@@ -54,8 +58,11 @@ type Session struct {
 	streams   int
 	pageTimer *time.Timer
 	lastSeen  time.Time
-	subs      map[chan struct{}]struct{}
+	subs      map[*pageStream]struct{}
 	decisions []Decision
+	runs      map[string]string        // confirmation id → the invocation that presented it
+	rowCache  map[uint64]template.HTML // rendered Activity lines, by entry number
+	seq       uint64                   // numbers the streams, oldest first
 	closed    bool
 }
 
@@ -67,14 +74,14 @@ type viewState struct {
 	detail    string   // the device whose detail panel is open, or ""
 }
 
-func newSession(a *App, o SessionOptions, cookie, token, join string) *Session {
+func newSession(a *App, o SessionOptions, cookie, token, join, id string) *Session {
 	s := &Session{
-		app: a, id: "s_" + token[:8], cookie: cookie, token: token, join: join,
+		app: a, id: id, cookie: cookie, token: token, join: join, created: time.Now(),
 		keepShown: o.KeepShown, done: make(chan struct{}),
-		user: o.User, lastSeen: time.Now(), subs: map[chan struct{}]struct{}{},
+		user: o.User, lastSeen: time.Now(), subs: map[*pageStream]struct{}{}, runs: map[string]string{},
 		view: viewState{sort: Sorting{Column: "name", Direction: "asc"}},
 	}
-	s.activity = newActivity(200, s.changed)
+	s.activity = newActivity(200, s.audited)
 	s.reg = surface.New(&surface.Options{
 		Context:   s.hostContext,
 		Route:     s.route,
@@ -85,10 +92,10 @@ func newSession(a *App, o SessionOptions, cookie, token, join string) *Session {
 		Policies:  a.opts.Policies,
 	})
 	s.reg.SetProcedureExecutor(a.exec)
-	// The page follows the registry: every event and every change of the
-	// pending confirmations re-renders what changed.
-	s.reg.Subscribe(func(surface.Event) { s.changed() })
-	s.reg.Confirmations().Subscribe(func([]surface.PendingConfirmation) { s.changed() })
+	// The page follows the registry: its events and the changes of the
+	// pending confirmations re-render the fragments they touch.
+	s.reg.Subscribe(s.event)
+	s.reg.Confirmations().Subscribe(func([]surface.PendingConfirmation) { s.changed(partApprovals) })
 	s.console = newAgentConsole(s, a.opts.Agent, a.opts.AgentName)
 	s.webmcp = &webmcpTools{reg: s.reg}
 	return s
@@ -122,7 +129,7 @@ func (s *Session) SetUser(u domain.User) {
 	s.mu.Lock()
 	s.user = u
 	s.mu.Unlock()
-	s.changed()
+	s.changed(partAll &^ partConnect)
 }
 
 // hostContext is the registry's host context: who acts. Policies and the
@@ -150,6 +157,14 @@ func (s *Session) touch() {
 	s.mu.Unlock()
 }
 
+// pageState reports whether a page of the session is open, and when the
+// session was last used.
+func (s *Session) pageState() (open bool, lastSeen time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams > 0, s.lastSeen
+}
+
 // idleAt reports whether the session has been idle for timeout at now:
 // no open page stream and no request.
 func (s *Session) idleAt(now time.Time, timeout time.Duration) bool {
@@ -158,17 +173,100 @@ func (s *Session) idleAt(now time.Time, timeout time.Duration) bool {
 	return s.streams == 0 && now.Sub(s.lastSeen) >= timeout
 }
 
-// changed tells every open page of the session to re-render. It never
-// blocks: a stream that has a render pending needs no second signal.
-func (s *Session) changed() {
+// changed tells every open page of the session to re-render the
+// fragments of p. It never blocks: a stream that has a render pending
+// needs no second signal.
+func (s *Session) changed(p part) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ch := range s.subs {
+	for ps := range s.subs {
+		ps.dirty |= p
 		select {
-		case ch <- struct{}{}:
+		case ps.signal <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// pageStream is one open event stream of the session's page.
+type pageStream struct {
+	s      *Session
+	signal chan struct{} // a render is pending
+	// evicted is closed when newer streams of the session pushed this one
+	// out (Options.MaxStreams).
+	evicted chan struct{}
+	dirty   part // guarded by s.mu: the fragments to render
+	seq     uint64
+}
+
+// take returns the fragments to render and clears them.
+func (ps *pageStream) take() part {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	p := ps.dirty
+	ps.dirty = 0
+	return p
+}
+
+// event follows the registry's events: the header and the Live surface
+// follow the surface; the Activity card names a registration's component
+// once its event tells it, and shows reads, which no audit record covers.
+func (s *Session) event(e surface.Event) {
+	switch e := e.(type) {
+	case surface.SurfaceChanged:
+		s.changed(partHeader | partSurface)
+	case surface.AvailabilityChanged:
+		s.changed(partSurface)
+	case surface.ComponentRegistered:
+		s.activity.label(e.RegistrationID, e.ComponentType+" "+e.InstanceID)
+		s.changed(partActivity)
+	case surface.ComponentUnregistered:
+		s.activity.label(e.RegistrationID, e.ComponentType+" "+e.InstanceID)
+		s.changed(partActivity)
+	case surface.InvocationStarted:
+		if isRead(e.CapabilityID) {
+			s.activity.readStarted(e, consumerKey(e.ConsumerID))
+		}
+	case surface.InvocationSettled:
+		if isRead(e.CapabilityID) {
+			s.activity.readSettled(e)
+			s.changed(partActivity)
+		}
+	}
+}
+
+// audited follows the audit records: the Activity card shows them, and
+// the settlement of a call that presented an approval is the outcome of
+// that decision.
+func (s *Session) audited(e surface.AuditEvent) {
+	p := partActivity
+	if e.Type == surface.AuditInvocationSettled && e.InvocationID != "" {
+		s.mu.Lock()
+		for _, id := range s.runs {
+			if id == e.InvocationID {
+				p |= partApprovals
+			}
+		}
+		s.mu.Unlock()
+	}
+	s.changed(p)
+}
+
+// reads are the observations of the page's components: reads, which the
+// audit trail never records.
+var reads = []string{"view:devices.table.readState", "view:devices.detail.readDevice"}
+
+func isRead(capabilityID string) bool { return slices.Contains(reads, capabilityID) }
+
+// consumerKey is the key (kind:id) of one of the console's consumers, by
+// its id, as audit records name consumers.
+func consumerKey(id string) string {
+	for _, c := range []surface.Consumer{MCPConsumer, ConsoleConsumer, WebMCPConsumer} {
+		if c.ID == id {
+			return string(c.Kind) + ":" + c.ID
+		}
+	}
+	return id
 }
 
 // The page lifecycle. A page is shown while an event stream is open, and
@@ -187,16 +285,28 @@ func (s *Session) pageServed() {
 	s.mu.Unlock()
 }
 
-// streamOpened registers an event stream; the returned channel signals
-// changes.
-func (s *Session) streamOpened() (chan struct{}, bool) {
+// streamOpened registers an event stream. Beyond Options.MaxStreams
+// streams of the session the oldest is pushed out: each stream costs a
+// render per change, so their number is bounded.
+func (s *Session) streamOpened() (*pageStream, bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, false
 	}
-	ch := make(chan struct{}, 1)
-	s.subs[ch] = struct{}{}
+	s.seq++
+	ps := &pageStream{s: s, signal: make(chan struct{}, 1), evicted: make(chan struct{}), seq: s.seq}
+	if len(s.subs) >= s.app.opts.MaxStreams {
+		var oldest *pageStream
+		for x := range s.subs {
+			if oldest == nil || x.seq < oldest.seq {
+				oldest = x
+			}
+		}
+		delete(s.subs, oldest)
+		close(oldest.evicted)
+	}
+	s.subs[ps] = struct{}{}
 	s.streams++
 	s.lastSeen = time.Now()
 	if s.pageTimer != nil {
@@ -205,15 +315,15 @@ func (s *Session) streamOpened() (chan struct{}, bool) {
 	}
 	s.mu.Unlock()
 	s.mountViews()
-	return ch, true
+	return ps, true
 }
 
 // streamClosed unregisters an event stream; the page counts as closed
 // when no stream reopens within PageGrace.
-func (s *Session) streamClosed(ch chan struct{}) {
+func (s *Session) streamClosed(ps *pageStream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.subs, ch)
+	delete(s.subs, ps)
 	s.streams--
 	s.lastSeen = time.Now()
 	if s.streams == 0 && !s.closed {
@@ -258,6 +368,9 @@ type Decision struct {
 	Approved       bool            `json:"approved"`
 	Actor          string          `json:"actor"`
 	At             time.Time       `json:"at"`
+	// InvocationID is the call that presented the approval, once one
+	// ran: its settlement is the outcome.
+	InvocationID string `json:"invocationId,omitempty"`
 }
 
 // Decide approves or denies the pending confirmation id on behalf of
@@ -283,11 +396,11 @@ func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool)
 	}
 	s.mu.Lock()
 	s.decisions = append(s.decisions, d)
-	if len(s.decisions) > 100 {
-		s.decisions = slices.Delete(s.decisions, 0, len(s.decisions)-100)
+	if len(s.decisions) > maxDecisions {
+		s.decisions = slices.Delete(s.decisions, 0, len(s.decisions)-maxDecisions)
 	}
 	s.mu.Unlock()
-	s.changed()
+	s.changed(partApprovals)
 	return d, true
 }
 
@@ -295,8 +408,19 @@ func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool)
 func (s *Session) Decisions() []Decision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.decisions)
+	return s.decisionsLocked()
 }
+
+func (s *Session) decisionsLocked() []Decision {
+	out := slices.Clone(s.decisions)
+	for i := range out {
+		out[i].InvocationID = s.runs[out[i].ConfirmationID]
+	}
+	return out
+}
+
+// maxDecisions is how many decisions a session keeps.
+const maxDecisions = 100
 
 // AwaitDecision waits until confirmation id is no longer pending and
 // reports how it ended.
@@ -305,7 +429,24 @@ func (s *Session) AwaitDecision(ctx context.Context, id string) surface.Confirma
 }
 
 // Activity returns the session's audit records, newest first.
-func (s *Session) Activity() []surface.AuditEvent { return s.activity.newestFirst() }
+func (s *Session) Activity() []surface.AuditEvent { return s.activity.audit() }
+
+// approvedRun records that invocation id executes with the approval of
+// confirmation cid, so that the decision shows the call's outcome. (The
+// call may start before Decide has recorded the decision.)
+func (s *Session) approvedRun(cid, id string) {
+	s.mu.Lock()
+	if len(s.runs) >= 2*maxDecisions { // keep those of the decisions kept
+		for k := range s.runs {
+			if !slices.ContainsFunc(s.decisions, func(d Decision) bool { return d.ConfirmationID == k }) {
+				delete(s.runs, k)
+			}
+		}
+	}
+	s.runs[cid] = id
+	s.mu.Unlock()
+	s.changed(partApprovals)
+}
 
 // Close ends the session: its page streams, agent run, MCP sessions and
 // token, then its registry (pending confirmations expire, calls in flight

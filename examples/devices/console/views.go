@@ -109,7 +109,12 @@ func (s *Session) tableComponent() surface.Component {
 		Observations: map[string]surface.Capability{
 			"readState": surface.Observation(surface.ObservationDef[TableState]{
 				Description: "Read the visible rows, the selection, the sorting and the filters.",
-				Read:        func(ctx context.Context, _ *surface.Call) (TableState, error) { return s.tableState(ctx) },
+				Read: func(ctx context.Context, _ *surface.Call) (TableState, error) {
+					if read := s.app.readState; read != nil {
+						return read(ctx, s)
+					}
+					return s.tableState(ctx)
+				},
 			}),
 		},
 		Actions: map[string]surface.Capability{
@@ -236,7 +241,7 @@ func (s *Session) mountViews() {
 			s.detail = s.register(s.detailComponent(d))
 		}
 	}
-	s.changed()
+	s.changed(partAll)
 }
 
 // unmountViews unregisters the views' components: the page closed. Calls
@@ -262,7 +267,7 @@ func (s *Session) unmountViews() {
 	for _, p := range s.reg.Confirmations().Pending() {
 		s.reg.Confirmations().Expire(p.ConfirmationID)
 	}
-	s.changed()
+	s.changed(partAll)
 }
 
 // register registers c; a definition error is a bug of this file.
@@ -306,7 +311,7 @@ func (s *Session) openDevice(ctx context.Context, id string) error {
 		}
 		s.detail = s.register(s.detailComponent(d))
 	}
-	s.changed()
+	s.changed(partView)
 	return nil
 }
 
@@ -326,7 +331,7 @@ func (s *Session) closeDetail(id string) {
 		s.detail.Unregister()
 		s.detail = nil
 	}
-	s.changed()
+	s.changed(partView)
 }
 
 // refreshTable re-evaluates the table's When predicates after its state
@@ -338,7 +343,7 @@ func (s *Session) refreshTable() {
 	if h != nil {
 		h.Refresh()
 	}
-	s.changed()
+	s.changed(partView)
 }
 
 // setFilter changes the filters; selected rows that are no longer visible
@@ -359,7 +364,7 @@ func (s *Session) setFilter(ctx context.Context, f Filters) error {
 	s.view.filters = f
 	s.mu.Unlock()
 	_, err := s.rows(ctx) // prunes the selection and refreshes
-	s.changed()
+	s.changed(partView)
 	return err
 }
 
@@ -371,7 +376,7 @@ func (s *Session) sortBy(in Sorting) {
 	s.mu.Lock()
 	s.view.sort = in
 	s.mu.Unlock()
-	s.changed()
+	s.changed(partView)
 }
 
 // selectRows changes the selection: mode replace (default), add or remove.
@@ -483,19 +488,28 @@ func (s *Session) devicesChanged() {
 	if shown {
 		_, _ = s.rows(context.Background())
 	}
-	s.changed()
+	s.changed(partTable | partDetail | partApprovals)
 }
 
 // rows returns the visible rows, sorted, and deselects rows that are no
 // longer visible.
 func (s *Session) rows(ctx context.Context) ([]Row, error) {
+	rows, _, err := s.browse(ctx)
+	return rows, err
+}
+
+// browse returns the visible rows, sorted, and the sites of all devices,
+// in one read of the store, and deselects rows that are no longer
+// visible.
+func (s *Session) browse(ctx context.Context) ([]Row, []string, error) {
 	s.mu.Lock()
 	f, so, u := s.view.filters, s.view.sort, s.user
 	s.mu.Unlock()
-	devices, err := s.app.store.List(ctx, u, domain.Filter{Site: f.Site, Status: domain.Status(f.Status)})
+	v, err := s.app.store.Browse(ctx, u, domain.Filter{Site: f.Site, Status: domain.Status(f.Status)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	devices := v.Devices
 	sortDevices(devices, so)
 	visible := make(map[string]bool, len(devices))
 	for _, d := range devices {
@@ -521,16 +535,12 @@ func (s *Session) rows(ctx context.Context) ([]Row, error) {
 		rows[i] = Row{ID: d.ID, Name: d.Name, Site: d.Site, Status: string(d.Status),
 			LastSeen: d.UpdatedAt.UTC().Format(time.RFC3339), Selected: selected[d.ID]}
 	}
-	return rows, nil
+	return rows, v.Sites, nil
 }
 
 // tableState is the readState observation.
 func (s *Session) tableState(ctx context.Context) (TableState, error) {
-	rows, err := s.rows(ctx)
-	if err != nil {
-		return TableState{}, err
-	}
-	sites, err := s.sites(ctx)
+	rows, sites, err := s.browse(ctx)
 	if err != nil {
 		return TableState{}, err
 	}
@@ -542,18 +552,8 @@ func (s *Session) tableState(ctx context.Context) (TableState, error) {
 
 // sites returns the sites of all devices, sorted.
 func (s *Session) sites(ctx context.Context) ([]string, error) {
-	all, err := s.app.store.List(ctx, s.User(), domain.Filter{})
-	if err != nil {
-		return nil, err
-	}
-	var sites []string
-	for _, d := range all {
-		if !slices.Contains(sites, d.Site) {
-			sites = append(sites, d.Site)
-		}
-	}
-	slices.Sort(sites)
-	return sites, nil
+	v, err := s.app.store.Browse(ctx, s.User(), domain.Filter{Status: domain.StatusOnline})
+	return v.Sites, err
 }
 
 // checkVisible is the precondition of selectRows.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -76,46 +77,83 @@ func (f Filter) validate() error {
 // List returns the devices matching f, ordered by name. It needs
 // PermRead (viewer and up).
 func (s *Store) List(ctx context.Context, u User, f Filter) ([]Device, error) {
+	v, err := s.browse(ctx, u, f, false)
+	return v.Devices, err
+}
+
+// View is what [Store.Browse] reads.
+type View struct {
+	// Devices are the devices matching the filter, ordered by name.
+	Devices []Device
+	// Sites are the sites of all devices, sorted, each once.
+	Sites []string
+}
+
+// Browse returns the devices matching f, as [Store.List] does, and the
+// sites of all devices, in one read: what a page showing a filtered list
+// with a site picker needs. It needs PermRead (viewer and up).
+func (s *Store) Browse(ctx context.Context, u User, f Filter) (View, error) {
+	return s.browse(ctx, u, f, true)
+}
+
+// browse is one query: all devices when the sites are wanted (a column
+// says which match f), else only those that match.
+func (s *Store) browse(ctx context.Context, u User, f Filter, sites bool) (View, error) {
 	if !u.Can(PermRead) {
-		return nil, forbidden(u, PermRead)
+		return View{}, forbidden(u, PermRead)
 	}
 	if err := f.validate(); err != nil {
-		return nil, err
+		return View{}, err
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT id, name, status, site, updated_at FROM devices WHERE 1 = 1`)
+	var cond strings.Builder
+	cond.WriteString(`1 = 1`)
 	var args []any
 	if f.Status != "" {
-		q.WriteString(` AND status = ?`)
+		cond.WriteString(` AND status = ?`)
 		args = append(args, string(f.Status))
 	}
 	if f.Site != "" {
-		q.WriteString(` AND site = ? COLLATE NOCASE`)
+		cond.WriteString(` AND site = ? COLLATE NOCASE`)
 		args = append(args, f.Site)
 	}
 	if f.Query != "" {
-		q.WriteString(` AND (name LIKE ? ESCAPE '\' OR id LIKE ? ESCAPE '\')`)
+		cond.WriteString(` AND (name LIKE ? ESCAPE '\' OR id LIKE ? ESCAPE '\')`)
 		pattern := "%" + escapeLike(f.Query) + "%"
 		args = append(args, pattern, pattern)
 	}
-	q.WriteString(` ORDER BY name COLLATE NOCASE, id`)
-	rows, err := s.db.QueryContext(ctx, q.String(), args...)
+	q := `SELECT id, name, status, site, updated_at, ` + cond.String() + ` FROM devices ORDER BY name COLLATE NOCASE, id`
+	if !sites {
+		q = `SELECT id, name, status, site, updated_at, 1 FROM devices WHERE ` + cond.String() + ` ORDER BY name COLLATE NOCASE, id`
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("domain: list devices: %w", err)
+		return View{}, fmt.Errorf("domain: list devices: %w", err)
 	}
 	defer rows.Close()
-	devices := []Device{}
+	v := View{Devices: []Device{}}
 	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return nil, fmt.Errorf("domain: list devices: %w", err)
+		var d Device
+		var status, at string
+		var match bool
+		if err := rows.Scan(&d.ID, &d.Name, &status, &d.Site, &at, &match); err != nil {
+			return View{}, fmt.Errorf("domain: list devices: %w", err)
 		}
-		devices = append(devices, d)
+		d.Status = Status(status)
+		if d.UpdatedAt, err = parseTime(at); err != nil {
+			return View{}, fmt.Errorf("domain: list devices: %w", err)
+		}
+		if match {
+			v.Devices = append(v.Devices, d)
+		}
+		if sites && !slices.Contains(v.Sites, d.Site) {
+			v.Sites = append(v.Sites, d.Site)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("domain: list devices: %w", err)
+		return View{}, fmt.Errorf("domain: list devices: %w", err)
 	}
-	return devices, nil
+	slices.Sort(v.Sites)
+	return v, nil
 }
 
 // escapeLike escapes the LIKE wildcards of s with '\'.

@@ -52,6 +52,9 @@ func migrations() [][]string {
 	}}
 }
 
+// maxConns bounds the connections of a file database.
+const maxConns = 8
+
 // dsnParams configure every connection: a busy timeout (so concurrent
 // writers wait instead of failing), write-ahead logging, foreign keys, and
 // BEGIN IMMEDIATE for transactions, so that a transaction that reads then
@@ -74,6 +77,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == ":memory:" {
 		// Each connection would get its own empty database.
 		db.SetMaxOpenConns(1)
+	} else {
+		// Connections are kept for reuse (database/sql keeps 2 idle by
+		// default): under concurrent reads the pool would otherwise open
+		// and close connections all the time, each paying for its pragmas.
+		// More than a few per core gain nothing: the driver is Go code.
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
 	}
 	s := &Store{db: db, now: time.Now}
 	if err := s.migrate(ctx); err != nil {

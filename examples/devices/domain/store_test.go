@@ -169,6 +169,18 @@ func TestListFilters(t *testing.T) {
 		if !slices.Equal(ids(got), c.want) {
 			t.Errorf("%s: %v, want %v", c.name, ids(got), c.want)
 		}
+		// Browse reads the same devices, and the sites of all of them,
+		// whatever the filter.
+		v, err := store.Browse(bg, viewer, c.filter)
+		if err != nil || !slices.Equal(ids(v.Devices), c.want) || !slices.Equal(v.Sites, []string{"Amsterdam", "Berlin", "Frankfurt", "London"}) {
+			t.Errorf("Browse %s: %v %v %v", c.name, ids(v.Devices), v.Sites, err)
+		}
+	}
+	if _, err := store.Browse(bg, nobody, domain.Filter{}); !errors.Is(err, domain.ErrForbidden) {
+		t.Errorf("Browse as nobody: %v, want ErrForbidden", err)
+	}
+	if _, err := store.Browse(bg, viewer, domain.Filter{Status: "broken"}); !errors.Is(err, domain.ErrInvalid) {
+		t.Errorf("Browse with a bad status: %v", err)
 	}
 	var bad *domain.InvalidError
 	_, err := store.List(bg, viewer, domain.Filter{Status: "broken"})

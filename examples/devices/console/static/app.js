@@ -13,12 +13,46 @@
   const webmcp = offerTools();
   const events = new EventSource(webmcp ? '/events?webmcp=1' : '/events');
   if (webmcp) events.addEventListener('tools', (e) => webmcp.offer(JSON.parse(e.data)));
+  // A scrolled list inside a fragment (data-stick="bottom": the agent's
+  // log) keeps its place across patches and resizes; one scrolled to its
+  // end stays there, so the newest output stays in view.
+  const atEnd = new Map(); // fragment id → the list was at its end
+  const keyOf = (el) => (el.closest('[id]') || document.body).id;
+  const isAtEnd = (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 8;
+  document.addEventListener('scroll', (e) => {
+    const el = e.target;
+    if (el instanceof Element && el.matches('[data-stick]')) atEnd.set(keyOf(el), isAtEnd(el));
+  }, true);
+  const scrolled = (root) => [...root.querySelectorAll('[data-stick]')].map((el) => el.scrollTop);
+  const restore = (root, before) => {
+    root.querySelectorAll('[data-stick]').forEach((el, i) => {
+      el.scrollTop = atEnd.get(keyOf(el)) !== false ? el.scrollHeight : before[i] || 0;
+    });
+  };
+  window.addEventListener('resize', () => restore(document, scrolled(document)));
+  // The agent form lives outside its fragment (typing survives patches);
+  // its buttons follow the run's state.
+  const syncAgentForm = () => {
+    const log = document.querySelector('#agent .chat');
+    const form = document.querySelector('.agent-card form.ask');
+    if (!log || !form) return;
+    const busy = log.dataset.busy === 'true';
+    form.querySelector('button.run').disabled = busy;
+    form.querySelector('button.stop').disabled = !busy;
+  };
+  restore(document, []);
+  syncAgentForm();
+
   events.addEventListener('patch', (e) => {
     const patch = JSON.parse(e.data);
     for (const [id, html] of Object.entries(patch)) {
       const el = document.getElementById(id);
-      if (el) el.innerHTML = html;
+      if (!el) continue;
+      const before = scrolled(el);
+      el.innerHTML = html;
+      restore(el, before);
     }
+    syncAgentForm();
     // The first patch re-renders every fragment: from here on the page
     // is live, and its elements stay until the session changes.
     document.body.dataset.live = 'true';
