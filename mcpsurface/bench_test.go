@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -64,94 +65,123 @@ func noopRegistry(b *testing.B) *surface.Registry {
 	return reg
 }
 
-// A tools/call of a no-op action through the adapter and the registry,
-// with one registry (one user) per session, 1 and 100 sessions calling
-// at once: over in-memory transports to a Server each, and over Streamable HTTP on
-// loopback through an HTTPHandler.
-func BenchmarkToolsCallRoundTrip(b *testing.B) {
-	params := &mcp.CallToolParams{Name: "view_bench__noop", Arguments: map[string]any{}}
+// The round trip of a tools/call, side by side with a bare go-sdk server:
+// the same client, transport, sessions and bytes on the wire, so that
+// what differs is what this package and the registry do per call.
+//
+// Both sides serve one user per session, n sessions calling at once
+// (sub-benchmarks sessions=1, 10, 100), each with a bearer token of its
+// own and one MCP server per user:
+//
+//   - server=agentsurface: an HTTPHandler whose resolver maps the token to
+//     the user's registry (one component, a no-op view action); the call
+//     runs the registry's whole governed pipeline.
+//   - server=bare: the SDK's StreamableHTTPHandler whose getServer maps
+//     the token to the user's *mcp.Server (the least a multi-user server
+//     does), with the same tool (name, input schema) added with the raw
+//     Server.AddTool, whose handler returns the bytes the adapter returns
+//     for this call: the result envelope as text and as structured
+//     content.
+//
+// Over HTTP (transport=http) both run on loopback (httptest) behind the
+// same go-sdk client, at version=2025-11-25 (a stateful session: the
+// SDK's default handler) and at version=2026-07-28 (session-less: the
+// SDK serves it only with Stateless, as this package's handler does for
+// such requests). Over in-memory transports (transport=memory) each
+// session is connected to its user's server directly (Server.MCP for
+// this package).
+//
+// Compare the two with
+//
+//	go test ./mcpsurface -run '^$' -bench 'RoundTrip/transport=http' -benchtime 2000x -count 8 > new.txt
+//	benchstat -col /server new.txt
+//
+// calls/s is the throughput (all sessions together), cpu-µs/call the
+// CPU time of the whole process (client and server) per call.
+func BenchmarkRoundTrip(b *testing.B) {
 	for _, n := range benchSessions {
 		b.Run(fmt.Sprintf("transport=memory/sessions=%d", n), func(b *testing.B) {
-			sessions := make([]*mcp.ClientSession, n)
-			for i := range sessions {
-				srv, err := mcpsurface.NewServer(noopRegistry(b), surface.Consumer{ID: "bench"}, nil)
-				if err != nil {
-					b.Fatal(err)
+			b.Run("server=agentsurface", func(b *testing.B) {
+				sessions := make([]*mcp.ClientSession, n)
+				for i := range sessions {
+					srv, err := mcpsurface.NewServer(noopRegistry(b), surface.Consumer{ID: "bench"}, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { _ = srv.Close() })
+					sessions[i] = benchClient(b, srv.MCP())
 				}
-				b.Cleanup(func() { _ = srv.Close() })
-				sessions[i] = benchClient(b, srv.MCP())
-			}
-			measure(b, sessions, params)
+				measure(b, sessions, noopParams)
+			})
+			b.Run("server=bare", func(b *testing.B) {
+				sessions := make([]*mcp.ClientSession, n)
+				for i := range sessions {
+					sessions[i] = benchClient(b, bareServer())
+				}
+				measure(b, sessions, noopParams)
+			})
 		})
 		for _, version := range versions {
 			b.Run(fmt.Sprintf("transport=http/version=%s/sessions=%d", version, n), func(b *testing.B) {
-				users := map[string]*surface.Registry{}
-				for i := range n {
-					users[fmt.Sprint("tok-", i)] = noopRegistry(b)
-				}
-				h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
-					reg := users[r.Header.Get("Authorization")[len("Bearer "):]]
-					return reg, surface.Consumer{ID: "bench"}, nil
-				}, nil)
-				hs := httptest.NewServer(h)
-				b.Cleanup(func() { _ = h.Close(); hs.Close() })
-				sessions := make([]*mcp.ClientSession, n)
-				for i := range sessions {
-					sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), version, hs.Client().Transport)
-				}
-				measure(b, sessions, params)
+				b.Run("server=agentsurface", func(b *testing.B) {
+					users := map[string]*surface.Registry{}
+					for i := range n {
+						users[fmt.Sprint("tok-", i)] = noopRegistry(b)
+					}
+					h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+						return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")], surface.Consumer{ID: "bench"}, nil
+					}, nil)
+					b.Cleanup(func() { _ = h.Close() })
+					measure(b, httpSessions(b, h, n, version), noopParams)
+				})
+				b.Run("server=bare", func(b *testing.B) {
+					users := map[string]*mcp.Server{}
+					for i := range n {
+						users[fmt.Sprint("tok-", i)] = bareServer()
+					}
+					// The SDK serves 2026-07-28 only session-less.
+					h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+						return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+					}, &mcp.StreamableHTTPOptions{Stateless: version == v2026})
+					measure(b, httpSessions(b, h, n, version), noopParams)
+				})
 			})
 		}
 	}
 }
 
-// The same round trips against a bare go-sdk server with one no-op raw
-// tool answering "ok": the baseline.
-func BenchmarkBareSDKRoundTrip(b *testing.B) {
-	bareRoundTrips(b, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}})
-}
+// noopParams call the no-op action of noopRegistry.
+var noopParams = &mcp.CallToolParams{Name: "view_bench__noop", Arguments: map[string]any{}}
 
-// The same round trips against a bare go-sdk server whose raw tool
-// answers what the adapter answers, the result envelope as text and as
-// structured content: the baseline with the same bytes on the wire.
-func BenchmarkBareSDKEnvelopeRoundTrip(b *testing.B) {
-	env := `{"status":"ok","invocationId":"mcp_0123456789_1","capabilityId":"view:bench.noop","surfaceVersion":"1"}`
-	bareRoundTrips(b, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: env}}, StructuredContent: json.RawMessage(env)})
-}
+// noopEnvelope is what the adapter answers to noopParams, byte for byte
+// but for the invocation id's digits.
+const noopEnvelope = `{"status":"ok","invocationId":"mcp_0123456789_1","capabilityId":"view:bench.noop","surfaceVersion":"1"}`
 
-// bareRoundTrips runs the round trips against one bare go-sdk server
-// whose only tool answers res.
-func bareRoundTrips(b *testing.B, res *mcp.CallToolResult) {
+// bareServer is a go-sdk server with the tool of noopRegistry, added raw,
+// whose handler answers noopEnvelope as the adapter does: as text and as
+// structured content.
+func bareServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
-	s.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&mcp.Tool{Name: noopParams.Name, InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			r := *res
-			return &r, nil
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: noopEnvelope}},
+				StructuredContent: json.RawMessage(noopEnvelope),
+			}, nil
 		})
-	params := &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}}
-	for _, n := range benchSessions {
-		b.Run(fmt.Sprintf("transport=memory/sessions=%d", n), func(b *testing.B) {
-			sessions := make([]*mcp.ClientSession, n)
-			for i := range sessions {
-				sessions[i] = benchClient(b, s)
-			}
-			measure(b, sessions, params)
-		})
-		for _, version := range versions {
-			b.Run(fmt.Sprintf("transport=http/version=%s/sessions=%d", version, n), func(b *testing.B) {
-				// The SDK serves 2026-07-28 only session-less.
-				h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
-					&mcp.StreamableHTTPOptions{Stateless: version == v2026})
-				hs := httptest.NewServer(h)
-				b.Cleanup(hs.Close)
-				sessions := make([]*mcp.ClientSession, n)
-				for i := range sessions {
-					sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), version, hs.Client().Transport)
-				}
-				measure(b, sessions, params)
-			})
-		}
+	return s
+}
+
+// httpSessions serves h on loopback and connects n go-sdk clients at
+// version, the i-th with the bearer token "tok-i".
+func httpSessions(b *testing.B, h http.Handler, n int, version string) []*mcp.ClientSession {
+	hs := httptest.NewServer(h)
+	b.Cleanup(hs.Close)
+	sessions := make([]*mcp.ClientSession, n)
+	for i := range sessions {
+		sessions[i] = benchHTTPClient(b, hs.URL, fmt.Sprint("tok-", i), version, hs.Client().Transport)
 	}
+	return sessions
 }
 
 // measure runs b.N calls of params spread over the sessions, all
