@@ -124,30 +124,82 @@ func BenchmarkRoundTrip(b *testing.B) {
 		for _, version := range versions {
 			b.Run(fmt.Sprintf("transport=http/version=%s/sessions=%d", version, n), func(b *testing.B) {
 				b.Run("server=agentsurface", func(b *testing.B) {
-					users := map[string]*surface.Registry{}
-					for i := range n {
-						users[fmt.Sprint("tok-", i)] = noopRegistry(b)
-					}
-					h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
-						return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")], surface.Consumer{ID: "bench"}, nil
-					}, nil)
-					b.Cleanup(func() { _ = h.Close() })
-					measure(b, httpSessions(b, h, n, version), noopParams)
+					measure(b, httpSessions(b, agentsurfaceHandler(b, n), n, version), noopParams)
 				})
 				b.Run("server=bare", func(b *testing.B) {
-					users := map[string]*mcp.Server{}
-					for i := range n {
-						users[fmt.Sprint("tok-", i)] = bareServer()
-					}
-					// The SDK serves 2026-07-28 only session-less.
-					h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-						return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-					}, &mcp.StreamableHTTPOptions{Stateless: version == v2026})
-					measure(b, httpSessions(b, h, n, version), noopParams)
+					measure(b, httpSessions(b, bareHandler(n, version), n, version), noopParams)
 				})
 			})
 		}
 	}
+}
+
+// The HTTP cases of BenchmarkRoundTrip with both servers up at once, in
+// alternating blocks of calls (ten per session, at least 200; who goes
+// first alternates too), so that both meet the same machine: on a shared
+// machine the load of the moment moves either figure more than the
+// servers differ. It reports the throughput of each (calls/s-agentsurface,
+// calls/s-bare) and their ratio, agentsurface over bare (≥ 1 is as fast
+// as the bare SDK or faster), and the same for CPU per call (cpu-ratio:
+// ≤ 1 is as cheap or cheaper). Run it with
+//
+//	go test ./mcpsurface -run '^$' -bench RoundTripPaired -benchtime 6000x -count 8 > paired.txt
+//	benchstat -filter '.unit:(ratio OR cpu-ratio)' paired.txt
+func BenchmarkRoundTripPaired(b *testing.B) {
+	for _, version := range versions {
+		for _, n := range benchSessions {
+			b.Run(fmt.Sprintf("version=%s/sessions=%d", version, n), func(b *testing.B) {
+				sides := [2][]*mcp.ClientSession{
+					httpSessions(b, agentsurfaceHandler(b, n), n, version),
+					httpSessions(b, bareHandler(n, version), n, version),
+				}
+				block := max(200, 10*n)
+				var runs [2]callRun
+				b.ResetTimer()
+				for round, done := 0, 0; done < b.N; round, done = round+1, done+block {
+					k := min(block, b.N-done)
+					for i := range 2 {
+						side := (i + round) % 2
+						runs[side].add(calls(b, sides[side], noopParams, k))
+					}
+				}
+				b.StopTimer()
+				ours, bare := runs[0], runs[1]
+				b.ReportMetric(ours.perSecond(), "calls/s-agentsurface")
+				b.ReportMetric(bare.perSecond(), "calls/s-bare")
+				b.ReportMetric(ours.perSecond()/bare.perSecond(), "ratio")
+				b.ReportMetric(ours.cpuPerCall()/bare.cpuPerCall(), "cpu-ratio")
+			})
+		}
+	}
+}
+
+// agentsurfaceHandler is an HTTPHandler serving n users, "tok-i" the
+// token of the i-th, each with a registry of its own (noopRegistry).
+func agentsurfaceHandler(b *testing.B, n int) http.Handler {
+	users := map[string]*surface.Registry{}
+	for i := range n {
+		users[fmt.Sprint("tok-", i)] = noopRegistry(b)
+	}
+	h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+		return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")], surface.Consumer{ID: "bench"}, nil
+	}, nil)
+	b.Cleanup(func() { _ = h.Close() }) // after the clients and the HTTP server
+	return h
+}
+
+// bareHandler is the SDK's StreamableHTTPHandler serving n users, "tok-i"
+// the token of the i-th, each with a bareServer of its own, stateful at
+// 2025-11-25 and session-less at 2026-07-28 (the SDK serves 2026-07-28
+// only session-less).
+func bareHandler(n int, version string) http.Handler {
+	users := map[string]*mcp.Server{}
+	for i := range n {
+		users[fmt.Sprint("tok-", i)] = bareServer()
+	}
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+	}, &mcp.StreamableHTTPOptions{Stateless: version == v2026})
 }
 
 // noopParams call the no-op action of noopRegistry.
@@ -188,20 +240,56 @@ func httpSessions(b *testing.B, h http.Handler, n int, version string) []*mcp.Cl
 // calling at once, and reports latency percentiles, throughput and CPU
 // time per call (client and server: this whole process).
 func measure(b *testing.B, sessions []*mcp.ClientSession, params *mcp.CallToolParams) {
-	lat := make([][]time.Duration, len(sessions))
-	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
+	r := calls(b, sessions, params, b.N)
+	b.StopTimer()
+	if len(r.latencies) == 0 {
+		return
+	}
+	all := r.latencies
+	slices.Sort(all)
+	pct := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(r.perSecond(), "calls/s")
+	b.ReportMetric(r.cpuPerCall(), "cpu-µs/call")
+}
+
+// callRun is what a run of calls measured.
+type callRun struct {
+	latencies    []time.Duration
+	elapsed, cpu time.Duration
+}
+
+func (r callRun) perSecond() float64 { return float64(len(r.latencies)) / r.elapsed.Seconds() }
+func (r callRun) cpuPerCall() float64 {
+	return float64(r.cpu.Microseconds()) / float64(len(r.latencies))
+}
+
+// add adds the figures of o to r.
+func (r *callRun) add(o callRun) {
+	r.latencies = append(r.latencies, o.latencies...)
+	r.elapsed += o.elapsed
+	r.cpu += o.cpu
+}
+
+// calls makes n calls of params spread over the sessions, all calling at
+// once, and returns their latencies, the wall time and the CPU time of
+// this whole process (client and server) they took.
+func calls(b *testing.B, sessions []*mcp.ClientSession, params *mcp.CallToolParams, n int) callRun {
+	lat := make([][]time.Duration, len(sessions))
+	var wg sync.WaitGroup
 	cpu0 := cpuTime()
 	start := time.Now()
 	for i, cs := range sessions {
-		n := b.N / len(sessions)
-		if i < b.N%len(sessions) {
-			n++
+		k := n / len(sessions)
+		if i < n%len(sessions) {
+			k++
 		}
-		lat[i] = make([]time.Duration, 0, n)
+		lat[i] = make([]time.Duration, 0, k)
 		wg.Go(func() {
-			for range n {
+			for range k {
 				t0 := time.Now()
 				// A fresh copy per call: the client writes the 2026-07-28
 				// request _meta into the params it is given.
@@ -216,19 +304,7 @@ func measure(b *testing.B, sessions []*mcp.ClientSession, params *mcp.CallToolPa
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
-	b.StopTimer()
-	all := slices.Concat(lat...)
-	if len(all) == 0 {
-		return
-	}
-	slices.Sort(all)
-	pct := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Microseconds()) }
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(len(all)), "cpu-µs/call")
+	return callRun{latencies: slices.Concat(lat...), elapsed: time.Since(start), cpu: cpuTime() - cpu0}
 }
 
 // cpuTime is the CPU time this process has used, user and system.
