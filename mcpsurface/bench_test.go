@@ -1,6 +1,7 @@
 package mcpsurface_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -200,6 +202,75 @@ func bareHandler(n int, version string) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 	}, &mcp.StreamableHTTPOptions{Stateless: version == v2026})
+}
+
+// The server's side of a tools/call alone, side by side with a bare
+// go-sdk server (bareServer): a raw JSON-RPC peer over in-memory
+// transports, in a stateful 2025-11-25 session, sends one call at a time
+// and reads the answer, so that the time per call is the server's (the
+// SDK's decoding, dispatch and encoding, and on the agentsurface side this
+// package and the registry) and little else. The difference between the
+// two is what a call costs beyond the SDK:
+//
+//	go test ./mcpsurface -run '^$' -bench ServerToolsCall -count 8 > server.txt
+//	benchstat -col /server server.txt
+func BenchmarkServerToolsCall(b *testing.B) {
+	b.Run("server=agentsurface", func(b *testing.B) {
+		srv, err := mcpsurface.NewServer(noopRegistry(b), surface.Consumer{ID: "bench"}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = srv.Close() })
+		rawCalls(b, srv.MCP())
+	})
+	b.Run("server=bare", func(b *testing.B) { rawCalls(b, bareServer()) })
+}
+
+// rawCalls initializes a session with s as a raw JSON-RPC peer and makes
+// b.N calls of noopParams, one at a time.
+func rawCalls(b *testing.B, s *mcp.Server) {
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(bg, st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn, err := ct.Connect(bg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = conn.Close()
+		_ = ss.Wait()
+	})
+	roundTrip := func(id int64, method string, params string) *jsonrpc.Response {
+		rid, _ := jsonrpc.MakeID(float64(id))
+		if err := conn.Write(bg, &jsonrpc.Request{ID: rid, Method: method, Params: json.RawMessage(params)}); err != nil {
+			b.Fatal(err)
+		}
+		msg, err := conn.Read(bg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, ok := msg.(*jsonrpc.Response)
+		if !ok || resp.Error != nil {
+			b.Fatalf("%s: %+v", method, msg)
+		}
+		return resp
+	}
+	roundTrip(1, "initialize", `{"protocolVersion":"`+v2025+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`)
+	if err := conn.Write(bg, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)}); err != nil {
+		b.Fatal(err)
+	}
+	params := `{"name":"` + noopParams.Name + `","arguments":{}}`
+	b.ReportAllocs()
+	cpu0, n := cpuTime(), 0
+	for i := int64(2); b.Loop(); i++ {
+		if resp := roundTrip(i, "tools/call", params); bytes.Contains(resp.Result, []byte(`"isError":true`)) {
+			b.Fatalf("%s", resp.Result)
+		}
+		n++
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/op")
 }
 
 // noopParams call the no-op action of noopRegistry.
