@@ -23,9 +23,8 @@ import (
 // value is open.
 type gate struct {
 	mu     sync.Mutex
-	done   sync.Cond // broadcast when active drops to zero once shut
 	shut   bool
-	active int
+	passes sync.WaitGroup
 }
 
 // enter reports whether the gate is open, and if so counts a pass, which
@@ -36,31 +35,20 @@ func (g *gate) enter() bool {
 	if g.shut {
 		return false
 	}
-	g.active++
+	g.passes.Add(1) // before close's Wait: shut is set under mu
 	return true
 }
 
 // exit ends a pass.
-func (g *gate) exit() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.active--; g.active == 0 && g.shut {
-		g.done.Broadcast()
-	}
-}
+func (g *gate) exit() { g.passes.Done() }
 
 // close shuts the gate and waits for the passes in progress. It must not
 // be called from within a pass.
 func (g *gate) close() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.shut = true
-	if g.done.L == nil {
-		g.done.L = &g.mu
-	}
-	for g.active > 0 {
-		g.done.Wait()
-	}
+	g.mu.Unlock()
+	g.passes.Wait()
 }
 
 // quietLog is a slog.Handler that hands records to its Handler while its

@@ -280,8 +280,9 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	} else {
+		s.log = quieted(s.log, &s.quiet) // nothing is logged after Close
 	}
-	s.log = quieted(s.log, &s.quiet) // nothing is logged after Close
 	impl := &mcp.Implementation{Name: "agentsurface", Version: "0.1.0"}
 	if o.Implementation != nil {
 		c := *o.Implementation
