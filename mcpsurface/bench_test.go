@@ -223,6 +223,20 @@ func BenchmarkServerToolsCall(b *testing.B) {
 		b.Cleanup(func() { _ = srv.Close() })
 		rawCalls(b, srv.MCP())
 	})
+	// The registry with a one-record audit sink and a one-entry dedupe
+	// cache: the difference to server=agentsurface is what the default
+	// stores (1,000 audit records, 200 dedupe entries) cost the collector.
+	b.Run("server=agentsurface-smallstores", func(b *testing.B) {
+		reg := surfacetest.NewRegistry(b, &surface.Options{Audit: surface.NewMemorySink(1), Limits: surface.Limits{DedupeCacheSize: 1}})
+		surfacetest.MustRegister(b, reg, surface.Component{Type: "bench", Description: "Bench",
+			Actions: map[string]surface.Capability{"noop": surfacetest.Noop("Does nothing", surface.EffectLocalState)}})
+		srv, err := mcpsurface.NewServer(reg, surface.Consumer{ID: "bench"}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = srv.Close() })
+		rawCalls(b, srv.MCP())
+	})
 	b.Run("server=bare", func(b *testing.B) { rawCalls(b, bareServer()) })
 }
 
