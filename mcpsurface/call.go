@@ -32,33 +32,57 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 		}
 	}()
 	var in input // the client's answers to an earlier round
-	switch {
-	case p.RequestState != "":
-		st, ok := s.verifyFor(p.RequestState, name, p.Arguments)
-		if !ok {
-			s.log.Warn("mcpsurface: refused a tool call with an invalid request state", "tool", name)
-			return nil, errBadRequestState
+	if p.RequestState != "" || len(p.InputResponses) > 0 {
+		var done bool
+		if in, result, err, done = s.laterRound(ctx, f, at, req, name); done {
+			return result, err
 		}
-		if st.Use == stateConfirm {
-			if f != nil {
-				f.answered()
-			}
-			return toolResult(s.resume(ctx, at, req, name, st)), nil
-		}
-		in = input{responses: p.InputResponses, state: st.App}
-	case len(p.InputResponses) > 0:
-		in = input{responses: p.InputResponses}
 	}
 	if f != nil {
 		f.round(req, in)
 	}
 	cat := s.catalogFor(req)
 	res := s.call(ctx, at, cat, name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
-	if answer, err, ok := s.answerOf(f, name, p.Arguments, res); ok {
+	if res.Status == surface.StatusOK && s.content == nil {
+		return toolResult(res), nil
+	}
+	return s.respond(ctx, f, at, req, cat, name, res)
+}
+
+// laterRound reads what a call carries from an earlier round: the
+// client's responses and the verified request state. A call answering a
+// confirmation elicitation is handled here (done): the registry's record
+// is resolved and the call retried with it. A request state this server
+// did not issue for this call is refused (done, with the protocol error).
+func (s *Server) laterRound(ctx context.Context, f *inflight, at *attempt, req *mcp.CallToolRequest, name string) (in input, result *mcp.CallToolResult, err error, done bool) {
+	p := req.Params
+	if p.RequestState == "" {
+		return input{responses: p.InputResponses}, nil, nil, false
+	}
+	st, ok := s.verifyFor(p.RequestState, name, p.Arguments)
+	if !ok {
+		s.log.Warn("mcpsurface: refused a tool call with an invalid request state", "tool", name)
+		return input{}, nil, errBadRequestState, true
+	}
+	if st.Use == stateConfirm {
+		if f != nil {
+			f.answered()
+		}
+		return input{}, toolResult(s.resume(ctx, at, req, name, st)), nil, true
+	}
+	return input{responses: p.InputResponses, state: st.App}, nil, nil, false
+}
+
+// respond is callTool's answer to a result that is not simply relayed:
+// the input request or protocol error a handler asked for, a confirmation
+// elicitation, or a result with Options.Content's blocks.
+func (s *Server) respond(ctx context.Context, f *inflight, at *attempt, req *mcp.CallToolRequest, cat *surface.Catalog, name string, res surface.Result) (*mcp.CallToolResult, error) {
+	args := req.Params.Arguments
+	if answer, err, ok := s.answerOf(f, name, args, res); ok {
 		return answer, err
 	}
 	if code(res) == surface.CodeConfirmationRequired {
-		rec := s.remember(cat, name, p.Arguments, res)
+		rec := s.remember(cat, name, args, res)
 		if s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
 			cid := res.Error.ConfirmationID()
 			if expiresAt, pending := s.expiry(cid); pending {
@@ -66,7 +90,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 				if f != nil { // older clients are asked while this call waits: until expiry at most
 					f.expireAt(s, cid, expiresAt)
 				}
-				return s.elicitation(name, p.Arguments, res, rec), nil
+				return s.elicitation(name, args, res, rec), nil
 			}
 		}
 	}
@@ -111,48 +135,64 @@ func (s *Server) expiry(cid string) (at time.Time, pending bool) {
 // (direct mode). sentID is the client's invocation id, if it sent one;
 // cid a confirmation id sent in _meta. at learns the invocation id used.
 func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, name string, args json.RawMessage, sentID, cid string) surface.Result {
-	fresh := func() string {
-		at.invocationID = firstNonEmpty(sentID, s.newInvocationID())
-		return at.invocationID
-	}
 	if s.meta {
 		if cid != "" && name == surface.MetaAct {
 			args = withFields(args, map[string]string{"confirmationId": cid})
 		}
-		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: fresh()})
+		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: s.fresh(at, sentID)})
 	}
 	if cat == nil {
 		cat = s.ts.Catalog()
 	}
+	if res, ok := s.callConfirmed(ctx, at, cat, name, args, sentID, cid); ok {
+		return res
+	}
+	return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: s.fresh(at, sentID)})
+}
+
+// fresh returns the invocation id of a call that does not retry one this
+// server issued a confirmation for: the client's, else a new one. at
+// learns it.
+func (s *Server) fresh(at *attempt, sentID string) string {
+	at.invocationID = firstNonEmpty(sentID, s.newInvocationID())
+	return at.invocationID
+}
+
+// callConfirmed runs a call (direct mode) that presents a confirmation:
+// the one whose id the client sent in _meta (cid), or the one this server
+// issued for the same call before. ok is false when the call presents
+// none, or when the one it would present no longer applies.
+func (s *Server) callConfirmed(ctx context.Context, at *attempt, cat *surface.Catalog, name string, args json.RawMessage, sentID, cid string) (res surface.Result, ok bool) {
 	if cid != "" { // explicit evidence
 		if rec := s.issued.byID(cid); rec != nil && rec.tool == name {
 			if rec.key == callKey(name, args) { // the same call: its retry is idempotent
-				return s.withEvidence(ctx, at, rec, args, firstNonEmpty(sentID, s.issued.invocation(rec)))
+				return s.withEvidence(ctx, at, rec, args, firstNonEmpty(sentID, s.issued.invocation(rec))), true
 			}
-			return s.withEvidence(ctx, at, rec, args, fresh()) // another call: the registry judges the evidence
+			return s.withEvidence(ctx, at, rec, args, s.fresh(at, sentID)), true // another call: the registry judges the evidence
 		}
 		t, ok := cat.Tool(name)
 		if !ok { // not a tool the session was shown: the catalog answers
-			return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: fresh()})
+			return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: s.fresh(at, sentID)}), true
 		}
 		rec := &issued{confirmationID: cid, tool: name, capabilityID: t.CapabilityID, registrationID: t.RegistrationID, kind: t.Kind}
-		return s.withEvidence(ctx, at, rec, args, fresh())
+		return s.withEvidence(ctx, at, rec, args, s.fresh(at, sentID)), true
 	}
-	if rec := s.issued.byCall(name, args); rec != nil && sentID == "" {
-		// The same call again after CONFIRMATION_REQUIRED: present the
-		// confirmation this server issued for it. (A client that sends
-		// _meta sends the confirmation id too.)
-		res := s.withEvidence(ctx, at, rec, args, s.issued.invocation(rec))
-		var reason surface.Reason
-		if code(res) == surface.CodeConfirmationInvalid {
-			reason = res.Error.Reason()
-		}
-		if reason == "" || reason == surface.ReasonDenied {
-			return res // executed, failed, still pending, or refused: the agent must learn it
-		}
-		// mismatch, consumed, expired: this is a new request.
+	rec := s.issued.byCall(name, args)
+	if rec == nil || sentID != "" {
+		return surface.Result{}, false
 	}
-	return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: fresh()})
+	// The same call again after CONFIRMATION_REQUIRED: present the
+	// confirmation this server issued for it. (A client that sends
+	// _meta sends the confirmation id too.)
+	res = s.withEvidence(ctx, at, rec, args, s.issued.invocation(rec))
+	var reason surface.Reason
+	if code(res) == surface.CodeConfirmationInvalid {
+		reason = res.Error.Reason()
+	}
+	if reason == "" || reason == surface.ReasonDenied {
+		return res, true // executed, failed, still pending, or refused: the agent must learn it
+	}
+	return surface.Result{}, false // mismatch, consumed, expired: this is a new request
 }
 
 // withEvidence invokes the registration a confirmation was issued for,

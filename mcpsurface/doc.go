@@ -305,6 +305,9 @@
 // Servers and handlers are safe for concurrent use. The tool list is
 // updated on the goroutine that changed the registry (the registry's event
 // delivery). A Server starts no goroutine; an HTTPHandler keeps one timer
-// for its sweep while it caches servers. Close ends the calls in progress
-// and the connected sessions, and nothing started outlives it.
+// for its sweep while it caches servers. The SDK sends change
+// notifications from a timer of its own, 10 ms after a change. Close ends
+// the calls in progress and the connected sessions, cancels a scheduled
+// notification and waits for one being sent; nothing started outlives
+// it, and nothing is logged or sent for a closed Server.
 package mcpsurface

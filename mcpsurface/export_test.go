@@ -1,6 +1,10 @@
 package mcpsurface
 
-import "github.com/modelcontextprotocol/go-sdk/mcp"
+import (
+	"reflect"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
 
 // CachedServers returns how many Servers h holds.
 func CachedServers(h *HTTPHandler) int {
@@ -56,4 +60,23 @@ func SharedToolDefs(h *HTTPHandler) int {
 	h.tools.mu.Lock()
 	defer h.tools.mu.Unlock()
 	return len(h.tools.defs)
+}
+
+// ScheduledChangeNotifications returns how many list_changed
+// notifications the SDK has scheduled for s and not yet begun to send. It
+// reads the go-sdk's (v1.8.0) unexported Server.pendingNotifications,
+// whose timers it sets to nil once they are stopped or have fired; call
+// it when no goroutine is changing s's lists.
+func ScheduledChangeNotifications(s *Server) int {
+	v := reflect.ValueOf(s.mcp).Elem().FieldByName("pendingNotifications")
+	if !v.IsValid() || v.Kind() != reflect.Map {
+		panic("mcpsurface: the SDK has no Server.pendingNotifications map any more: update this probe")
+	}
+	n := 0
+	for it := v.MapRange(); it.Next(); {
+		if !it.Value().IsNil() {
+			n++
+		}
+	}
+	return n
 }

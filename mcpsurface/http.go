@@ -118,6 +118,9 @@ type HTTPHandler struct {
 	// sweeping is held by a running sweep timer, so that Close can wait
 	// for it.
 	sweeping sync.Mutex
+	// quiet is shut by Close: what the handler and the SDK's handlers log
+	// passes it.
+	quiet gate
 }
 
 // serverKey identifies the Server of a (registry, consumer) pair: the
@@ -168,6 +171,7 @@ func NewHTTPHandler(resolve Resolver, opts *HTTPOptions) *HTTPHandler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.log = quieted(h.log, &h.quiet) // nothing is logged after Close
 	if h.opts.IdleTimeout == 0 {
 		h.opts.IdleTimeout = DefaultIdleTimeout
 	}
@@ -184,13 +188,13 @@ func NewHTTPHandler(resolve Resolver, opts *HTTPOptions) *HTTPHandler {
 	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		MaxRequestBodyBytes: h.opts.MaxRequestBodyBytes,
-		Logger:              h.opts.Logger,
+		Logger:              h.log,
 	})
 	if !h.opts.Stateless {
 		h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			SessionTimeout:      max(h.opts.SessionTimeout, 0),
 			MaxRequestBodyBytes: h.opts.MaxRequestBodyBytes,
-			Logger:              h.opts.Logger,
+			Logger:              h.log,
 		})
 	}
 	return h
@@ -566,8 +570,11 @@ func (h *HTTPHandler) Forget(reg *surface.Registry) {
 	closeAll(out)
 }
 
-// Close closes all cached Servers and their sessions; later requests get
-// 503. It is idempotent.
+// Close closes all cached Servers and their sessions (see
+// [Server.Close]); later requests get 503. Once it returns, nothing the
+// handler or its servers started is still running (requests that were
+// being served end with their HTTP server's handling of them), and
+// nothing more is logged for them. It is idempotent.
 func (h *HTTPHandler) Close() error {
 	h.mu.Lock()
 	h.closed = true
@@ -584,6 +591,7 @@ func (h *HTTPHandler) Close() error {
 	closeAll(out)
 	h.sweeping.Lock() // a sweep that had started has finished
 	h.sweeping.Unlock()
+	h.quiet.close()
 	return nil
 }
 

@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
 
-// inspectorPackage pins the Inspector version this test was written
-// against (its CLI flags and output shape); newer majors may need Node 22.
-const inspectorPackage = "@modelcontextprotocol/inspector@0.15.0"
+// inspectorPackage pins the Inspector this test drives: the same 2.x
+// release the devices console prints and tests (console.InspectorPackage),
+// so that the project drives one Inspector. 2.x is the first with
+// --header; it needs Node.js >= 22.19.
+const inspectorPackage = "@modelcontextprotocol/inspector@2.12.0"
 
 // inspectorEnv asks for TestInspectorCLI, which downloads the Inspector
 // from npm: go test stays hermetic without it.
@@ -20,35 +24,47 @@ const inspectorEnv = "AGENTSURFACE_INSPECTOR"
 
 // The HTTP endpoint works with the reference client: the MCP Inspector
 // CLI (TypeScript SDK) lists the tools and calls one, with the session's
-// token in the URL (the CLI cannot send headers). It runs only when
-// AGENTSURFACE_INSPECTOR=1 (.ci/run sets it) and then needs npx; the first
-// run downloads the Inspector, hence the generous bound.
+// token as a bearer token. It runs only when AGENTSURFACE_INSPECTOR=1
+// (.ci/run sets it) and then needs npx, under Node.js >= 22.19 first on
+// PATH (.ci/run puts one there); the first run downloads the Inspector,
+// hence the generous bound.
 func TestInspectorCLI(t *testing.T) {
 	if os.Getenv(inspectorEnv) != "1" {
 		t.Skip("the MCP Inspector (about 240 MB from npm) is not downloaded by default; run it with " +
-			inspectorEnv + "=1 go test ./mcpsurface -run TestInspectorCLI (needs Node.js and npx; .ci/run does)")
+			inspectorEnv + "=1 go test ./mcpsurface -run TestInspectorCLI (needs Node.js >= 22.19 and npx on PATH; .ci/run sets them up)")
 	}
 	npx, err := exec.LookPath("npx")
 	if err != nil {
 		t.Fatalf("%s=1 but npx is not on PATH: %v", inspectorEnv, err)
 	}
+	if v, ok := nodeAtLeast(t, 22, 19); !ok {
+		t.Fatalf("%s needs Node.js >= 22.19; node on PATH is %s", inspectorPackage, v)
+	}
 	users := twoUsers(t)
 	f := newHTTP(t, nil, users)
-	url := f.srv.URL + "/mcp?token=tok-alice"
+	url := f.srv.URL + "/mcp"
 	ctx, cancel := context.WithTimeout(bg, 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	inspect := func(args ...string) []byte {
+	// run runs the Inspector CLI with args and returns its stdout, its
+	// stderr and how it exited.
+	run := func(args ...string) (stdout, stderr []byte, err error) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, npx, append([]string{"-y", inspectorPackage, "--cli", url, "--transport", "http"}, args...)...)
+		cmd := exec.CommandContext(ctx, npx, append([]string{"-y", inspectorPackage, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer tok-alice"}, args...)...)
 		cmd.Dir = dir
 		cmd.WaitDelay = 5 * time.Second
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("inspector %v: %v\nstdout: %s\nstderr: %s", args, err, stdout.Bytes(), stderr.Bytes())
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err = cmd.Run()
+		return out.Bytes(), errOut.Bytes(), err
+	}
+	inspect := func(args ...string) []byte {
+		t.Helper()
+		stdout, stderr, err := run(args...)
+		if err != nil {
+			t.Fatalf("inspector %v: %v\nstdout: %s\nstderr: %s", args, err, stdout, stderr)
 		}
-		return stdout.Bytes()
+		return stdout
 	}
 
 	var list struct {
@@ -104,8 +120,12 @@ func TestInspectorCLI(t *testing.T) {
 		t.Fatal("not executed")
 	}
 
-	// A typed error reaches the Inspector as an isError result.
-	out = inspect("--method", "tools/call", "--tool-name", "view_devices__table__wipe", "--tool-arg", `ids=["d1"]`)
+	// A typed error reaches the Inspector as an isError result, which
+	// the 2.x CLI prints and then exits non-zero with tool_is_error.
+	out, stderr, err := run("--method", "tools/call", "--tool-name", "view_devices__table__wipe", "--tool-arg", `ids=["d1"]`)
+	if err == nil || !bytes.Contains(stderr, []byte("tool_is_error")) {
+		t.Fatalf("tools/call wipe: exit %v, want the CLI's tool_is_error\nstdout: %s\nstderr: %s", err, out, stderr)
+	}
 	call.IsError, call.StructuredContent = false, envelope{}
 	if err := json.Unmarshal(out, &call); err != nil {
 		t.Fatalf("tools/call output is not JSON: %v\n%s", err, out)
@@ -113,4 +133,20 @@ func TestInspectorCLI(t *testing.T) {
 	if !call.IsError || call.StructuredContent.Error == nil || call.StructuredContent.Error.Code != "CONFIRMATION_REQUIRED" {
 		t.Fatalf("tools/call wipe: %s", out)
 	}
+}
+
+// nodeAtLeast reports the version of the node on PATH and whether it is
+// at least major.minor.
+func nodeAtLeast(t *testing.T, major, minor int) (string, bool) {
+	t.Helper()
+	out, err := exec.Command("node", "--version").Output()
+	if err != nil {
+		t.Fatalf("%s=1 but node is not on PATH: %v", inspectorEnv, err)
+	}
+	v := strings.TrimSpace(string(out))
+	var maj, mnr int
+	if _, err := fmt.Sscanf(v, "v%d.%d", &maj, &mnr); err != nil {
+		return v, false
+	}
+	return v, maj > major || maj == major && mnr >= minor
 }

@@ -196,6 +196,9 @@ type Server struct {
 	// for writing while apply changes the SDK's tool set, so that a
 	// session's recorded catalog is exactly the list it was sent.
 	listing sync.RWMutex
+	// quiet is shut by Close: what is logged and sent for this Server
+	// passes it.
+	quiet gate
 
 	mu      sync.Mutex
 	closed  bool
@@ -277,6 +280,8 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	} else {
+		s.log = quieted(s.log, &s.quiet) // nothing is logged after Close
 	}
 	impl := &mcp.Implementation{Name: "agentsurface", Version: "0.1.0"}
 	if o.Implementation != nil {
@@ -313,6 +318,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 	}
 	s.mcp = mcp.NewServer(impl, sopts)
 	s.mcp.AddReceivingMiddleware(s.guard, s.pin) // outermost: around the SDK's elicitation round trip too
+	s.mcp.AddSendingMiddleware(s.outgoing)
 	s.handler = s.callTool
 	if !s.meta {
 		// Follow the registry's surface-changed events and read the
@@ -374,9 +380,11 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.
 
 // Close stops following the registry, ends the tool calls in progress
 // (a call waiting for the client's answer to an elicitation returns
-// CANCELLED) and closes the connected sessions. The tool list stays as it
-// was. Close is idempotent; the Server starts no goroutine that outlives
-// it.
+// CANCELLED) and closes the connected sessions. A change notification
+// the SDK has scheduled is cancelled, and one it is sending has been sent
+// (or failed) when Close returns; after that nothing is logged or sent
+// for this Server. The tool list stays as it was. Close is idempotent;
+// nothing the Server or the SDK started for it outlives it.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -401,9 +409,18 @@ func (s *Server) Close() error {
 	s.listing.Lock()
 	s.releaseDefs()
 	s.listing.Unlock()
-	for ss := range s.mcp.Sessions() {
-		_ = ss.Close()
+	for range 3 { // and those that connect meanwhile
+		n := 0
+		for ss := range s.mcp.Sessions() {
+			_ = ss.Close()
+			n++
+		}
+		if n == 0 {
+			break
+		}
 	}
+	s.cancelChangeNotifications()
+	s.quiet.close() // a log record or message being written is written
 	return nil
 }
 
