@@ -1,19 +1,23 @@
 package surface
 
 import (
+	"cmp"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 )
 
-// AS-SNAP-003, AS-LIFE-004: property — whatever the interleaving of
-// registrations, unregistrations and reads, the indexes list exactly the
-// live registrations, entries in snapshot order, and find exactly the
-// live instances; emptied types leave nothing behind.
+// AS-SNAP-003, AS-LIFE-004, AS-STALE-001: property — whatever the
+// interleaving of registrations, unregistrations and reads, the indexes
+// list exactly the live registrations, entries in snapshot order, find
+// exactly the live instances, and hold for each capability id exactly its
+// live candidates, by instance then registration id; emptied types and
+// ids leave nothing behind.
 func TestIndexesProperty_AS_SNAP_003(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		r := New(nil)
@@ -26,7 +30,26 @@ func TestIndexesProperty_AS_SNAP_003(t *testing.T) {
 				typ := rapid.SampledFrom([]string{"a", "a.b", "b"}).Draw(rt, "type")
 				inst := "i" + strconv.Itoa(seq)
 				seq++
-				reg := &registration{typ: typ, instance: inst, priority: rapid.IntRange(-1, 1).Draw(rt, "priority"), status: HandleActive}
+				reg := &registration{id: "reg_" + strconv.Itoa(rapid.IntRange(0, 1<<20).Draw(rt, "id")) + "-" + strconv.Itoa(seq),
+					typ: typ, instance: inst, priority: rapid.IntRange(-1, 1).Draw(rt, "priority"), status: HandleActive}
+				// Two view capabilities, mostly both: a place found for one
+				// is tried for the other.
+				// Type b's registrations all have both, so that their
+				// candidates stay the type's order.
+				for _, name := range []string{"x", "y"} {
+					if typ == "b" || rapid.IntRange(0, 3).Draw(rt, "view"+name) > 0 {
+						reg.caps = append(reg.caps, regCap{id: viewID(typ, name), name: name})
+						reg.nView++
+					}
+				}
+				// References bound to a few contexts, so that candidates
+				// share an instance and sort by registration id.
+				for _, path := range []string{"p", "q"} {
+					if rapid.Bool().Draw(rt, "ref"+path) {
+						ctx := &Parent{Type: typ, InstanceID: rapid.SampledFrom([]string{"c0", "c1", inst}).Draw(rt, "context")}
+						reg.caps = append(reg.caps, regCap{id: "domain:" + path, name: path, bound: &binding{context: ctx}})
+					}
+				}
 				r.insertLocked(reg)
 				live = append(live, reg)
 			default: // unregister
@@ -35,9 +58,91 @@ func TestIndexesProperty_AS_SNAP_003(t *testing.T) {
 				live = slices.Delete(live, k, k+1)
 				reg.status = HandleUnregistered
 				r.removeLocked(reg)
+				// A later look resuming after a candidate that went away
+				// starts at the first candidate after its place.
+				for i := range reg.caps {
+					gone := capRef{reg, &reg.caps[i]}
+					pid, _ := parseCapabilityID(gone.cap.id)
+					cs := r.candidatesOfLocked(pid)
+					if j := cs.from("", gone); j > 0 && !cs.at(j-1).key().less(gone.key()) || j < cs.len() && !gone.key().less(cs.at(j).key()) {
+						rt.Fatalf("the candidates of %s after the gone %s start at %d", gone.cap.id, reg.id, j)
+					}
+				}
 			}
 			if want := slices.SortedFunc(slices.Values(live), entryCmp); !slices.Equal(r.orderedLocked(), want) {
 				rt.Fatalf("the order lists %d registrations, want %d in order", len(r.orderedLocked()), len(want))
+			}
+			want := map[string][]capRef{}
+			for _, reg := range live {
+				for i := range reg.caps {
+					want[reg.caps[i].id] = append(want[reg.caps[i].id], capRef{reg, &reg.caps[i]})
+				}
+			}
+			for _, refs := range want {
+				slices.SortFunc(refs, func(x, y capRef) int {
+					return cmp.Or(strings.Compare(x.instance(), y.instance()), strings.Compare(x.reg.id, y.reg.id))
+				})
+			}
+			list := func(cs candidates) (out []capRef) {
+				for i := range cs.len() {
+					out = append(out, cs.at(i))
+				}
+				return out
+			}
+			got := map[string][]capRef{}
+			for typ, ti := range r.byType {
+				for _, e := range ti.caps {
+					if slots := ti.slotsOf(e.name); e.name != "" && len(slots) > 0 {
+						id := viewID(typ, e.name)
+						pid, _ := parseCapabilityID(id)
+						got[id] = list(candidates{id: pid, regs: ti.regs, slots: slots})
+					}
+				}
+				held := 0
+				for slot, reg := range ti.regs {
+					if reg != nil {
+						held++
+						if reg.slot != uint32(slot) || ti.lookup(reg.instance) != reg {
+							rt.Fatalf("slot %d of %s holds %s/%s, at slot %d", slot, typ, reg.typ, reg.instance, reg.slot)
+						}
+					} else if !slices.Contains(ti.free, uint32(slot)) {
+						rt.Fatalf("slot %d of %s is empty and not free", slot, typ)
+					}
+				}
+				if held != len(ti.order) || held+len(ti.free) != len(ti.regs) {
+					rt.Fatalf("type %s: %d slots held, %d free, of %d, for %d in order", typ, held, len(ti.free), len(ti.regs), len(ti.order))
+				}
+				for i := 1; i < len(ti.order); i++ {
+					if a, b := ti.regs[ti.order[i-1]], ti.regs[ti.order[i]]; a == nil || b == nil || a.instance >= b.instance {
+						rt.Fatalf("type %s: the order is not by instance at %d", typ, i)
+					}
+				}
+			}
+			for path, refs := range r.byProc {
+				got["domain:"+path] = refs
+			}
+			if len(got) != len(want) || len(r.byProc) > len(want) {
+				rt.Fatalf("candidates of %d capability ids (%d procedures), want %d", len(got), len(r.byProc), len(want))
+			}
+			for _, id := range []string{"view:a.x", "view:a.y", "view:a.b.x", "view:a.b.y", "view:b.x", "view:b.y", "domain:p", "domain:q"} {
+				if _, live := want[id]; r.registered(id) != live {
+					rt.Fatalf("%s registered %v, live %v", id, !live, live)
+				}
+			}
+			for id, refs := range want {
+				pid, _ := parseCapabilityID(id)
+				cs := r.candidatesOfLocked(pid)
+				if !slices.Equal(got[id], refs) || !slices.Equal(list(cs), refs) {
+					rt.Fatalf("candidates of %s: %d, want %d in order", id, len(got[id]), len(refs))
+				}
+				for _, c := range refs { // each one's place in the order, from its key
+					if i := cs.from(c.instance(), capRef{}); cs.at(i).instance() != c.instance() || i > 0 && cs.at(i-1).instance() == c.instance() {
+						rt.Fatalf("the candidates of %s of instance %s start at %d", id, c.instance(), i)
+					}
+					if i := cs.from("", c); i > 0 && cs.at(i-1) != c || i < cs.len() && !c.key().less(cs.at(i).key()) {
+						rt.Fatalf("the candidates of %s after %s/%s start at %d", id, c.instance(), c.reg.id, i)
+					}
+				}
 			}
 		}
 		types := map[string]bool{}

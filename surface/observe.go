@@ -258,7 +258,7 @@ func (r *Registry) observePhase(a *attempt, e PhaseEvent) {
 func (r *Registry) observeResolved(a *attempt) {
 	if a.rec != nil {
 		r.observePhase(a, PhaseEvent{Phase: PhaseResolved, Kind: a.cap.def.kind, Effect: a.cap.def.effect,
-			RegistrationID: a.reg.id, InstanceID: candidate{a.reg, a.cap, nil}.instance()})
+			RegistrationID: a.reg.id, InstanceID: capRef{a.reg, a.cap}.instance()})
 	}
 }
 

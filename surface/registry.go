@@ -209,20 +209,19 @@ type Registry struct {
 	// toolset's, a rate limiter's, the audit sinks') is a leaf: it is
 	// never held while another is taken. No lock is held while user code
 	// runs.
-	mu      sync.RWMutex                        // guards the fields below; invocations read-lock it to resolve
-	closed  bool                                // Close has begun
-	ordered []*registration                     // active registrations in snapshot order; nil when out of date
-	byID    map[string]*registration            // active registrations by registration id
-	capIDs  map[string]int                      // capability ids of active registrations, with their counts
-	byType  map[string]map[string]*registration // active registrations by type, then instance id
-	// spareInstances is the empty map of the last type whose instances
-	// all went, reused by the next new type: a page that unmounts its
-	// rows and mounts others does not grow a map again.
-	spareInstances map[string]*registration
-	byProc         map[string][]*registration // active registrations per procedure path
-	tombs          tombstones
-	unmounting     []chan struct{} // registrations gone with inline handlers still running
-	pending        []Event         // events of the mutation in progress
+	mu      sync.RWMutex             // guards the fields below; invocations read-lock it to resolve
+	closed  bool                     // Close has begun
+	ordered []*registration          // active registrations in snapshot order; nil when out of date
+	byID    map[string]*registration // active registrations by registration id
+	byType  map[string]*typeIndex    // active registrations by type: by instance id, and the candidates of each view capability
+	// spareType is the emptied index of the last type whose instances all
+	// went, reused by the next new type: a page that unmounts its rows
+	// and mounts others does not grow its index again.
+	spareType  *typeIndex
+	byProc     map[string][]capRef // the candidates of each procedure path
+	tombs      tombstones
+	unmounting []chan struct{} // registrations gone with inline handlers still running
+	pending    []Event         // events of the mutation in progress
 
 	evMu      sync.Mutex  // guards the fields below
 	listeners []*listener // replaced, never changed: a delivery ranges over the one it read
@@ -265,6 +264,8 @@ type registration struct {
 	nComponentPolicies, nGuardPolicies int
 
 	h Handle // the one handle of this registration
+
+	slot uint32 // in its type's index (typeIndex.regs); guarded by Registry.mu
 
 	// Guarded by xmu.
 	xmu      sync.Mutex
@@ -521,7 +522,7 @@ func (r *Registry) Close() error {
 	}
 	unmounting := r.unmounting
 	r.unmounting = nil
-	r.ordered, r.byID, r.capIDs, r.byType, r.spareInstances, r.byProc, r.tombs = nil, nil, nil, nil, nil, nil, tombstones{}
+	r.ordered, r.byID, r.byType, r.spareType, r.byProc, r.tombs = nil, nil, nil, nil, nil, tombstones{}
 	r.evMu.Lock()
 	r.queue = slices.DeleteFunc(r.queue, isSurfaceChanged) // no surface-changed after Close
 	r.evMu.Unlock()

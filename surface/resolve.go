@@ -1,10 +1,6 @@
 package surface
 
-import (
-	"cmp"
-	"slices"
-	"strings"
-)
+import "slices"
 
 // target is what resolution found: the registration and capability a
 // call reaches, the registration's state as resolution read it (phase 3
@@ -27,10 +23,15 @@ type target struct {
 // sees, and a tombstone answers only if the consumer could discover what
 // it remembers.
 //
-// A call that names its registration (or the instance of a view
-// capability) costs the same whatever the number of instances of the
-// type: the named candidate is looked up directly, and the others are
-// collected only when it is not one the consumer sees.
+// A call that names its registration or instance costs the same whatever
+// the number of instances of the type or references of the procedure:
+// the registration is looked up by id, and an instance, the candidates
+// of an instance and the first candidate a stale call is pointed to are
+// found by binary search in the candidates, which the indexes keep in
+// order (index.go). What can grow is only what the answer depends on:
+// the candidates hidden from the consumer that come before the first it
+// sees, and, for a call that names neither, the candidates
+// AMBIGUOUS_INSTANCE lists.
 func (r *Registry) resolve(a *attempt, v *consumerView) (target, *Error) {
 	inv := &a.inv
 	id, ok := parseCapabilityID(inv.CapabilityID)
@@ -99,19 +100,8 @@ func (r *Registry) gate(inv *Invocation, t target) (target, *Error) {
 // candidate is a live capability an id may resolve to, with its
 // registration's state as read under the lock.
 type candidate struct {
-	reg *registration
-	cap *regCap
-	st  *regState
-}
-
-// instance is what an instance id selects and sorts candidates by: the
-// component's instance for view capabilities, the reference's context
-// instance for procedures.
-func (c candidate) instance() string {
-	if b := c.cap.bound; b != nil {
-		return b.instance()
-	}
-	return c.reg.instance
+	capRef
+	st *regState
 }
 
 // capability returns reg's capability with the parsed id, or nil.
@@ -150,108 +140,89 @@ func (r *Registry) namedLocked(id parsedID, regID, instance string) (candidate, 
 	if rc == nil {
 		return candidate{}, false
 	}
-	c := candidate{reg, rc, reg.st}
+	c := candidate{capRef{reg, rc}, reg.st}
 	if instance != "" && c.instance() != instance {
 		return candidate{}, false
 	}
 	return c, true
 }
 
-// candidatesLocked appends to cands the live capabilities with the id,
-// filtered by instance when one is given, sorted by instance, then
-// registration id.
+// candidatesLocked appends to cands the live capabilities with the
+// capability id, of the instance when one is given, in order: by
+// instance, then registration id.
 func (r *Registry) candidatesLocked(cands []candidate, id parsedID, instance string) []candidate {
-	if id.Plane == PlaneView {
-		add := func(reg *registration) {
-			if rc := reg.capability(id); rc != nil {
-				cands = append(cands, candidate{reg, rc, reg.st})
-			}
+	cs := r.candidatesOfLocked(id)
+	for i := cs.from(instance, capRef{}); i < cs.len(); i++ {
+		c := cs.at(i)
+		if instance != "" && c.instance() != instance {
+			break
 		}
-		if instance != "" {
-			if reg := r.instanceLocked(id.Type, instance); reg != nil {
-				add(reg)
-			}
-			return cands
-		}
-		for _, reg := range r.byType[id.Type] {
-			add(reg)
-		}
-	} else {
-		for _, reg := range r.byProc[id.Path] {
-			if c := (candidate{reg, reg.capability(id), reg.st}); instance == "" || c.instance() == instance {
-				cands = append(cands, c)
-			}
-		}
-	}
-	if len(cands) > 1 {
-		slices.SortFunc(cands, candidateCmp)
+		cands = append(cands, candidate{c, c.reg.st})
 	}
 	return cands
 }
 
-// candidateCmp orders candidates by instance, then registration id.
-func candidateCmp(x, y candidate) int {
-	return cmp.Or(strings.Compare(x.instance(), y.instance()), strings.Compare(x.reg.id, y.reg.id))
-}
-
-// eachCandidateLocked calls f with each live capability with the id,
-// of the instance when one is given, in no particular order.
-func (r *Registry) eachCandidateLocked(id parsedID, instance string, f func(candidate)) {
-	if id.Plane == PlaneView {
-		if instance != "" {
-			if reg := r.instanceLocked(id.Type, instance); reg != nil {
-				if rc := reg.capability(id); rc != nil {
-					f(candidate{reg, rc, reg.st})
-				}
-			}
-			return
-		}
-		for _, reg := range r.byType[id.Type] {
-			if rc := reg.capability(id); rc != nil {
-				f(candidate{reg, rc, reg.st})
-			}
-		}
-		return
-	}
-	for _, reg := range r.byProc[id.Path] {
-		if c := (candidate{reg, reg.capability(id), reg.st}); instance == "" || c.instance() == instance {
-			f(c)
-		}
-	}
-}
+// seenBatch is how many candidates with discovery policies firstSeen
+// takes from the index per read lock, to judge them after releasing it.
+const seenBatch = 8
 
 // firstSeen returns the first, in candidate order, of the live
-// capabilities with the id (of the instance, if given) that the consumer
-// sees; the registration hidden is known not to be one. It takes one pass
-// over the candidates and sorts nothing: those without discovery policies
-// are judged under the lock (no user code runs), the others after it, and
-// only while they would come first.
-func (r *Registry) firstSeen(v *consumerView, id parsedID, instance string, hidden *registration) (best candidate, ok bool) {
-	var judge []candidate // with discovery policies, ahead of best when met
-	r.mu.RLock()
-	r.eachCandidateLocked(id, instance, func(c candidate) {
-		switch {
-		case c.reg == hidden || ok && candidateCmp(c, best) >= 0:
-		case c.cap.discovers:
-			judge = append(judge, c)
-		default:
-			best, ok = c, true
+// capabilities with the capability id (of the instance, if given) that
+// the consumer sees; the registration hidden is known not to be one. It
+// starts at the first candidate (of the instance) and stops at the first
+// seen: one without discovery policies is seen (no user code runs under
+// the lock); those with discovery policies ahead of it are judged after
+// the lock is released, up to seenBatch at a time, resuming at their
+// place if none is seen. A candidate registered meanwhile ahead of that
+// place is not considered, as one registered after the call.
+func (r *Registry) firstSeen(v *consumerView, id parsedID, instance string, hidden *registration) (capRef, bool) {
+	var batch [seenBatch]capRef // with discovery policies, in order, to judge
+	var after capRef            // the last judged: the next look starts after it
+	for {
+		var sure capRef // the first without discovery policies, after the batch
+		n, more := 0, false
+		r.mu.RLock()
+		cs := r.candidatesOfLocked(id)
+		for i := cs.from(instance, after); i < cs.len(); i++ {
+			c := cs.at(i)
+			if instance != "" && c.instance() != instance {
+				break
+			}
+			if c.reg == hidden {
+				continue
+			}
+			if !c.cap.discovers {
+				sure = c
+				break
+			}
+			if n == len(batch) {
+				more = true
+				break
+			}
+			batch[n] = c
+			n++
 		}
-	})
-	r.mu.RUnlock()
-	for _, c := range judge {
-		if (!ok || candidateCmp(c, best) < 0) && v.decision(c.reg, c.cap).verdict != hide {
-			best, ok = c, true
+		r.mu.RUnlock()
+		for _, c := range batch[:n] {
+			if v.decision(c.reg, c.cap).verdict != hide {
+				return c, true
+			}
 		}
+		if sure.reg != nil {
+			return sure, true
+		}
+		if !more {
+			return capRef{}, false
+		}
+		after = batch[n-1]
 	}
-	return best, ok
 }
 
 // notLive is the failure of a call whose registration id names none of
 // the live candidates the consumer sees (live is the first of those, or
 // nil): replaced, unmounted, reloaded or unknown. A tombstone counts only
 // if the consumer could discover the registration it remembers.
-func (r *Registry) notLive(v *consumerView, regID string, live *candidate) *Error {
+func (r *Registry) notLive(v *consumerView, regID string, live *capRef) *Error {
 	now := r.now()
 	r.mu.RLock()
 	ts, tomb := r.tombs.byRegistration(regID, now)

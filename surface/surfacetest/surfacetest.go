@@ -33,6 +33,21 @@
 // and rewrites it when the test binary runs with -update;
 // RequireSnapshotGolden does both for a snapshot.
 //
+// # Contract golden files
+//
+// RequireContract takes the contract of a registry (package contract:
+// what each named consumer may observe and do) and compares it
+// with a golden file under testdata, written with -update as for
+// RequireGolden; a difference fails the test with the changes classified
+// as widening, narrowing or neutral. ContractOptions say for which
+// consumers the contract is taken and which classes fail:
+// contract.Classes{contract.Widening} fails only when a change lets a
+// consumer do more, and logs the rest. RequireContractFunc does the same
+// for an application that builds a registry per consumer:
+//
+//	surfacetest.RequireContract(t, "shop.contract.json", reg,
+//		&surfacetest.ContractOptions{Consumers: []surface.Consumer{agent, console}})
+//
 // # Smaller helpers
 //
 // NewRegistry, MustRegister, Record, Invoke and the capability builders
