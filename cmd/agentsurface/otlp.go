@@ -180,11 +180,18 @@ func (c *otlpClient) UploadTraces(ctx context.Context, spans []*tracepb.Resource
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	wait := c.retryBase
+	var retried error // the last failure worth a retry
 	for {
 		retryAfter, err := c.post(ctx, body)
+		if err != nil && retried != nil && ctx.Err() != nil {
+			// The timeout ended a retry's post: the collector's last
+			// answer says more than the deadline does.
+			return fmt.Errorf("%w (gave up retrying: %v)", retried, context.Cause(ctx))
+		}
 		if retryAfter < 0 || err == nil {
 			return err
 		}
+		retried = err
 		if retryAfter == 0 {
 			retryAfter, wait = wait, min(2*wait, 30*time.Second)
 		}
