@@ -150,33 +150,50 @@ func BenchmarkRoundTrip(b *testing.B) {
 //
 //	go test ./mcpsurface -run '^$' -bench RoundTripPaired -benchtime 6000x -count 8 > paired.txt
 //	benchstat -filter '.unit:(ratio OR cpu-ratio)' paired.txt
+//
+// The bare side is one of two servers (sub-benchmark bare=…): raw is
+// bareServer (the raw Server.AddTool, no validation of its input); typed
+// is bareTypedServer, the same tool written the way the SDK's
+// documentation writes tools (mcp.AddTool with Go types, so the SDK
+// validates the input and the output against their schemas, as this
+// package does through the registry).
 func BenchmarkRoundTripPaired(b *testing.B) {
-	for _, version := range versions {
-		for _, n := range benchSessions {
-			b.Run(fmt.Sprintf("version=%s/sessions=%d", version, n), func(b *testing.B) {
-				sides := [2][]*mcp.ClientSession{
-					httpSessions(b, agentsurfaceHandler(b, n), n, version),
-					httpSessions(b, bareHandler(n, version), n, version),
-				}
-				block := max(200, 10*n)
-				var runs [2]callRun
-				b.ResetTimer()
-				for round, done := 0, 0; done < b.N; round, done = round+1, done+block {
-					k := min(block, b.N-done)
-					for i := range 2 {
-						side := (i + round) % 2
-						runs[side].add(calls(b, sides[side], noopParams, k))
-					}
-				}
-				b.StopTimer()
-				ours, bare := runs[0], runs[1]
-				b.ReportMetric(ours.perSecond(), "calls/s-agentsurface")
-				b.ReportMetric(bare.perSecond(), "calls/s-bare")
-				b.ReportMetric(ours.perSecond()/bare.perSecond(), "ratio")
-				b.ReportMetric(ours.cpuPerCall()/bare.cpuPerCall(), "cpu-ratio")
-			})
+	bares := []struct {
+		name   string
+		server func() *mcp.Server
+	}{{"raw", bareServer}, {"typed", bareTypedServer}}
+	for _, bare := range bares {
+		for _, version := range versions {
+			for _, n := range benchSessions {
+				b.Run(fmt.Sprintf("bare=%s/version=%s/sessions=%d", bare.name, version, n), func(b *testing.B) {
+					pairedRun(b, httpSessions(b, agentsurfaceHandler(b, n), n, version),
+						httpSessions(b, bareHandlerOf(n, version, bare.server), n, version), n)
+				})
+			}
 		}
 	}
+}
+
+// pairedRun is one case of BenchmarkRoundTripPaired: the sessions of our
+// server and of the bare one, n each.
+func pairedRun(b *testing.B, oursSessions, bareSessions []*mcp.ClientSession, n int) {
+	sides := [2][]*mcp.ClientSession{oursSessions, bareSessions}
+	block := max(200, 10*n)
+	var runs [2]callRun
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round, done = round+1, done+block {
+		k := min(block, b.N-done)
+		for i := range 2 {
+			side := (i + round) % 2
+			runs[side].add(calls(b, sides[side], noopParams, k))
+		}
+	}
+	b.StopTimer()
+	ours, bare := runs[0], runs[1]
+	b.ReportMetric(ours.perSecond(), "calls/s-agentsurface")
+	b.ReportMetric(bare.perSecond(), "calls/s-bare")
+	b.ReportMetric(ours.perSecond()/bare.perSecond(), "ratio")
+	b.ReportMetric(ours.cpuPerCall()/bare.cpuPerCall(), "cpu-ratio")
 }
 
 // agentsurfaceHandler is an HTTPHandler serving n users, "tok-i" the
@@ -198,9 +215,14 @@ func agentsurfaceHandler(b *testing.B, n int) http.Handler {
 // 2025-11-25 and session-less at 2026-07-28 (the SDK serves 2026-07-28
 // only session-less).
 func bareHandler(n int, version string) http.Handler {
+	return bareHandlerOf(n, version, bareServer)
+}
+
+// bareHandlerOf is bareHandler with the servers newServer makes.
+func bareHandlerOf(n int, version string, newServer func() *mcp.Server) http.Handler {
 	users := map[string]*mcp.Server{}
 	for i := range n {
-		users[fmt.Sprint("tok-", i)] = bareServer()
+		users[fmt.Sprint("tok-", i)] = newServer()
 	}
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		return users[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
@@ -308,6 +330,28 @@ func bareServer() *mcp.Server {
 				Content:           []mcp.Content{&mcp.TextContent{Text: noopEnvelope}},
 				StructuredContent: json.RawMessage(noopEnvelope),
 			}, nil
+		})
+	return s
+}
+
+// noopOut is the result envelope of noopEnvelope as a Go type.
+type noopOut struct {
+	Status         string `json:"status"`
+	InvocationID   string `json:"invocationId"`
+	CapabilityID   string `json:"capabilityId"`
+	SurfaceVersion string `json:"surfaceVersion"`
+}
+
+// bareTypedServer is bareServer's tool written with mcp.AddTool and Go
+// types, as the SDK's documentation writes tools: the SDK infers the
+// input and output schemas, validates every call's input and output
+// against them, and answers the output as text and as structured
+// content, the same bytes as bareServer's.
+func bareTypedServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: noopParams.Name},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, noopOut, error) {
+			return nil, noopOut{Status: "ok", InvocationID: "mcp_0123456789_1", CapabilityID: "view:bench.noop", SurfaceVersion: "1"}, nil
 		})
 	return s
 }
