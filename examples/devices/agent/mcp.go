@@ -162,6 +162,11 @@ type CallOptions struct {
 	// ConfirmationID presents an approved confirmation: the retry of a
 	// call that answered CONFIRMATION_REQUIRED, in the call's _meta.
 	ConfirmationID string
+	// InvocationID, if set, is the call's idempotency key, in the call's
+	// _meta: a retry with the same id (after a lost answer, or through
+	// another MCP session) executes at most once where the server and the
+	// domain deduplicate by it.
+	InvocationID string
 }
 
 // CallWith is [MCP.Call] with options.
@@ -170,8 +175,14 @@ func (m *MCP) CallWith(ctx context.Context, name string, args json.RawMessage, o
 		args = json.RawMessage(`{}`)
 	}
 	p := &mcp.CallToolParams{Name: name, Arguments: args}
-	if o.ConfirmationID != "" {
-		p.Meta = mcp.Meta{mcpsurface.MetaConfirmationID: o.ConfirmationID}
+	if o.ConfirmationID != "" || o.InvocationID != "" {
+		p.Meta = mcp.Meta{}
+		if o.ConfirmationID != "" {
+			p.Meta[mcpsurface.MetaConfirmationID] = o.ConfirmationID
+		}
+		if o.InvocationID != "" {
+			p.Meta[mcpsurface.MetaInvocationID] = o.InvocationID
+		}
 	}
 	res, err := m.cs.CallTool(ctx, p)
 	if err != nil {
