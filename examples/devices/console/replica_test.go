@@ -507,8 +507,10 @@ func TestReplicaStopEndsItsSessions(t *testing.T) {
 	tab := j.at(b).eventsAt("/events")
 	tab.await(t, "table", func(h string) bool { return h != "" })
 	csb := mcpVia(t, b, sb.Token(), "2025-11-25")
-	_, ended := rawMCP(t, b, "no-such-token") // the app's answer for a session it does not know
-	if code, _ := rawMCP(t, b, sa.Token()); code != http.StatusOK { // b now remembers a as the owner
+	// The app's answer for a session it does not know; then b looks a's
+	// token up, and remembers a as its owner.
+	_, ended := rawMCP(t, b, "no-such-token")
+	if code, _ := rawMCP(t, b, sa.Token()); code != http.StatusOK {
 		t.Fatalf("a's token through b: %d", code)
 	}
 
