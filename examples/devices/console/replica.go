@@ -46,7 +46,10 @@ const NotifyChannel = "agentsurface_devices"
 //	app, err := console.New(console.Options{Store: store, Replica: rep})
 //
 // A callback that fires before New returns finds no session to end or
-// refresh, which is what doing nothing means. Stop in this order: the
+// refresh, which is what doing nothing means. Give every replica the same
+// Options (AllowedHosts naming the load balancer's host in particular):
+// a forwarded request keeps the client's Host header, and the owner
+// checks it as the replica it landed on did. Stop in this order: the
 // HTTP server (Shutdown), the App (Close: its sessions end and are
 // released), the Notifier, the Directory (its sessions end at once for
 // every replica), the AuditSink (it flushes).

@@ -77,15 +77,15 @@ func (a *App) create(ctx context.Context, o SessionOptions, hosted bool) (*Sessi
 	if err := a.claim(ctx, cookie, token, join); err != nil {
 		return nil, nil, err
 	}
-	s, out, err := a.admitLocked(o, hosted, unused, epoch, cookie, token, join, id)
+	s, out, err := a.admitSession(o, hosted, unused, epoch, cookie, token, join, id)
 	if err != nil && a.rep != nil {
 		a.rep.Directory.Release(cookie, token, join)
 	}
 	return s, out, err
 }
 
-// admitLocked makes and indexes the session of create; it takes App.mu.
-func (a *App) admitLocked(o SessionOptions, hosted, unused bool, epoch uint64, cookie, token, join, id string) (*Session, []*Session, error) {
+// admitSession makes and indexes the session of create; it takes App.mu.
+func (a *App) admitSession(o SessionOptions, hosted, unused bool, epoch uint64, cookie, token, join, id string) (*Session, []*Session, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
