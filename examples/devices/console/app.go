@@ -14,6 +14,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/mcpsurface"
+	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -98,6 +99,13 @@ type Options struct {
 	// mcpsurface.Options.TraceContext: it continues the trace an MCP
 	// client sends in a tool call's _meta (otelsurface's ExtractMeta).
 	TraceContext func(ctx context.Context, meta map[string]any) context.Context
+	// Replica, if set, makes the App one replica of several behind a load
+	// balancer (see [Replica] and the package documentation): sessions are
+	// claimed in its session directory, every request naming a session is
+	// served by the replica that owns it, audit goes to Postgres too, and
+	// domain writes reach the other replicas' sessions. Nil: a single
+	// process, everything in memory.
+	Replica *Replica
 }
 
 // App is the devices console: an http.Handler serving the page, its event
@@ -109,7 +117,8 @@ type App struct {
 	store   *domain.Store
 	log     *slog.Logger
 	mux     *http.ServeMux
-	guarded http.Handler // mux behind Guard
+	handler http.Handler // what ServeHTTP serves: the mux behind Guard (and forwarding)
+	rep     *Replica     // Options.Replica
 	exec    *executor
 	mcp     *mcpsurface.HTTPHandler // serves /mcp
 	// readState answers the table's readState; nil means
@@ -119,6 +128,7 @@ type App struct {
 
 	mu     sync.Mutex
 	dir    directory // the sessions (sessions.go)
+	epoch  uint64    // counts EndSessions calls: a session claimed before one is not admitted after it
 	closed bool
 
 	stop chan struct{}
@@ -172,7 +182,7 @@ func New(opts Options) (*App, error) {
 		opts.AgentName = "scripted agent"
 	}
 	a := &App{
-		opts: opts, store: opts.Store, log: opts.Logger,
+		opts: opts, store: opts.Store, log: opts.Logger, rep: opts.Replica,
 		dir:  newDirectory(),
 		stop: make(chan struct{}),
 	}
@@ -182,7 +192,21 @@ func New(opts Options) (*App, error) {
 	a.exec = &executor{inner: domain.Procedures(opts.Store), app: a}
 	a.mcp = a.newMCPHandler()
 	a.mux = a.routes()
-	a.guarded = a.Guard(a.mux)
+	if a.rep == nil {
+		a.handler = a.Guard(a.mux)
+	} else {
+		// The Host check comes first, before anything is looked up or
+		// forwarded; the owner checks it again and sets the answer's
+		// headers, which the forwarding relays.
+		a.handler = a.admit(a.rep.Directory.Forward(a.secured(a.mux), replica.ForwardOptions{
+			Token:        sessionToken,
+			ErrorHandler: a.forwardError,
+		}))
+		if err := a.rep.bind(a); err != nil {
+			_ = a.mcp.Close()
+			return nil, err
+		}
+	}
 	a.wg.Go(a.sweeper)
 	return a, nil
 }
@@ -198,9 +222,11 @@ type SessionOptions struct {
 }
 
 // NewSession starts a session, as a browser's first visit does. Its
-// [Session.JoinPath] lets a browser join it.
+// [Session.JoinPath] lets a browser join it. With Options.Replica it
+// fails with [ErrUnavailable] when the session directory cannot claim
+// it.
 func (a *App) NewSession(o SessionOptions) (*Session, error) {
-	s, out, err := a.create(o, true)
+	s, out, err := a.create(context.Background(), o, true)
 	for _, x := range out {
 		x.Close()
 	}
@@ -254,8 +280,13 @@ func (a *App) sweeper() {
 }
 
 // devicesChanged tells every session that the devices changed (a
-// procedure mutated them), so their tables and selections follow.
-func (a *App) devicesChanged() {
+// procedure mutated them), so their tables and selections follow, and
+// the other replicas, if any, so that theirs do.
+func (a *App) devicesChanged() { a.refresh(true) }
+
+// refresh refreshes every session in the background; with notify set it
+// also tells the other replicas through Replica.Notifier.
+func (a *App) refresh(notify bool) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -265,6 +296,13 @@ func (a *App) devicesChanged() {
 	a.mu.Unlock()
 	go func() {
 		defer a.wg.Done()
+		if notify && a.rep != nil && a.rep.Notifier != nil {
+			// Bounded by the Notifier's Timeout. A write whose notification
+			// is lost shows elsewhere at the next read.
+			if err := a.rep.Notifier.Notify(context.Background(), "devices"); err != nil {
+				a.log.Warn("console: cannot tell the other replicas that the devices changed", "error", err)
+			}
+		}
 		for _, s := range a.all() {
 			s.devicesChanged()
 		}

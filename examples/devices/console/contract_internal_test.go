@@ -33,7 +33,7 @@ const contractFile = "contract.json"
 // panel of device d1 open, as the app gets there.
 func shownSession(tb testing.TB) *Session {
 	tb.Helper()
-	s, _, err := newTestApp(tb).create(SessionOptions{KeepShown: true}, true)
+	s, _, err := newTestApp(tb).create(context.Background(), SessionOptions{KeepShown: true}, true)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func shownSession(tb testing.TB) *Session {
 // the given order.
 func mountedSession(tb testing.TB, panelFirst bool, editTable func(s *Session, c *surface.Component)) *Session {
 	tb.Helper()
-	s, _, err := newTestApp(tb).create(SessionOptions{}, true)
+	s, _, err := newTestApp(tb).create(context.Background(), SessionOptions{}, true)
 	if err != nil {
 		tb.Fatal(err)
 	}

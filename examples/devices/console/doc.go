@@ -90,6 +90,49 @@
 // page is random, unrelated to the cookie, the token and the join code;
 // secrets are looked up by their SHA-256 (sessions.go).
 //
+// # Replicas
+//
+// With Options.Replica ([Replica], package replica) the console runs as
+// one of several replicas behind a load balancer without stickiness, on
+// one PostgreSQL database and one domain store. A session lives on the
+// replica that made it (its owner), in memory as in one process; what
+// the replicas share is in Postgres:
+//
+//   - every session's tokens — the cookie, the MCP bearer token, the
+//     join code — are claimed in the session directory before they are
+//     handed out, and released when the session ends (closed, expired,
+//     reclaimed from the unused pool, pushed out); a claim that fails
+//     answers the visitor 503 with Retry-After and a page that loads
+//     itself again, and the host API [ErrUnavailable];
+//   - the App's handler checks the Host header first, then forwards each
+//     request to its session's owner: the page, the event stream
+//     (streamed), the form posts and approvals, the WebMCP endpoints and
+//     /mcp of both protocol generations name their session by the cookie,
+//     the bearer token (/mcp) or the path (/join/{code}). The owner
+//     authenticates the token as it would alone, and sets the answer's
+//     security headers. A session no live replica owns is answered where
+//     the request landed, as an ended one: /mcp 401, the event stream 410,
+//     the forms 401, the join link 404, the page a fresh session. A
+//     replica that cannot reach a live owner answers 503 with Retry-After
+//     (the page: one that loads itself again);
+//   - each session's audit records go to Replica.Audit (agentsurface_audit,
+//     the session's public id in the session column) as well as to the
+//     page's Activity card, never blocking a call;
+//   - a domain write (a procedure that changed devices) refreshes this
+//     replica's sessions and is broadcast through Replica.Notifier
+//     ([NotifyChannel]); the other replicas refresh theirs
+//     ([App.DevicesChanged], through [Replica.Notified]).
+//
+// When a replica stops ([App.Close], then the directory's Close) or loses
+// its lease ([App.EndSessions], through [Replica.LeaseLost]), its
+// sessions end for every replica: the pages' event streams end ("ended"
+// event, or a 410 when they reconnect), and the page's script loads the
+// page again, which starts a fresh session on whichever replica serves
+// it. The reloads back off (1s, 2s, 4s … 30s, jittered, counted across
+// reloads in sessionStorage), so a failing console is never hammered.
+// MCP clients get 401 for the ended session and need its successor's
+// token, as after any session end. [Replica] shows the wiring.
+//
 // # Host API
 //
 // Tests and the CLI drive sessions without a browser: [App.NewSession],

@@ -11,7 +11,9 @@ import (
 )
 
 // ServeHTTP implements http.Handler: [App.Guard] around the routes.
-func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.guarded.ServeHTTP(w, r) }
+// With Options.Replica, a request that passed the Host check and names a
+// session another replica owns is forwarded to it.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
 
 // Guard returns h behind the checks every route of the App has, for
 // handlers served beside it (the demo's /metrics):
@@ -27,22 +29,39 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.guarded.Serv
 //   - a request body must arrive within Options.ReadTimeout, whatever the
 //     server's own timeouts (a handler may still take long once it has:
 //     event streams, calls waiting for approval).
-func (a *App) Guard(h http.Handler) http.Handler {
+func (a *App) Guard(h http.Handler) http.Handler { return a.admit(a.secured(h)) }
+
+// admit checks the Host header and sets the read deadline of the body.
+func (a *App) admit(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.hostAllowed(r.Host) {
+			secure(w)
 			http.Error(w, "This server does not serve the host "+quoteHost(r.Host)+".", http.StatusMisdirectedRequest)
 			return
 		}
-		hd := w.Header()
-		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
-		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Content-Security-Policy", contentSecurityPolicy)
 		if r.Body != nil && r.Body != http.NoBody {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(a.opts.ReadTimeout))
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// secured sets the security headers of every answer. (Forwarded requests
+// get them from the owner, whose answer the forwarding relays.)
+func (a *App) secured(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secure(w)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// secure sets the security headers on w.
+func secure(w http.ResponseWriter) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
 }
 
 // contentSecurityPolicy allows the page only its own scripts, styles,

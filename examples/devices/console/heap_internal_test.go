@@ -24,7 +24,7 @@ func idleSessions(tb testing.TB, app *App, n int) (bytesPerSession float64, goro
 	g0 := runtime.NumGoroutine()
 	sessions = make([]*Session, 0, n)
 	for range n {
-		s, _, err := app.create(SessionOptions{}, true)
+		s, _, err := app.create(context.Background(), SessionOptions{}, true)
 		if err != nil {
 			tb.Fatal(err)
 		}

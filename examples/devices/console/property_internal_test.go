@@ -21,7 +21,7 @@ func TestSelectionProperties(t *testing.T) {
 	app := newTestApp(t)
 	ctx := context.Background()
 	ids := []string{"d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "d12"}
-	s, _, err := app.create(SessionOptions{KeepShown: true}, true)
+	s, _, err := app.create(context.Background(), SessionOptions{KeepShown: true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSelectionProperties(t *testing.T) {
 // and answers with a status from its small set.
 func FuzzForm(f *testing.F) {
 	app := newTestApp(f)
-	s, _, err := app.create(SessionOptions{KeepShown: true}, true)
+	s, _, err := app.create(context.Background(), SessionOptions{KeepShown: true}, true)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func FuzzForm(f *testing.F) {
 // subscribers (MCP tool lists) hear of it. AS-AVAIL-001.
 func TestAvailabilityPushedAfterMount(t *testing.T) {
 	app := newTestApp(t)
-	s, _, err := app.create(SessionOptions{KeepShown: true}, true)
+	s, _, err := app.create(context.Background(), SessionOptions{KeepShown: true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,10 +82,14 @@ func newSession(a *App, o SessionOptions, cookie, token, join, id string) *Sessi
 		view: viewState{sort: Sorting{Column: "name", Direction: "asc"}},
 	}
 	s.activity = newActivity(200, s.audited)
+	var audit surface.AuditSink = s.activity
+	if a.rep != nil && a.rep.Audit != nil {
+		audit = teeAudit{feed: s.activity, table: a.rep.Audit.For(id)}
+	}
 	s.reg = surface.New(&surface.Options{
 		Context:   s.hostContext,
 		Route:     s.route,
-		Audit:     s.activity,
+		Audit:     audit,
 		Logger:    a.log,
 		Limits:    surface.Limits{ConfirmationTTL: a.opts.ConfirmationTTL},
 		Telemetry: a.opts.Telemetry,

@@ -15,7 +15,9 @@ package console
 // only when every session has an open page are new visitors refused.
 
 import (
+	"context"
 	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -56,17 +58,41 @@ func newDirectory() directory {
 // pushing the oldest unused one out when the pool is full; a session of
 // the host API (hosted) starts used, taking the place of the session idle
 // the longest when MaxSessions are used. It returns the sessions pushed
-// out, for the caller to close without App.mu held.
-func (a *App) create(o SessionOptions, hosted bool) (*Session, []*Session, error) {
+// out, for the caller to close without App.mu held. With
+// Options.Replica, the session's tokens are claimed in the session
+// directory first (without App.mu held), and released again if the
+// session is not made after all.
+func (a *App) create(ctx context.Context, o SessionOptions, hosted bool) (*Session, []*Session, error) {
 	unused := !hosted
 	if o.User.ID == "" {
 		o.User = Operator
 	}
 	cookie, token, join, id := randomToken(), randomToken(), randomToken(), "s_"+randomToken()[:10]
 	a.mu.Lock()
+	closed, epoch := a.closed, a.epoch
+	a.mu.Unlock()
+	if closed {
+		return nil, nil, ErrClosed
+	}
+	if err := a.claim(ctx, cookie, token, join); err != nil {
+		return nil, nil, err
+	}
+	s, out, err := a.admitSession(o, hosted, unused, epoch, cookie, token, join, id)
+	if err != nil && a.rep != nil {
+		a.rep.Directory.Release(cookie, token, join)
+	}
+	return s, out, err
+}
+
+// admitSession makes and indexes the session of create; it takes App.mu.
+func (a *App) admitSession(o SessionOptions, hosted, unused bool, epoch uint64, cookie, token, join, id string) (*Session, []*Session, error) {
+	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return nil, nil, ErrClosed
+	}
+	if a.epoch != epoch { // EndSessions ran since the claim, which may have gone with a lost lease
+		return nil, nil, fmt.Errorf("%w: this replica's sessions were ended meanwhile", ErrUnavailable)
 	}
 	var out []*Session
 	if unused {
@@ -186,11 +212,13 @@ func (a *App) dropLocked(s *Session) {
 	}
 }
 
-// forget removes an ended session from the directory.
+// forget removes an ended session from the directory, and releases its
+// tokens in the session directory of the replicas.
 func (a *App) forget(s *Session) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.dropLocked(s)
+	a.mu.Unlock()
+	a.release(s)
 }
 
 // all returns the live sessions.

@@ -55,9 +55,14 @@ func (a *App) page(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		var out []*Session
 		var err error
-		s, out, err = a.create(SessionOptions{}, false)
+		s, out, err = a.create(r.Context(), SessionOptions{}, false)
 		for _, x := range out {
 			x.Close()
+		}
+		if errors.Is(err, ErrUnavailable) {
+			a.log.Warn("console: cannot claim a new session", "error", err)
+			retryPage(w, http.StatusServiceUnavailable, 2)
+			return
 		}
 		if err != nil {
 			http.Error(w, "the console is full or closed; try again later", http.StatusServiceUnavailable)
@@ -165,7 +170,7 @@ func (a *App) events(w http.ResponseWriter, r *http.Request) {
 		}
 		list, err := s.webmcp.list()
 		if err != nil {
-			return true // the session is ending: "bye" follows
+			return true // the session is ending: "ended" follows
 		}
 		b, _ := json.Marshal(list)
 		if string(b) == sentTools {
@@ -189,7 +194,8 @@ func (a *App) events(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-s.done:
-			write([]byte("event: bye\ndata: This session has ended. Reload the page to start a new one.\n\n"))
+			// The page reconnects: a fresh session where this one is gone.
+			write([]byte("event: ended\ndata: This session has ended.\n\n"))
 			return
 		case <-ps.evicted:
 			write([]byte("event: bye\ndata: This session is open in too many tabs: this one stopped following it. Reload to follow it here.\n\n"))

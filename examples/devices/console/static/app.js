@@ -58,13 +58,51 @@
     document.body.dataset.live = 'true';
     banner('');
   });
+  // This tab stopped following the session (too many tabs): it stays as
+  // it is until the user reloads.
   events.addEventListener('bye', (e) => {
     events.close();
     if (webmcp) webmcp.offer({ surfaceVersion: '', tools: [] });
     banner(e.data);
   });
+  // The session ended (it expired, the console stopped, or the replica
+  // serving it drained, crashed or lost its lease), or the stream was
+  // refused (410 for an ended session, 5xx when the server is not
+  // reachable): load the page again, which starts a fresh session where
+  // the old one is gone. Reloads back off (1s, 2s, 4s, … up to 30s, with
+  // jitter) across the reloads themselves, so that a console that keeps
+  // failing is never hammered; a page that stayed live for 20s starts
+  // over at 1s.
+  const attemptsKey = 'agentsurface.reconnects';
+  const store = (f) => {
+    try {
+      return f(window.sessionStorage);
+    } catch (_) {
+      return null; // storage refused: the jittered delay still spaces reloads
+    }
+  };
+  const attempts = () => Number(store((st) => st.getItem(attemptsKey))) || 0;
+  let reconnecting = false;
+  const reconnect = (why) => {
+    if (reconnecting) return;
+    reconnecting = true;
+    events.close();
+    if (webmcp) webmcp.offer({ surfaceVersion: '', tools: [] });
+    const n = attempts();
+    const delay = Math.min(30000, 1000 * 2 ** n) * (0.5 + Math.random() / 2);
+    store((st) => st.setItem(attemptsKey, String(n + 1)));
+    banner(why + ' Reconnecting in ' + Math.ceil(delay / 1000) + 's…');
+    window.setTimeout(() => window.location.reload(), delay);
+  };
+  events.addEventListener('ended', (e) => reconnect(e.data));
+  let steady = 0;
+  events.addEventListener('open', () => {
+    window.clearTimeout(steady);
+    steady = window.setTimeout(() => store((st) => st.removeItem(attemptsKey)), 20000);
+  });
   events.onerror = () => {
-    if (events.readyState === EventSource.CLOSED) banner('Disconnected. Reload the page.');
+    window.clearTimeout(steady);
+    if (events.readyState === EventSource.CLOSED) reconnect('Disconnected.');
     else banner('Reconnecting…');
   };
 
