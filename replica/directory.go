@@ -552,33 +552,68 @@ func (d *Directory) renew() {
 		d.loseLease(id, errors.New("the lease had expired in the directory"))
 		return
 	}
-	var stopped []*inflight
-	removed := false
+	var gone []*peer
 	d.mu.Lock()
 	if d.id == id && !d.lost {
 		d.deadline = start.Add(d.opts.Lease)
 	}
 	for pid, p := range d.peers {
-		if live[pid] {
+		if !live[pid] {
+			gone = append(gone, p)
+		}
+	}
+	d.mu.Unlock()
+	d.forget(gone...)
+}
+
+// forget removes replicas that are no longer live: requests for their
+// sessions are answered as ended from now on, and those forwarded to
+// them and still waiting stop with ErrOwnerGone.
+func (d *Directory) forget(gone ...*peer) {
+	if len(gone) == 0 {
+		return
+	}
+	var stopped []*inflight
+	d.mu.Lock()
+	for _, p := range gone {
+		if p.gone {
 			continue
 		}
-		p.gone, removed = true, true
-		delete(d.peers, pid)
+		p.gone = true
+		delete(d.peers, p.id)
 		for f := range p.inflight {
 			stopped = append(stopped, f)
 		}
 	}
-	if removed {
-		for k, pid := range d.cache {
-			if d.peers[pid] == nil {
-				delete(d.cache, k)
-			}
+	for k, pid := range d.cache {
+		if d.peers[pid] == nil {
+			delete(d.cache, k)
 		}
 	}
 	d.mu.Unlock()
 	for _, f := range stopped {
 		f.stop(ErrOwnerGone)
 	}
+}
+
+// left reports whether p, which refused a connection, is no longer live
+// in the directory: it left (a clean stop deletes its row at once) or
+// its lease ran out. Then it is forgotten, without waiting for the next
+// renewal. When Postgres cannot say, p stays: the answer is the 503 of
+// an unreachable owner.
+func (d *Directory) left(ctx context.Context, p *peer) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.Timeout)
+	defer cancel()
+	var live bool
+	err := d.pool.QueryRow(ctx, `SELECT expires_at > now() FROM agentsurface_replicas WHERE id = $1`, p.id).Scan(&live)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
+	if live {
+		return false
+	}
+	d.forget(p)
+	return true
 }
 
 // loseLease forgets the sessions of registration id, tells the host, and

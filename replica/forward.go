@@ -259,6 +259,13 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 	case r.Context().Err() != nil:
 		return // the client went away: nobody to answer
 	case errors.As(err, &op) && op.Op == "dial":
+		// Nothing reached the owner. One that has left the directory (a
+		// clean stop) or whose lease has run out has ended its sessions:
+		// answer so at once rather than when the renewal notices.
+		if fw, _ := r.Context().Value(fwdCtxKey{}).(*forwarding); fw != nil && f.d.left(r.Context(), fw.peer) {
+			f.ended(w, r)
+			return
+		}
 		err = fmt.Errorf("%w: %v", ErrOwnerUnreachable, err)
 	default:
 		err = fmt.Errorf("%w: %v", ErrOwnerFailed, err)

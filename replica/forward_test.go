@@ -258,6 +258,35 @@ func TestOwnerDeathEndsItsSessionsWithinLease(t *testing.T) {
 	}
 }
 
+// A replica that stops cleanly leaves the directory, and its sessions
+// answer as ended at once on every replica, even those that remembered
+// it as their owner: none has to wait for its next renewal, and no
+// request gets the 503 of an unreachable owner.
+func TestCleanStopEndsSessionsAtOnce(t *testing.T) {
+	_, url := migrated(t)
+	a := startNode(t, url, "a", nodeOptions{lease: time.Hour}) // no renewal notices anything during the test
+	b := startNode(t, url, "b", nodeOptions{lease: time.Hour})
+	c := client(t)
+	tok := newSession(t, c, a.addr)
+	if status, body := do(t, c, http.MethodGet, b.addr+"/hit", tok, ""); status != http.StatusOK {
+		t.Fatalf("before the stop: %d %q", status, body)
+	}
+	a.stop()
+	for range 3 {
+		start := time.Now()
+		status, body := do(t, c, http.MethodGet, b.addr+"/hit", tok, "")
+		if status != http.StatusUnauthorized || body != "session ended (b)\n" {
+			t.Fatalf("after a's clean stop: %d %q, want b's ended answer", status, body)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("the ended answer took %v", took)
+		}
+	}
+	if st := b.dir.Stats(); st.Unreachable != 0 || st.Ended != 3 {
+		t.Fatalf("b's outcomes: %+v", st)
+	}
+}
+
 // A replica that stalls (stops renewing its lease and answering, as a
 // frozen process) ends the requests waiting on it when its lease runs
 // out, with a clear error; an owner that is merely slow to answer is cut
