@@ -1,7 +1,6 @@
 package domain_test
 
 import (
-	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -16,24 +15,89 @@ var (
 	nobody   = domain.User{ID: "nina"}
 )
 
-// openSeeded opens a seeded store in a fresh database file and returns it
-// with the file's path. The store is closed when the test ends.
-func openSeeded(t *testing.T) (*domain.Store, string) {
+// backend is a kind of database the store runs on.
+type backend struct {
+	name string
+	// newDB creates an empty database for t.
+	newDB func(t *testing.T) *testDB
+}
+
+// testDB is one database of a test.
+type testDB struct {
+	// open opens another Store on the database, closed when the test
+	// ends: another replica, when the database is PostgreSQL.
+	open func(t *testing.T) *domain.Store
+	// raw is a direct handle for assertions that bypass the store.
+	raw *sql.DB
+}
+
+// backends are SQLite (a file) and PostgreSQL (a database of pg; its cases
+// skip when there is no server).
+var backends = []backend{
+	{"sqlite", func(t *testing.T) *testDB {
+		path := filepath.Join(t.TempDir(), "devices.db")
+		return &testDB{
+			open: func(t *testing.T) *domain.Store { return mustOpen(t, func() (*domain.Store, error) { return domain.Open(bg, path) }) },
+			raw:  rawDB(t, path),
+		}
+	}},
+	{"postgres", func(t *testing.T) *testDB {
+		url := pg.Database(t)
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return &testDB{
+			open: func(t *testing.T) *domain.Store {
+				return mustOpen(t, func() (*domain.Store, error) { return domain.OpenPostgres(bg, url) })
+			},
+			raw: db,
+		}
+	}},
+}
+
+// forBackends runs f as a subtest per backend.
+func forBackends(t *testing.T, f func(t *testing.T, b backend)) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "devices.db")
-	store, err := domain.Open(context.Background(), path)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// mustOpen opens a store, closed when the test ends.
+func mustOpen(t *testing.T, open func() (*domain.Store, error)) *domain.Store {
+	t.Helper()
+	store, err := open()
 	if err != nil {
-		t.Fatalf("Open: %v", err)
+		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := store.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	if err := store.Seed(context.Background()); err != nil {
+	return store
+}
+
+// seeded opens a seeded store on a fresh database of b, and returns it
+// with the database.
+func (b backend) seeded(t *testing.T) (*domain.Store, *testDB) {
+	t.Helper()
+	db := b.newDB(t)
+	store := db.open(t)
+	if err := store.Seed(bg); err != nil {
 		t.Fatalf("Seed: %v", err)
 	}
-	return store, path
+	return store, db
+}
+
+// openSeeded opens a seeded store on a fresh SQLite database and returns
+// it with a raw handle on the database.
+func openSeeded(t *testing.T) (*domain.Store, *sql.DB) {
+	t.Helper()
+	store, db := backends[0].seeded(t)
+	return store, db.raw
 }
 
 // rawDB opens the database file directly, read-only, for assertions that

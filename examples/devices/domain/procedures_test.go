@@ -42,8 +42,7 @@ func requireAgentError(t *testing.T, err error, code surface.Code) *surface.Erro
 }
 
 func TestProceduresErrorMapping(t *testing.T) {
-	store, path := openSeeded(t)
-	db := rawDB(t, path)
+	store, db := openSeeded(t)
 	before := stateOf(t, db)
 	x := domain.Procedures(store)
 	as := func(u domain.User) map[string]any { return map[string]any{"user": u} }
