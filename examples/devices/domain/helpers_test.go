@@ -24,11 +24,17 @@ type backend struct {
 
 // testDB is one database of a test.
 type testDB struct {
-	// open opens another Store on the database, closed when the test
-	// ends: another replica, when the database is PostgreSQL.
-	open func(t *testing.T) *domain.Store
+	// openStore opens another Store on the database: another replica,
+	// when the database is PostgreSQL.
+	openStore func() (*domain.Store, error)
 	// raw is a direct handle for assertions that bypass the store.
 	raw *sql.DB
+}
+
+// open opens another Store on the database, closed when the test ends.
+func (db *testDB) open(t *testing.T) *domain.Store {
+	t.Helper()
+	return mustOpen(t, db.openStore)
 }
 
 // backends are SQLite (a file) and PostgreSQL (a database of pg; its cases
@@ -37,8 +43,8 @@ var backends = []backend{
 	{"sqlite", func(t *testing.T) *testDB {
 		path := filepath.Join(t.TempDir(), "devices.db")
 		return &testDB{
-			open: func(t *testing.T) *domain.Store { return mustOpen(t, func() (*domain.Store, error) { return domain.Open(bg, path) }) },
-			raw:  rawDB(t, path),
+			openStore: func() (*domain.Store, error) { return domain.Open(bg, path) },
+			raw:       rawDB(t, path),
 		}
 	}},
 	{"postgres", func(t *testing.T) *testDB {
@@ -49,10 +55,8 @@ var backends = []backend{
 		}
 		t.Cleanup(func() { _ = db.Close() })
 		return &testDB{
-			open: func(t *testing.T) *domain.Store {
-				return mustOpen(t, func() (*domain.Store, error) { return domain.OpenPostgres(bg, url) })
-			},
-			raw: db,
+			openStore: func() (*domain.Store, error) { return domain.OpenPostgres(bg, url) },
+			raw:       db,
 		}
 	}},
 }
@@ -176,4 +180,23 @@ func stateOf(t *testing.T, db *sql.DB) dbState {
 // sqlOpen opens the database file for writing, bypassing the store.
 func sqlOpen(path string) (*sql.DB, error) {
 	return sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+}
+
+// count returns the integer query selects on db.
+func count(t *testing.T, db *sql.DB, query string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// schemaVersion reads the schema version as b keeps it.
+func schemaVersion(t *testing.T, b backend, db *sql.DB) int {
+	t.Helper()
+	if b.name == "sqlite" {
+		return count(t, db, `PRAGMA user_version`)
+	}
+	return count(t, db, `SELECT version FROM devices_schema`)
 }
