@@ -98,6 +98,102 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
+// A version 1 database (before idempotency keys) is migrated in place,
+// its data kept.
+func TestOpenUpgradesVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	store, err := domain.Open(bg, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Seed(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Disable(bg, operator, []string{"d1"}, "before"); err != nil {
+		t.Fatal(err)
+	}
+	_ = store.Close()
+	// Make it version 1: without invocation_keys.
+	db, err := sqlOpen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE invocation_keys; PRAGMA user_version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	upgraded := mustOpen(t, func() (*domain.Store, error) { return domain.Open(bg, path) })
+	if v := schemaVersion(t, backends[0], rawDB(t, path)); v != 2 {
+		t.Fatalf("version %d", v)
+	}
+	if h, err := upgraded.History(bg, viewer, "d1", 0); err != nil || len(h) != 1 || h[0].Reason != "before" {
+		t.Fatalf("history %+v %v", h, err)
+	}
+	if res, err := upgraded.DisableOnce(bg, operator, "k", []string{"d2"}, "after"); err != nil || res.Disabled != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// On PostgreSQL the schema version is in devices_schema; opening again
+// migrates nothing, a newer schema is refused, and a malformed or
+// unreachable URL is an error that does not show the password.
+func TestOpenPostgres(t *testing.T) {
+	db := backends[1].newDB(t)
+	for i := range 3 {
+		store, err := db.openStore()
+		if err != nil {
+			t.Fatalf("open #%d: %v", i, err)
+		}
+		if err := store.Seed(bg); err != nil {
+			t.Fatalf("Seed #%d: %v", i, err)
+		}
+		if err := store.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := schemaVersion(t, backends[1], db.raw); v != 2 {
+		t.Fatalf("version %d", v)
+	}
+	var tables []string
+	rows, err := db.raw.Query(`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		_ = rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	if !slices.Equal(tables, []string{"audit_log", "devices", "devices_schema", "invocation_keys"}) {
+		t.Fatalf("tables %v", tables)
+	}
+	if n := len(statusOf(t, db.raw)); n != 12 {
+		t.Fatalf("%d devices", n)
+	}
+	if _, err := db.raw.Exec(`UPDATE devices_schema SET version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := db.openStore(); err == nil || !strings.Contains(err.Error(), "newer") {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Fatalf("open of a newer schema: %v", err)
+	}
+
+	if _, err := domain.OpenPostgres(bg, "postgres://u:hunter2@127.0.0.1:notaport/db"); !errors.Is(err, domain.ErrInvalid) || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("malformed URL: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	if s, err := domain.OpenPostgres(ctx, "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		if s != nil {
+			_ = s.Close()
+		}
+		t.Fatalf("unreachable server: %v", err)
+	}
+}
+
 func TestOpenInMemory(t *testing.T) {
 	store, err := domain.Open(bg, ":memory:")
 	if err != nil {
