@@ -29,6 +29,8 @@ type testDB struct {
 	openStore func() (*domain.Store, error)
 	// raw is a direct handle for assertions that bypass the store.
 	raw *sql.DB
+	// url is the PostgreSQL database's URL, "" for SQLite.
+	url string
 }
 
 // open opens another Store on the database, closed when the test ends.
@@ -57,6 +59,7 @@ var backends = []backend{
 		return &testDB{
 			openStore: func() (*domain.Store, error) { return domain.OpenPostgres(bg, url) },
 			raw:       db,
+			url:       url,
 		}
 	}},
 }
