@@ -80,7 +80,7 @@ const maxConns = 8
 // writes takes the write lock up front and cannot fail to upgrade.
 const dsnParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
-// Open opens the devices database at path, creating it if needed, and
+// Open opens the SQLite devices database at path, creating it if needed, and
 // migrates its schema; it is safe to open an existing database again.
 // path is a file name (it may not contain '?'), or ":memory:" for a
 // private in-memory database held by a single connection. The database is
