@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -61,6 +62,14 @@ type Filter struct {
 	Query string
 }
 
+// Case-insensitive means ASCII letters match either case; other characters
+// match only themselves, on both backends. Site and Query must be valid
+// UTF-8 without NUL.
+
+// problemText is the problem of a text argument that is not valid UTF-8 or
+// holds NUL, which PostgreSQL cannot store.
+const problemText = "must be valid UTF-8 text without NUL characters"
+
 // validate checks the filter.
 func (f Filter) validate() error {
 	switch {
@@ -68,8 +77,12 @@ func (f Filter) validate() error {
 		return &InvalidError{Field: "status", Problem: "must be online, offline or disabled"}
 	case utf8.RuneCountInString(f.Site) > MaxQueryLength:
 		return &InvalidError{Field: "site", Problem: "is too long"}
+	case !storable(f.Site):
+		return &InvalidError{Field: "site", Problem: problemText}
 	case utf8.RuneCountInString(f.Query) > MaxQueryLength:
 		return &InvalidError{Field: "query", Problem: "is too long"}
+	case !storable(f.Query):
+		return &InvalidError{Field: "query", Problem: problemText}
 	}
 	return nil
 }
@@ -106,26 +119,28 @@ func (s *Store) browse(ctx context.Context, u User, f Filter, sites bool) (View,
 		return View{}, err
 	}
 	var cond strings.Builder
-	cond.WriteString(`1 = 1`)
+	cond.WriteString(`TRUE`)
 	var args []any
 	if f.Status != "" {
 		cond.WriteString(` AND status = ?`)
 		args = append(args, string(f.Status))
 	}
 	if f.Site != "" {
-		cond.WriteString(` AND site = ? COLLATE NOCASE`)
-		args = append(args, f.Site)
+		cond.WriteString(` AND lower(site) = ?`)
+		args = append(args, foldASCII(f.Site))
 	}
 	if f.Query != "" {
-		cond.WriteString(` AND (name LIKE ? ESCAPE '\' OR id LIKE ? ESCAPE '\')`)
-		pattern := "%" + escapeLike(f.Query) + "%"
+		cond.WriteString(` AND (lower(name) LIKE ? ESCAPE '\' OR lower(id) LIKE ? ESCAPE '\')`)
+		pattern := "%" + escapeLike(foldASCII(f.Query)) + "%"
 		args = append(args, pattern, pattern)
 	}
-	q := `SELECT id, name, status, site, updated_at, ` + cond.String() + ` FROM devices ORDER BY name COLLATE NOCASE, id`
+	// The text columns compare byte by byte on both backends ({text}), so
+	// the order is the same.
+	q := `SELECT id, name, status, site, updated_at, ` + cond.String() + ` FROM devices ORDER BY lower(name), id`
 	if !sites {
-		q = `SELECT id, name, status, site, updated_at, 1 FROM devices WHERE ` + cond.String() + ` ORDER BY name COLLATE NOCASE, id`
+		q = `SELECT id, name, status, site, updated_at, TRUE FROM devices WHERE ` + cond.String() + ` ORDER BY lower(name), id`
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(q), args...)
 	if err != nil {
 		return View{}, fmt.Errorf("domain: list devices: %w", err)
 	}
@@ -167,7 +182,10 @@ func (s *Store) Get(ctx context.Context, u User, id string) (Device, error) {
 	if !u.Can(PermRead) {
 		return Device{}, forbidden(u, PermRead)
 	}
-	row := s.db.QueryRowContext(ctx, `SELECT id, name, status, site, updated_at FROM devices WHERE id = ?`, id)
+	if !storable(id) {
+		return Device{}, &NotFoundError{IDs: []string{id}}
+	}
+	row := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT id, name, status, site, updated_at FROM devices WHERE id = ?`), id)
 	d, err := scanDevice(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Device{}, &NotFoundError{IDs: []string{id}}
@@ -195,18 +213,24 @@ func scanDevice(row interface{ Scan(...any) error }) (Device, error) {
 	return d, nil
 }
 
-// DisableResult is the outcome of [Store.Disable].
+// DisableResult is the outcome of [Store.Disable] and [Store.DisableOnce].
 type DisableResult struct {
 	// Disabled counts the devices that were disabled by the call; devices
 	// that were already disabled are not counted.
 	Disabled int
+	// Replayed reports that the call executed nothing: it is the result
+	// recorded for an earlier call with the same idempotency key.
+	Replayed bool
 }
 
-// EnableResult is the outcome of [Store.Enable].
+// EnableResult is the outcome of [Store.Enable] and [Store.EnableOnce].
 type EnableResult struct {
 	// Enabled counts the devices that were enabled by the call; devices
 	// that were not disabled are not counted.
 	Enabled int
+	// Replayed reports that the call executed nothing: it is the result
+	// recorded for an earlier call with the same idempotency key.
+	Replayed bool
 }
 
 // Disable disables the devices ids, giving reason, as u. It needs
@@ -217,46 +241,91 @@ type EnableResult struct {
 // not yet disabled to "disabled" and writes one audit_log row per changed
 // device with u.ID, the time and the reason. ids must hold 1 to [MaxIDs]
 // ids (duplicates count once) and reason must not be blank, else an
-// [*InvalidError].
+// [*InvalidError]. It is [Store.DisableOnce] without a key: every call
+// executes.
 func (s *Store) Disable(ctx context.Context, u User, ids []string, reason string) (DisableResult, error) {
-	n, err := s.transition(ctx, u, PermDisable, ids, reason)
-	return DisableResult{Disabled: n}, err
+	return s.DisableOnce(ctx, u, "", ids, reason)
+}
+
+// DisableOnce is [Store.Disable] with an idempotency key: of the calls of
+// user u with the same non-empty key within [KeyRetention], one executes
+// and the others return its recorded result (Replayed set), even when they
+// run at the same time on different Stores sharing the database. A key
+// used for a different request (another action, other ids, another
+// reason) is a [*KeyReusedError] and changes nothing. An empty key means
+// no deduplication; a key longer than [MaxKeyLength] bytes, or not valid
+// UTF-8 without NUL, is an [*InvalidError] for field "invocationId".
+// See the package documentation, "Idempotency".
+func (s *Store) DisableOnce(ctx context.Context, u User, key string, ids []string, reason string) (DisableResult, error) {
+	n, replayed, err := s.transition(ctx, u, PermDisable, key, ids, reason)
+	return DisableResult{Disabled: n, Replayed: replayed}, err
 }
 
 // Enable enables the disabled devices among ids, giving reason, as u. It
 // needs PermEnable (operator and admin). An enabled device is "offline"
 // until it next reports in. It is all-or-nothing and validated as
-// [Store.Disable] is, and writes one audit_log row per changed device.
+// [Store.Disable] is, and writes one audit_log row per changed device. It
+// is [Store.EnableOnce] without a key.
 func (s *Store) Enable(ctx context.Context, u User, ids []string, reason string) (EnableResult, error) {
-	n, err := s.transition(ctx, u, PermEnable, ids, reason)
-	return EnableResult{Enabled: n}, err
+	return s.EnableOnce(ctx, u, "", ids, reason)
+}
+
+// EnableOnce is [Store.Enable] with an idempotency key, deduplicated as
+// [Store.DisableOnce] is; a key of u's already used for a disable is a
+// [*KeyReusedError].
+func (s *Store) EnableOnce(ctx context.Context, u User, key string, ids []string, reason string) (EnableResult, error) {
+	n, replayed, err := s.transition(ctx, u, PermEnable, key, ids, reason)
+	return EnableResult{Enabled: n, Replayed: replayed}, err
 }
 
 // transition performs Disable (perm PermDisable) or Enable (PermEnable)
-// and returns how many devices changed.
-func (s *Store) transition(ctx context.Context, u User, perm Permission, ids []string, reason string) (int, error) {
+// with idempotency key key ("" for none) and returns how many devices
+// changed, and whether that is the recorded result of an earlier call.
+func (s *Store) transition(ctx context.Context, u User, perm Permission, key string, ids []string, reason string) (changed int, replayed bool, err error) {
 	// Authority first: a caller without it learns nothing about ids.
 	if !u.Can(perm) {
-		return 0, forbidden(u, perm)
+		return 0, false, forbidden(u, perm)
 	}
-	ids, reason, err := checkTransition(ids, reason)
+	ids, reason, err = checkTransition(ids, reason)
 	if err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	if err := checkKey(key); err != nil {
+		return 0, false, err
 	}
 	action, to := "disable", StatusDisabled
 	if perm == PermEnable {
 		action, to = "enable", StatusOffline
 	}
+	fail := func(err error) (int, bool, error) {
+		return 0, false, fmt.Errorf("domain: %s devices: %w", action, err)
+	}
 
 	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see dsnParams
 	if err != nil {
-		return 0, fmt.Errorf("domain: %s devices: %w", action, err)
+		return fail(err)
 	}
 	defer tx.Rollback()
 
-	current, err := statuses(ctx, tx, ids)
+	now := s.now()
+	var req request
+	if key != "" {
+		req = request{user: u.ID, key: key, action: action, digest: digest(action, ids, reason)}
+		rec, claimed, err := s.claim(ctx, tx, req, now)
+		if err != nil {
+			return fail(err)
+		}
+		if !claimed {
+			if rec.action != req.action || rec.digest != req.digest {
+				return 0, false, &KeyReusedError{Key: key}
+			}
+			return rec.changed, true, nil // nothing to commit
+		}
+	}
+
+	current, err := s.statuses(ctx, tx, ids)
 	if err != nil {
-		return 0, fmt.Errorf("domain: %s devices: %w", action, err)
+		return fail(err)
 	}
 	var missing []string
 	for _, id := range ids {
@@ -265,30 +334,34 @@ func (s *Store) transition(ctx context.Context, u User, perm Permission, ids []s
 		}
 	}
 	if len(missing) > 0 {
-		return 0, &NotFoundError{IDs: missing}
+		return 0, false, &NotFoundError{IDs: missing} // the claim rolls back
 	}
 
-	at := formatTime(s.now())
-	changed := 0
+	at := formatTime(now)
 	for _, id := range ids {
 		from := current[id]
 		if (perm == PermDisable && from == StatusDisabled) || (perm == PermEnable && from != StatusDisabled) {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE devices SET status = ?, updated_at = ? WHERE id = ?`, string(to), at, id); err != nil {
-			return 0, fmt.Errorf("domain: %s devices: %w", action, err)
+		if _, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE devices SET status = ?, updated_at = ? WHERE id = ?`), string(to), at, id); err != nil {
+			return fail(err)
 		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO audit_log (at, user_id, action, device_id, from_status, to_status, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, s.dialect.sql(
+			`INSERT INTO audit_log (at, user_id, action, device_id, from_status, to_status, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 			at, u.ID, action, id, string(from), string(to), reason); err != nil {
-			return 0, fmt.Errorf("domain: %s devices: %w", action, err)
+			return fail(err)
 		}
 		changed++
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("domain: %s devices: %w", action, err)
+	if key != "" {
+		if err := s.record(ctx, tx, req, changed); err != nil {
+			return fail(err)
+		}
 	}
-	return changed, nil
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return changed, false, nil
 }
 
 // checkTransition validates the arguments of Disable and Enable and
@@ -306,6 +379,9 @@ func checkTransition(ids []string, reason string) ([]string, string, error) {
 		if id == "" || len(id) > MaxIDLength {
 			return nil, "", &InvalidError{Field: "ids", Problem: "a device id is empty or too long"}
 		}
+		if !storable(id) {
+			return nil, "", &InvalidError{Field: "ids", Problem: "a device id " + problemText}
+		}
 		if !seen[id] {
 			seen[id] = true
 			unique = append(unique, id)
@@ -318,17 +394,23 @@ func checkTransition(ids []string, reason string) ([]string, string, error) {
 	if utf8.RuneCountInString(reason) > MaxReasonLength {
 		return nil, "", &InvalidError{Field: "reason", Problem: fmt.Sprintf("at most %d characters", MaxReasonLength)}
 	}
+	if !storable(reason) {
+		return nil, "", &InvalidError{Field: "reason", Problem: problemText}
+	}
 	return unique, reason, nil
 }
 
-// statuses returns the status of each existing device among ids.
-func statuses(ctx context.Context, tx *sql.Tx, ids []string) (map[string]Status, error) {
+// statuses returns the status of each existing device among ids, and
+// locks their rows until tx ends. The rows are locked in id order, the same
+// in every transaction, so that transactions with overlapping ids wait for
+// each other instead of deadlocking.
+func (s *Store) statuses(ctx context.Context, tx *sql.Tx, ids []string) (map[string]Status, error) {
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
 	}
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
-	rows, err := tx.QueryContext(ctx, `SELECT id, status FROM devices WHERE id IN (`+marks+`)`, args...)
+	q := `SELECT id, status FROM devices WHERE id IN (` + placeholders(len(ids)) + `) ORDER BY id{forUpdate}`
+	rows, err := tx.QueryContext(ctx, s.dialect.sql(q), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -363,11 +445,14 @@ func (s *Store) History(ctx context.Context, u User, id string, limit int) ([]Ch
 	if !u.Can(PermRead) {
 		return nil, forbidden(u, PermRead)
 	}
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+	if !storable(id) {
+		return []Change{}, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT at, user_id, action, device_id, from_status, to_status, reason
-		FROM audit_log WHERE device_id = ? ORDER BY id DESC LIMIT ?`, id, limit)
+	if limit <= 0 {
+		limit = math.MaxInt64 // no limit, on both backends
+	}
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT at, user_id, action, device_id, from_status, to_status, reason
+		FROM audit_log WHERE device_id = ? ORDER BY id DESC LIMIT ?`), id, int64(limit))
 	if err != nil {
 		return nil, fmt.Errorf("domain: history: %w", err)
 	}

@@ -1,24 +1,62 @@
 // Package domain is the devices domain service of the example app: a
-// SQLite-backed store of devices and an audit log, and the procedures
-// that make its operations available to AI agents through package
-// surface.
+// store of devices and an audit log on SQLite or PostgreSQL, and the
+// procedures that make its operations available to AI agents through
+// package surface.
 //
 // # The store
 //
-// [Open] opens (or creates) the database, migrates its schema and returns
-// a [Store]; [Store.Seed] fills an empty database with a dozen devices.
+// [Open] opens (or creates) a SQLite database file, the embedded default;
+// [OpenPostgres] opens a PostgreSQL database, which several replicas of
+// the application share. Both migrate the schema and return a [Store]
+// that behaves the same on either backend: same results, same order, same
+// errors (a property test holds them to it). [Store.Seed] fills an empty
+// database with a dozen devices. Replicas that start together on one new
+// PostgreSQL database migrate and seed it once: those steps take an
+// advisory lock (pg_advisory_xact_lock), and the seed rows are inserted
+// with ON CONFLICT DO NOTHING.
+//
 // Every operation takes the acting [User] explicitly and checks the
 // user's permission itself:
 //
-//	viewer    List, Get, History
-//	operator  List, Get, History, Disable, Enable
+//	viewer    List, Browse, Get, History
+//	operator  List, Browse, Get, History, Disable, Enable
 //	admin     everything
 //
-// Disable and Enable are all-or-nothing: one transaction checks every id,
-// changes the statuses and writes one audit_log row per changed device
-// (who, what, when, why). Failures are values usable with errors.Is:
-// [ErrForbidden], [ErrNotFound] (a [*NotFoundError] naming the unknown
-// ids) and [ErrInvalid] (an [*InvalidError] naming the argument).
+// Disable and Enable are all-or-nothing: one transaction locks and checks
+// every id, changes the statuses and writes one audit_log row per changed
+// device (who, what, when, why). Concurrent transitions of the same
+// devices run one after the other (BEGIN IMMEDIATE on SQLite, SELECT … FOR
+// UPDATE on PostgreSQL), so none is lost or audited twice. Failures are
+// values usable with errors.Is: [ErrForbidden], [ErrNotFound] (a
+// [*NotFoundError] naming the unknown ids), [ErrInvalid] (an
+// [*InvalidError] naming the argument) and [ErrKeyReused] (a
+// [*KeyReusedError]).
+//
+// Case-insensitive matching (Filter.Site, Filter.Query) and the order by
+// name fold ASCII letters only, and otherwise compare text byte by byte,
+// whatever the PostgreSQL database's collation. Times are stored as
+// fixed-width UTC text with millisecond precision.
+//
+// # Idempotency
+//
+// [Store.DisableOnce] and [Store.EnableOnce] take an idempotency key (the
+// procedures pass the invocation id). The first call with a key executes
+// and, in the same transaction, records (user id, key) → (action, a
+// SHA-256 digest of the normalised request, the result) in the
+// invocation_keys table, whose primary key is (user_id, invocation_key):
+// the claim is INSERT … ON CONFLICT, taking over only an expired row. A
+// later call of the same user with the key executes nothing and returns
+// the recorded result, with Replayed set; so does a concurrent one, on any
+// replica: on PostgreSQL it waits on the unique index until the first
+// transaction ends, then reads the committed record — or, if the first
+// rolled back, executes itself. The key used again for another action or
+// other arguments is a [*KeyReusedError] and changes nothing. Only calls
+// that succeed are recorded: a call that fails changes nothing, and a
+// retry executes again. Keys are per user, at most [MaxKeyLength] bytes,
+// and kept for [KeyRetention] (24 hours) after the call that recorded
+// them; each keyed call that executes deletes up to 100 expired keys,
+// oldest first, through an index on the expiry time. [Store.Disable] and
+// [Store.Enable] are the same calls without a key.
 //
 // # The agent side
 //
@@ -32,7 +70,14 @@
 //	no user in the host context  NOT_AUTHENTICATED
 //	ErrForbidden                 NOT_AUTHORIZED, details.origin "server"
 //	ErrNotFound, ErrInvalid      INVALID_INPUT with details.issues
+//	ErrKeyReused                 INVOCATION_CONFLICT, details.reason
+//	                             "id-reused-with-different-request"
 //	anything else                a plain error: EXECUTION_FAILED transport
+//
+// "devices.disable" and "devices.enable" pass the invocation id
+// (ProcedureCall.InvocationID, which the MCP adapter takes from the tool
+// call's _meta) as the idempotency key, so that a retried call executes
+// once even when it reaches another replica.
 //
 // [DisableRef], [EnableRef] and [ListRef] build the procedure references the example's
 // UI components list, for instance a table whose live selection is bound

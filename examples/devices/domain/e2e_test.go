@@ -68,8 +68,8 @@ type env struct {
 // signed in as user.
 func newEnv(t *testing.T, user domain.User, policies ...surface.Policy) *env {
 	t.Helper()
-	store, path := openSeeded(t)
-	e := &env{store: store, db: rawDB(t, path), session: &session{}, sel: &selection{}}
+	store, db := openSeeded(t)
+	e := &env{store: store, db: db, session: &session{}, sel: &selection{}}
 	e.session.signIn(user)
 	e.reg = surfacetest.NewRegistry(t, &surface.Options{Context: e.session.context})
 	e.reg.SetProcedureExecutor(domain.Procedures(store))

@@ -38,7 +38,7 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // holds for it.
 type InvalidError struct {
 	// Field is the JSON name of the argument: "ids", "reason", "status",
-	// "site" or "query".
+	// "site", "query", or "invocationId" for an idempotency key.
 	Field string
 	// Problem says what is wrong. It is fixed text written by this
 	// package, never derived from the value, so it is safe to show.
@@ -55,3 +55,25 @@ func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 func forbidden(u User, p Permission) error {
 	return fmt.Errorf("%w: user %q lacks %s", ErrForbidden, u.ID, p)
 }
+
+// ErrKeyReused: an idempotency key of [Store.DisableOnce] or
+// [Store.EnableOnce] was used by the same user for a different request.
+// The error is a [*KeyReusedError].
+var ErrKeyReused = errors.New("domain: idempotency key reused for a different request")
+
+// KeyReusedError reports a call whose idempotency key the same user already
+// used, within [KeyRetention], for another action or other arguments.
+// Nothing was executed or changed, and the error reveals nothing of the
+// earlier request. errors.Is(err, ErrKeyReused) holds for it.
+type KeyReusedError struct {
+	// Key is the call's key.
+	Key string
+}
+
+// Error implements error.
+func (e *KeyReusedError) Error() string {
+	return "domain: the idempotency key was already used for a different request"
+}
+
+// Is reports whether target is ErrKeyReused.
+func (e *KeyReusedError) Is(target error) bool { return target == ErrKeyReused }

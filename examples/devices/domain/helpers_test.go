@@ -1,7 +1,6 @@
 package domain_test
 
 import (
-	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
@@ -16,24 +15,96 @@ var (
 	nobody   = domain.User{ID: "nina"}
 )
 
-// openSeeded opens a seeded store in a fresh database file and returns it
-// with the file's path. The store is closed when the test ends.
-func openSeeded(t *testing.T) (*domain.Store, string) {
+// backend is a kind of database the store runs on.
+type backend struct {
+	name string
+	// newDB creates an empty database for t.
+	newDB func(t *testing.T) *testDB
+}
+
+// testDB is one database of a test.
+type testDB struct {
+	// openStore opens another Store on the database: another replica,
+	// when the database is PostgreSQL.
+	openStore func() (*domain.Store, error)
+	// raw is a direct handle for assertions that bypass the store.
+	raw *sql.DB
+	// url is the PostgreSQL database's URL, "" for SQLite.
+	url string
+}
+
+// open opens another Store on the database, closed when the test ends.
+func (db *testDB) open(t *testing.T) *domain.Store {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "devices.db")
-	store, err := domain.Open(context.Background(), path)
+	return mustOpen(t, db.openStore)
+}
+
+// backends are SQLite (a file) and PostgreSQL (a database of pg; its cases
+// skip when there is no server).
+var backends = []backend{
+	{"sqlite", func(t *testing.T) *testDB {
+		path := filepath.Join(t.TempDir(), "devices.db")
+		return &testDB{
+			openStore: func() (*domain.Store, error) { return domain.Open(bg, path) },
+			raw:       rawDB(t, path),
+		}
+	}},
+	{"postgres", func(t *testing.T) *testDB {
+		url := pg.Database(t)
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return &testDB{
+			openStore: func() (*domain.Store, error) { return domain.OpenPostgres(bg, url) },
+			raw:       db,
+			url:       url,
+		}
+	}},
+}
+
+// forBackends runs f as a subtest per backend.
+func forBackends(t *testing.T, f func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// mustOpen opens a store, closed when the test ends.
+func mustOpen(t *testing.T, open func() (*domain.Store, error)) *domain.Store {
+	t.Helper()
+	store, err := open()
 	if err != nil {
-		t.Fatalf("Open: %v", err)
+		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := store.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	if err := store.Seed(context.Background()); err != nil {
+	return store
+}
+
+// seeded opens a seeded store on a fresh database of b, and returns it
+// with the database.
+func (b backend) seeded(t *testing.T) (*domain.Store, *testDB) {
+	t.Helper()
+	db := b.newDB(t)
+	store := db.open(t)
+	if err := store.Seed(bg); err != nil {
 		t.Fatalf("Seed: %v", err)
 	}
-	return store, path
+	return store, db
+}
+
+// openSeeded opens a seeded store on a fresh SQLite database and returns
+// it with a raw handle on the database.
+func openSeeded(t *testing.T) (*domain.Store, *sql.DB) {
+	t.Helper()
+	store, db := backends[0].seeded(t)
+	return store, db.raw
 }
 
 // rawDB opens the database file directly, read-only, for assertions that
@@ -112,4 +183,23 @@ func stateOf(t *testing.T, db *sql.DB) dbState {
 // sqlOpen opens the database file for writing, bypassing the store.
 func sqlOpen(path string) (*sql.DB, error) {
 	return sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+}
+
+// count returns the integer query selects on db.
+func count(t *testing.T, db *sql.DB, query string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// schemaVersion reads the schema version as b keeps it.
+func schemaVersion(t *testing.T, b backend, db *sql.DB) int {
+	t.Helper()
+	if b.name == "sqlite" {
+		return count(t, db, `PRAGMA user_version`)
+	}
+	return count(t, db, `SELECT version FROM devices_schema`)
 }

@@ -2,6 +2,8 @@ package domain
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +78,13 @@ const (
 // arguments are INVALID_INPUT with details.issues (one per unknown id at
 // "ids[<index>]", the spec's issue path format); any other failure is returned as a plain error, which
 // the registry reports as a sanitised EXECUTION_FAILED.
+//
+// "devices.disable" and "devices.enable" pass call.InvocationID to the
+// store as the idempotency key ([Store.DisableOnce]): a retry with the
+// same invocation id executes once, on whichever replica it lands, and
+// returns the first call's output; the id reused for a different request
+// is INVOCATION_CONFLICT with details.reason
+// "id-reused-with-different-request".
 func Procedures(store *Store) *surface.FuncExecutor {
 	x := surface.NewFuncExecutor()
 	surface.AddFunc(x, ListPath, func(ctx context.Context, call *surface.ProcedureCall, in ListInput) (ListOutput, error) {
@@ -94,7 +103,7 @@ func Procedures(store *Store) *surface.FuncExecutor {
 		if !ok {
 			return DisableOutput{}, surface.NewError(surface.CodeNotAuthenticated, "", nil)
 		}
-		res, err := store.Disable(ctx, u, in.IDs, in.Reason)
+		res, err := store.DisableOnce(ctx, u, invocationKey(call.InvocationID), in.IDs, in.Reason)
 		if err != nil {
 			return DisableOutput{}, agentError(err, in.IDs)
 		}
@@ -105,13 +114,25 @@ func Procedures(store *Store) *surface.FuncExecutor {
 		if !ok {
 			return EnableOutput{}, surface.NewError(surface.CodeNotAuthenticated, "", nil)
 		}
-		res, err := store.Enable(ctx, u, in.IDs, in.Reason)
+		res, err := store.EnableOnce(ctx, u, invocationKey(call.InvocationID), in.IDs, in.Reason)
 		if err != nil {
 			return EnableOutput{}, agentError(err, in.IDs)
 		}
 		return EnableOutput{Enabled: res.Enabled}, nil
 	})
 	return x
+}
+
+// invocationKey returns the store's idempotency key for an invocation id:
+// the id itself, or, when the store would refuse it (longer than
+// MaxKeyLength, not UTF-8 text), a digest of it, so that any id the agent
+// chose still deduplicates.
+func invocationKey(id string) string {
+	if checkKey(id) == nil {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // agentError maps a store error to what the agent may see; ids are the
@@ -123,6 +144,8 @@ func agentError(err error, ids []string) error {
 	switch {
 	case errors.Is(err, ErrForbidden):
 		return surface.NewError(surface.CodeNotAuthorized, "", map[string]any{"origin": "server"})
+	case errors.Is(err, ErrKeyReused):
+		return surface.NewError(surface.CodeInvocationConflict, "", map[string]any{"reason": "id-reused-with-different-request"})
 	case errors.As(err, &nf):
 		var issues []surface.Issue
 		for i, id := range ids {

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -21,11 +22,18 @@ func TestProceduresManifest(t *testing.T) {
 	}
 }
 
-// execute calls the executor directly, as the registry would.
+// execute calls the executor directly, as the registry would, with a new
+// invocation id.
 func execute(t *testing.T, x surface.ProcedureExecutor, path string, host map[string]any, input string) (json.RawMessage, error) {
 	t.Helper()
+	return executeID(t, x, path, host, input, "inv_"+rand.Text())
+}
+
+// executeID is execute with the invocation id id.
+func executeID(t *testing.T, x surface.ProcedureExecutor, path string, host map[string]any, input, id string) (json.RawMessage, error) {
+	t.Helper()
 	return x.Execute(context.Background(), &surface.ProcedureCall{
-		ProcedureID: "domain:" + path, Path: path, Input: json.RawMessage(input), InvocationID: "inv_test",
+		ProcedureID: "domain:" + path, Path: path, Input: json.RawMessage(input), InvocationID: id,
 		Consumer: surfacetest.Consumer(), Host: host,
 		// Evidence is information, never authority.
 		Confirmation: &surface.Evidence{},
@@ -42,8 +50,7 @@ func requireAgentError(t *testing.T, err error, code surface.Code) *surface.Erro
 }
 
 func TestProceduresErrorMapping(t *testing.T) {
-	store, path := openSeeded(t)
-	db := rawDB(t, path)
+	store, db := openSeeded(t)
 	before := stateOf(t, db)
 	x := domain.Procedures(store)
 	as := func(u domain.User) map[string]any { return map[string]any{"user": u} }
@@ -235,4 +242,49 @@ func TestErrorTexts(t *testing.T) {
 	if errors.Is(nf, domain.ErrInvalid) || errors.Is(bad, domain.ErrNotFound) {
 		t.Fatal("errors match the wrong sentinel")
 	}
+}
+
+// The disable and enable procedures pass the invocation id as the store's
+// idempotency key: a retry through another replica's executor returns the
+// first output and writes nothing; the id reused for another request is
+// INVOCATION_CONFLICT (AS-IDENT-002, AS-IDENT-003 across replicas).
+func TestProceduresDeduplicateByInvocationID(t *testing.T) {
+	forBackends(t, func(t *testing.T, b backend) {
+		store, db := b.seeded(t)
+		replicas := []surface.ProcedureExecutor{domain.Procedures(store), domain.Procedures(db.open(t))}
+		host := map[string]any{"user": operator}
+		long := strings.Repeat("i", 300) // longer than a store key: digested
+		for _, id := range []string{"inv-42", long} {
+			var outs []string
+			for _, x := range replicas {
+				out, err := executeID(t, x, domain.DisablePath, host, `{"ids":["d1","d2"],"reason":"r"}`, id)
+				if err != nil {
+					t.Fatalf("%.10s: %v", id, err)
+				}
+				outs = append(outs, string(out))
+			}
+			if outs[0] != `{"disabled":2}` || outs[1] != outs[0] {
+				t.Fatalf("%.10s: outputs %v", id, outs)
+			}
+			// Enable them again for the next id.
+			if _, err := executeID(t, replicas[1], domain.EnablePath, host, `{"ids":["d1","d2"],"reason":"r"}`, id+"-enable"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(auditLog(t, db.raw)); n != 8 {
+			t.Fatalf("%d audit rows, want 8 (2 devices, 2 ids, disable and enable)", n)
+		}
+		before := stateOf(t, db.raw)
+		for _, call := range []struct{ path, input string }{
+			{domain.DisablePath, `{"ids":["d3"],"reason":"r"}`},
+			{domain.EnablePath, `{"ids":["d1","d2"],"reason":"r"}`},
+		} {
+			_, err := executeID(t, replicas[1], call.path, host, call.input, "inv-42")
+			e := requireAgentError(t, err, surface.CodeInvocationConflict)
+			if !reflect.DeepEqual(e.Details, map[string]any{"reason": "id-reused-with-different-request"}) || strings.Contains(e.Message, "d1") {
+				t.Fatalf("%+v", e)
+			}
+		}
+		requireUnchanged(t, before, stateOf(t, db.raw))
+	})
 }

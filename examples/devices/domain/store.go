@@ -12,43 +12,62 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
-// Store is the devices domain service on a SQLite database. It is safe
-// for concurrent use.
+// Store is the devices domain service on a SQLite ([Open]) or PostgreSQL
+// ([OpenPostgres]) database; both behave the same. It is safe for
+// concurrent use, and several Stores (processes) may share one PostgreSQL
+// database.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db      *sql.DB
+	dialect dialect
+	now     func() time.Time
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // schemaVersion is the schema version this package migrates to, kept in
-// PRAGMA user_version.
-const schemaVersion = 1
+// PRAGMA user_version on SQLite and in the devices_schema table on
+// PostgreSQL.
+const schemaVersion = 2
 
-// migrations[i] takes the schema from version i to i+1.
+// migrations[i] takes the schema from version i to i+1, in the markers of
+// [dialect.sql].
 func migrations() [][]string {
 	return [][]string{{
 		`CREATE TABLE IF NOT EXISTS devices (
-			id         TEXT PRIMARY KEY,
-			name       TEXT NOT NULL,
+			id         {text} PRIMARY KEY,
+			name       {text} NOT NULL,
 			status     TEXT NOT NULL CHECK (status IN ('online', 'offline', 'disabled')),
-			site       TEXT NOT NULL,
+			site       {text} NOT NULL,
 			updated_at TEXT NOT NULL
 		)`,
 		`CREATE INDEX IF NOT EXISTS devices_status ON devices (status)`,
 		`CREATE INDEX IF NOT EXISTS devices_site ON devices (site)`,
 		`CREATE TABLE IF NOT EXISTS audit_log (
-			id          INTEGER PRIMARY KEY AUTOINCREMENT,
+			id          {serial},
 			at          TEXT NOT NULL,
 			user_id     TEXT NOT NULL,
 			action      TEXT NOT NULL CHECK (action IN ('disable', 'enable')),
-			device_id   TEXT NOT NULL REFERENCES devices (id),
+			device_id   {text} NOT NULL REFERENCES devices (id),
 			from_status TEXT NOT NULL,
 			to_status   TEXT NOT NULL,
 			reason      TEXT NOT NULL
 		)`,
 		`CREATE INDEX IF NOT EXISTS audit_log_device ON audit_log (device_id, id)`,
+	}, {
+		// The idempotency keys of Disable and Enable calls: see
+		// DisableOnce.
+		`CREATE TABLE IF NOT EXISTS invocation_keys (
+			user_id        {text} NOT NULL,
+			invocation_key {text} NOT NULL,
+			action         TEXT NOT NULL CHECK (action IN ('disable', 'enable')),
+			digest         TEXT NOT NULL,
+			changed        INTEGER NOT NULL,
+			created_at     TEXT NOT NULL,
+			expires_at     TEXT NOT NULL,
+			PRIMARY KEY (user_id, invocation_key)
+		)`,
+		`CREATE INDEX IF NOT EXISTS invocation_keys_expiry ON invocation_keys (expires_at)`,
 	}}
 }
 
@@ -61,7 +80,7 @@ const maxConns = 8
 // writes takes the write lock up front and cannot fail to upgrade.
 const dsnParams = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
-// Open opens the devices database at path, creating it if needed, and
+// Open opens the SQLite devices database at path, creating it if needed, and
 // migrates its schema; it is safe to open an existing database again.
 // path is a file name (it may not contain '?'), or ":memory:" for a
 // private in-memory database held by a single connection. The database is
@@ -85,7 +104,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.SetMaxOpenConns(maxConns)
 		db.SetMaxIdleConns(maxConns)
 	}
-	s := &Store{db: db, now: time.Now}
+	s := &Store{db: db, dialect: dialectSQLite, now: time.Now}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("domain: migrate %s: %w", path, err)
@@ -93,15 +112,20 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
-// migrate brings the schema to schemaVersion in one transaction.
+// migrate brings the schema to schemaVersion in one transaction. On
+// PostgreSQL the transaction first takes an advisory lock, so that Stores
+// opening a database at the same time migrate one after the other.
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	var version int
-	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+	if err := s.lockSchema(ctx, tx); err != nil {
+		return err
+	}
+	version, err := s.schemaVersion(ctx, tx)
+	if err != nil {
 		return err
 	}
 	if version > schemaVersion {
@@ -110,18 +134,63 @@ func (s *Store) migrate(ctx context.Context) error {
 	steps := migrations()
 	for v := version; v < schemaVersion; v++ {
 		for _, stmt := range steps[v] {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			if _, err := tx.ExecContext(ctx, s.dialect.sql(stmt)); err != nil {
 				return err
 			}
 		}
 	}
 	if version != schemaVersion {
-		// PRAGMA takes no parameters; the value is a constant.
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		if err := s.setSchemaVersion(ctx, tx, schemaVersion); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
+}
+
+// schemaLockKey is the PostgreSQL advisory lock that serialises this
+// package's migrations and seeding on one database.
+const schemaLockKey int64 = 0x6465766963657300 // "devices\0"
+
+// lockSchema takes the schema lock until tx ends, on PostgreSQL; SQLite's
+// transactions are serialised already (BEGIN IMMEDIATE).
+func (s *Store) lockSchema(ctx context.Context, tx *sql.Tx) error {
+	if s.dialect != dialectPostgres {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, schemaLockKey)
+	return err
+}
+
+// schemaVersion reads the schema version: 0 for a new database.
+func (s *Store) schemaVersion(ctx context.Context, tx *sql.Tx) (int, error) {
+	var version int
+	if s.dialect == dialectSQLite {
+		err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version)
+		return version, err
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS devices_schema (
+		singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+		version   INTEGER NOT NULL
+	)`); err != nil {
+		return 0, err
+	}
+	err := tx.QueryRowContext(ctx, `SELECT version FROM devices_schema`).Scan(&version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return version, err
+}
+
+// setSchemaVersion records the schema version.
+func (s *Store) setSchemaVersion(ctx context.Context, tx *sql.Tx, version int) error {
+	if s.dialect == dialectSQLite {
+		// PRAGMA takes no parameters; the value is a constant.
+		_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, version))
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO devices_schema (version) VALUES ($1)
+		ON CONFLICT (singleton) DO UPDATE SET version = excluded.version`, version)
+	return err
 }
 
 // Close closes the database. It is idempotent and returns the first
@@ -150,13 +219,17 @@ func seedDevices() []Device {
 }
 
 // Seed inserts the example's twelve devices (d1 … d12 at four sites) when
-// the devices table is empty, and does nothing otherwise.
+// the devices table is empty, and does nothing otherwise. Stores seeding
+// one database at the same time seed it once.
 func (s *Store) Seed(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("domain: seed: %w", err)
 	}
 	defer tx.Rollback()
+	if err := s.lockSchema(ctx, tx); err != nil {
+		return fmt.Errorf("domain: seed: %w", err)
+	}
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM devices`).Scan(&n); err != nil {
 		return fmt.Errorf("domain: seed: %w", err)
@@ -167,7 +240,8 @@ func (s *Store) Seed(ctx context.Context) error {
 	now := s.now()
 	for i, d := range seedDevices() {
 		at := now.Add(-time.Duration(i) * 7 * time.Minute) // staggered last reports
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id, name, status, site, updated_at) VALUES (?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, s.dialect.sql(`INSERT INTO devices (id, name, status, site, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`),
 			d.ID, d.Name, string(d.Status), d.Site, formatTime(at)); err != nil {
 			return fmt.Errorf("domain: seed: %w", err)
 		}
