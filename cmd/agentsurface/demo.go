@@ -34,6 +34,12 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
 	modelTimeout := fs.Duration("model-timeout", chat.DefaultRequestTimeout, "give up on a model request that has not answered after this long (the page's Stop ends a run at once)")
+	var rf replicaFlags
+	fs.StringVar(&rf.postgres, "postgres", "", "PostgreSQL URL (postgres://user:pass@host/db): keep the devices, the session directory and the audit there instead of SQLite, so that several replicas can serve the console behind one load balancer (see docs/deploy.md)")
+	fs.StringVar(&rf.addr, "replica-addr", "", "with --postgres: the base URL at which the other replicas reach this one, e.g. http://10.0.0.5:8080 (default: the --addr it listens on); needs $"+envReplicaSecret)
+	fs.StringVar(&rf.name, "replica-name", "", "with --postgres: this replica's name in logs and in the audit table (default: the host name)")
+	fs.DurationVar(&rf.lease, "replica-lease", 15*time.Second, "with --postgres: how long this replica's sessions outlive its last renewal; after a crash its sessions end within it")
+	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links (default: the address it listens on); behind a load balancer, the balancer's")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY\n($OPENAI_ORG_ID and $OPENAI_PROJECT_ID, if set, are sent too).\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
@@ -45,6 +51,25 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(stderr, "agentsurface demo: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	replicaOnly := ""
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "replica-addr", "replica-name", "replica-lease":
+			replicaOnly = f.Name
+		}
+	})
+	if rf.postgres == "" && replicaOnly != "" {
+		fmt.Fprintf(stderr, "agentsurface demo: --%s needs --postgres\n", replicaOnly)
+		return exitUsage
+	}
+	if rf.postgres != "" && *reset {
+		fmt.Fprintln(stderr, "agentsurface demo: --reset applies to the SQLite database, not to --postgres")
+		return exitUsage
+	}
+	if rf.lease <= 0 {
+		fmt.Fprintln(stderr, "agentsurface demo: --replica-lease must be positive")
 		return exitUsage
 	}
 	if *approve && !*scripted {
@@ -65,37 +90,44 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The SDK's own errors (an unreachable collector) go to the same log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "error", err) }))
 
-	dbSet := false
-	fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
-	if *scripted && !dbSet {
-		// The task disables devices: each scripted run starts from the seed.
-		dir, err := os.MkdirTemp("", "agentsurface-demo-")
+	// Listen first: the other replicas reach this one at its address.
+	ln, err := net.Listen("tcp", *addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		fmt.Fprintf(stderr, "agentsurface demo: %s is already in use; choose another address with --addr\n", *addr)
+		return exitFail
+	}
+	if err != nil {
+		return fail(stderr, "demo", fmt.Errorf("listen on %s (see --addr): %w", *addr, err))
+	}
+	defer ln.Close()
+
+	opts := console.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}
+	var dep *deployment
+	if rf.postgres != "" {
+		if dep, err = openDeployment(ctx, rf, ln, log); err != nil {
+			return fail(stderr, "demo", err)
+		}
+		defer dep.close(log) // after the console has closed (deferred below)
+		opts.Store, opts.Replica = dep.store, &dep.rep
+	} else {
+		dbSet := false
+		fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
+		if *scripted && !dbSet {
+			// The task disables devices: each scripted run starts from the seed.
+			dir, err := os.MkdirTemp("", "agentsurface-demo-")
+			if err != nil {
+				return fail(stderr, "demo", err)
+			}
+			defer os.RemoveAll(dir)
+			*db = filepath.Join(dir, "devices.db")
+		}
+		store, err := openSQLite(ctx, *db, *reset)
 		if err != nil {
 			return fail(stderr, "demo", err)
 		}
-		defer os.RemoveAll(dir)
-		*db = filepath.Join(dir, "devices.db")
+		defer store.Close()
+		opts.Store = store
 	}
-	if *reset {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if err := os.Remove(*db + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fail(stderr, "demo", err)
-			}
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(*db), 0o755); err != nil {
-		return fail(stderr, "demo", err)
-	}
-	store, err := domain.Open(ctx, *db)
-	if err != nil {
-		return fail(stderr, "demo", err)
-	}
-	defer store.Close()
-	if err := store.Seed(ctx); err != nil {
-		return fail(stderr, "demo", err)
-	}
-
-	opts := console.Options{Store: store, Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}
 	if *modelURL != "" {
 		loop := chat.New(*modelURL, *model, os.Getenv("OPENAI_API_KEY"))
 		loop.Header = openAIHeaders()
@@ -115,14 +147,6 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 	defer app.Close()
 
-	ln, err := net.Listen("tcp", *addr)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		fmt.Fprintf(stderr, "agentsurface demo: %s is already in use; choose another address with --addr\n", *addr)
-		return exitFail
-	}
-	if err != nil {
-		return fail(stderr, "demo", fmt.Errorf("listen on %s (see --addr): %w", *addr, err))
-	}
 	srv := newServer(handler, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -134,7 +158,10 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		<-served
 	}()
 
-	base := "http://" + ln.Addr().String()
+	base := strings.TrimSuffix(*publicURL, "/")
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
 	// The printed session is like every other: its views are mounted while
 	// a page shows it. Only the headless run keeps them mounted without one.
 	s, err := app.NewSession(console.SessionOptions{KeepShown: *scripted})
@@ -156,7 +183,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 
-	run := console.ScriptedRun{URL: base + "/mcp", Report: agent.Transcript(stdout)}
+	run := console.ScriptedRun{URL: "http://" + ln.Addr().String() + "/mcp", Report: agent.Transcript(stdout)}
 	if *approve {
 		run.Approver = "host (--approve)"
 	} else {
@@ -246,4 +273,28 @@ func defaultDB() string {
 		dir = os.TempDir()
 	}
 	return filepath.Join(dir, "agentsurface", "devices.db")
+}
+
+// openSQLite opens and seeds the demo's SQLite database at path, deleted
+// first with reset.
+func openSQLite(ctx context.Context, path string, reset bool) (*domain.Store, error) {
+	if reset {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	store, err := domain.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Seed(ctx); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	return store, nil
 }

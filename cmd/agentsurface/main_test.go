@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,11 +21,29 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/internal/pgtest"
 	"github.com/agentsurface/agentsurface/surface"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// pg is the PostgreSQL server of the replica tests.
+var pg *pgtest.Cluster
+
+func TestMain(m *testing.M) {
+	pg = pgtest.New()
+	if ok, reason := pg.Available(); !ok {
+		fmt.Fprintln(os.Stderr, "agentsurface tests: no PostgreSQL server, the replica tests skip:", reason)
+	}
+	code := m.Run()
+	pg.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // cli runs the command line and returns its exit status and outputs.
 func cli(t *testing.T, args ...string) (int, string, string) {
@@ -74,7 +94,8 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{}, {"nope"}, {"inspect"}, {"inspect", "a", "b"}, {"call", "http://x/mcp"}, {"call", "http://x/mcp", "tool", "{not json"},
-		{"demo", "--approve"}, {"demo", "--bogus"}, {"demo", "--log-level", "loud"}, {"demo", "extra"}, {"version", "x"}, {"inspect", "--token"},
+		{"demo", "--approve"}, {"demo", "--replica-addr", "http://10.0.0.5:8080"}, {"demo", "--replica-lease", "1s"},
+		{"demo", "--postgres", "postgres://x/y", "--reset"}, {"demo", "--postgres", "postgres://x/y", "--replica-lease", "0s"}, {"demo", "--bogus"}, {"demo", "--log-level", "loud"}, {"demo", "extra"}, {"version", "x"}, {"inspect", "--token"},
 	} {
 		code, out, errOut := cli(t, args...)
 		if code != exitUsage || errOut == "" || strings.Contains(out, "agentsurface:") {
