@@ -58,7 +58,7 @@ type cluster struct {
 }
 
 // newCluster starts n replicas named a, b, c….
-func newCluster(t *testing.T, n int) *cluster {
+func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{dbURL: postgres().Database(t), path: filepath.Join(t.TempDir(), "devices.db")}
 	pool := openPool(t, c.dbURL)
@@ -97,7 +97,7 @@ func openPool(t testing.TB, dbURL string) *pgxpool.Pool {
 // start starts a replica, wired as the package documentation says: the
 // listener first (its address goes into the directory), then the
 // directory and the notifier with the Replica's callbacks, then the App.
-func (c *cluster) start(t *testing.T, name string) *node {
+func (c *cluster) start(t testing.TB, name string) *node {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
