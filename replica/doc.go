@@ -87,7 +87,8 @@
 // Proxying streams: every write of the owner reaches the client at once
 // (server-sent events, the MCP Streamable HTTP GET stream and POST
 // responses streamed as events), and the request body streams to the
-// owner. The owner sees the request as the client sent it — method,
+// owner, both at once (full duplex: an owner may answer while the body
+// still arrives). The owner sees the request as the client sent it — method,
 // request URI, Host, cookies, Authorization — plus X-Forwarded-For,
 // X-Forwarded-Host and X-Forwarded-Proto (kept from a load balancer in
 // front, or set), and [ForwardedFrom] tells it which replica forwarded it.

@@ -203,6 +203,11 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, p *peer, k k
 		defer fw.timer.Stop()
 	}
 	f.d.stats.add(outcomeForwarded)
+	// The body and the answer stream at once. Without it this server
+	// drains and closes the request body when the answer's headers go
+	// out, under the proxy still copying it to the owner, which then
+	// breaks the connection to the owner mid-answer.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, fwdCtxKey{}, fw)))
 }
 

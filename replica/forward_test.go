@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -255,6 +256,52 @@ func TestOwnerDeathEndsItsSessionsWithinLease(t *testing.T) {
 		if status, body := do(t, c, http.MethodGet, nodes[2].addr+"/hit", alive, ""); status != http.StatusOK || !strings.HasPrefix(body, "r2 ") {
 			t.Fatalf("the live session at r3: %d %q", status, body)
 		}
+	}
+}
+
+// A forwarded request streams both ways at once: an owner that answers
+// while the body still arrives gets the rest of the body, and the client
+// the rest of the answer. (The forwarding replica's server would
+// otherwise drain and close the body when the answer's headers go out,
+// under the forwarding, breaking the connection to the owner.)
+func TestForwardingIsFullDuplex(t *testing.T) {
+	nodes, _, _ := three(t, nodeOptions{})
+	c := client(t)
+	tok := newSession(t, c, nodes[0].addr)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPost, nodes[1].addr+"/duplex", pr)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	type answer struct {
+		res *http.Response
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() { res, err := c.Do(req); got <- answer{res, err} }()
+	go func() { _, _ = pw.Write([]byte("ping ")) }()
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer headers while the body is still open")
+	}
+	if a.err != nil || a.res.StatusCode != http.StatusOK {
+		t.Fatalf("answer: %v %+v", a.err, a.res)
+	}
+	defer a.res.Body.Close()
+	first := make([]byte, 5)
+	if _, err := io.ReadFull(a.res.Body, first); err != nil || string(first) != "ping " {
+		t.Fatalf("first piece: %q %v", first, err)
+	}
+	go func() { _, _ = pw.Write([]byte("pong")); _ = pw.Close() }()
+	rest := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(a.res.Body); rest <- string(b) }()
+	select {
+	case r := <-rest:
+		if r != "pong" {
+			t.Fatalf("the rest of the answer: %q, want the rest of the body", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the rest of the body never reached the owner")
 	}
 }
 

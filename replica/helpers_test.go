@@ -232,6 +232,22 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/echo":
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %s %s %s", a.name, r.Method, r.URL.RequestURI(), b)
+	case "/duplex":
+		// Answers while the body still arrives: its headers at once, then
+		// each piece of the body as it comes.
+		rc := http.NewResponseController(w)
+		_ = rc.EnableFullDuplex()
+		w.WriteHeader(http.StatusOK)
+		_ = rc.Flush()
+		buf := make([]byte, 1024)
+		for {
+			n, err := r.Body.Read(buf)
+			_, _ = w.Write(buf[:n])
+			_ = rc.Flush()
+			if err != nil {
+				return
+			}
+		}
 	case "/stream":
 		// One event per /next of the same session: the test reads an
 		// event before it asks for the next, so a proxy that held the
