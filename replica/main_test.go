@@ -1,29 +1,13 @@
 package replica_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/agentsurface/agentsurface/internal/pgtest"
-	"go.uber.org/goleak"
 )
 
-// pg is the PostgreSQL server of this package's tests.
-var pg *pgtest.Cluster
+// pg is the PostgreSQL server of this package's tests, started by the
+// first test that needs one.
+var pg pgtest.Lazy
 
-func TestMain(m *testing.M) {
-	pg = pgtest.New()
-	if ok, reason := pg.Available(); !ok {
-		fmt.Fprintln(os.Stderr, "replica tests: no PostgreSQL server, the tests that need one skip:", reason)
-	}
-	code := m.Run()
-	pg.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &pg) }

@@ -5,12 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,27 +21,13 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/internal/pgtest"
 	"github.com/agentsurface/agentsurface/surface"
-	"go.uber.org/goleak"
 )
 
-// pg is the PostgreSQL server of the replica tests.
-var pg *pgtest.Cluster
+// pg is the PostgreSQL server of this package's tests, started by the
+// first test that needs one.
+var pg pgtest.Lazy
 
-func TestMain(m *testing.M) {
-	pg = pgtest.New()
-	if ok, reason := pg.Available(); !ok {
-		fmt.Fprintln(os.Stderr, "agentsurface tests: no PostgreSQL server, the replica tests skip:", reason)
-	}
-	code := m.Run()
-	pg.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &pg) }
 
 // cli runs the command line and returns its exit status and outputs.
 func cli(t *testing.T, args ...string) (int, string, string) {

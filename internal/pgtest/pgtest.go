@@ -1,6 +1,8 @@
 // Package pgtest gives tests a real PostgreSQL server.
 //
-// A test package calls [New] in its TestMain. With AGENTSURFACE_POSTGRES_URL
+// A test package declares a [Lazy] and runs its tests with [Main]; its
+// tests call Lazy.Database. (A package that needs the server itself calls
+// [New].) With AGENTSURFACE_POSTGRES_URL
 // set (a superuser's URL, as CI exports it), the tests use that server;
 // otherwise New starts a private server from the PostgreSQL binaries
 // installed on the machine (Debian: /usr/lib/postgresql/N/bin; another
@@ -28,10 +30,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
 // EnvURL names the environment variable holding the URL of a server to
@@ -318,4 +322,42 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Lazy is a test package's server, started by the first test that asks
+// for a database, so that the package's other tests never wait for it.
+// Its zero value is ready; run the package with [Main].
+type Lazy struct {
+	once sync.Once
+	c    *Cluster
+}
+
+// Database is [Cluster.Database] on the package's server, started (or
+// found) on first use. It skips tb, saying why, when there is none.
+func (l *Lazy) Database(tb testing.TB) string {
+	tb.Helper()
+	l.once.Do(func() { l.c = New() })
+	return l.c.Database(tb)
+}
+
+// Main runs a test package that uses l: it runs the tests, stops the
+// server if one was started, and when the tests passed checks that they
+// leaked no goroutine (goleak); then it exits with their status. Call it
+// from TestMain.
+func Main(m *testing.M, l *Lazy) {
+	code := m.Run()
+	l.once.Do(func() {}) // no server from now on
+	if l.c != nil {
+		if ok, reason := l.c.Available(); !ok {
+			fmt.Fprintln(os.Stderr, "no PostgreSQL server; the tests that need one were skipped:", reason)
+		}
+		l.c.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

@@ -32,7 +32,9 @@ func mcpAt(b *testing.B, tr http.RoundTripper, url, token string) *mcp.ClientSes
 // name-p99-µs.
 func percentiles(b *testing.B, name string, ds []time.Duration) (p50, p99 float64) {
 	slices.Sort(ds)
-	at := func(q float64) float64 { return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))].Nanoseconds()) / 1e3 }
+	at := func(q float64) float64 {
+		return float64(ds[min(len(ds)-1, int(q*float64(len(ds))))].Nanoseconds()) / 1e3
+	}
 	p50, p99 = at(0.50), at(0.99)
 	b.ReportMetric(p50, name+"-p50-µs")
 	b.ReportMetric(p99, name+"-p99-µs")

@@ -60,7 +60,7 @@ type cluster struct {
 // newCluster starts n replicas named a, b, c….
 func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	c := &cluster{dbURL: postgres().Database(t), path: filepath.Join(t.TempDir(), "devices.db")}
+	c := &cluster{dbURL: pg.Database(t), path: filepath.Join(t.TempDir(), "devices.db")}
 	pool := openPool(t, c.dbURL)
 	if err := replica.Migrate(bg, pool); err != nil {
 		t.Fatal(err)
