@@ -108,7 +108,7 @@ func replicaSecret(shared bool, log *slog.Logger) ([]byte, error) {
 	}
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
-	log.Info("no $" + envReplicaSecret + ": this replica made one up, so no other replica can forward to it; set it (the same on every replica) to run several")
+	log.Warn("no $" + envReplicaSecret + ": this replica made one up, so no other replica can forward to it; set it (the same on every replica) to run several")
 	return []byte(hex.EncodeToString(b)), nil
 }
 
