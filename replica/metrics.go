@@ -2,7 +2,7 @@ package replica
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -36,9 +36,23 @@ var outcomeNames = [numOutcomes]string{"local", "forwarded", "received", "ended"
 	"owner_unreachable", "owner_failed", "owner_gone", "owner_timeout", "bad_hop", "lease_lost"}
 
 // stats counts outcomes.
-type stats [numOutcomes]atomic.Uint64
+type stats struct {
+	mu sync.Mutex
+	n  [numOutcomes]uint64
+}
 
-func (s *stats) add(o outcome) { s[o].Add(1) }
+func (s *stats) add(o outcome) {
+	s.mu.Lock()
+	s.n[o]++
+	s.mu.Unlock()
+}
+
+// counts returns a copy of the counts.
+func (s *stats) counts() [numOutcomes]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
 
 // Stats counts what the directory and its forwarding handlers did since
 // the directory opened.
@@ -58,12 +72,12 @@ type Stats struct {
 
 // Stats returns the directory's counters.
 func (d *Directory) Stats() Stats {
-	s := d.stats
+	s := d.stats.counts()
 	return Stats{
-		Local: s[outcomeLocal].Load(), Forwarded: s[outcomeForwarded].Load(), Received: s[outcomeReceived].Load(),
-		Ended: s[outcomeEnded].Load(), Unavailable: s[outcomeUnavailable].Load(),
-		Unreachable: s[outcomeUnreachable].Load(), Failed: s[outcomeFailed].Load(), Gone: s[outcomeGone].Load(),
-		Timeout: s[outcomeTimeout].Load(), BadHops: s[outcomeBadHop].Load(), LeasesLost: s[outcomeLeaseLost].Load(),
+		Local: s[outcomeLocal], Forwarded: s[outcomeForwarded], Received: s[outcomeReceived],
+		Ended: s[outcomeEnded], Unavailable: s[outcomeUnavailable],
+		Unreachable: s[outcomeUnreachable], Failed: s[outcomeFailed], Gone: s[outcomeGone],
+		Timeout: s[outcomeTimeout], BadHops: s[outcomeBadHop], LeasesLost: s[outcomeLeaseLost],
 	}
 }
 
@@ -94,9 +108,9 @@ func (d *Directory) registerMetrics(mp metric.MeterProvider) metric.Registration
 		sets[i] = metric.WithAttributes(attribute.String("agentsurface.replica.outcome", n))
 	}
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for i := range numOutcomes {
-			if requests != nil {
-				o.ObserveInt64(requests, int64(d.stats[i].Load()), sets[i])
+		if requests != nil {
+			for i, n := range d.stats.counts() {
+				o.ObserveInt64(requests, int64(n), sets[i])
 			}
 		}
 		if sessions != nil {

@@ -23,8 +23,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // maxBody bounds the request bodies the balancer buffers (to send one
@@ -35,12 +35,14 @@ const maxBody = 4 << 20
 // It is safe for concurrent use.
 type Balancer struct {
 	backends []*url.URL
-	next     atomic.Uint64
-	served   []atomic.Int64 // requests answered by each backend
 	proxy    *httputil.ReverseProxy
 	tr       *http.Transport
 
 	closeOnce sync.Once
+
+	mu     sync.Mutex
+	next   int     // the backend the next request goes to first
+	served []int64 // requests answered by each backend
 }
 
 // New returns a balancer over the backends' base URLs ("http://host:port").
@@ -48,7 +50,7 @@ func New(backends ...string) (*Balancer, error) {
 	if len(backends) == 0 {
 		return nil, errors.New("lbtest: no backends")
 	}
-	b := &Balancer{served: make([]atomic.Int64, len(backends))}
+	b := &Balancer{served: make([]int64, len(backends))}
 	for _, s := range backends {
 		u, err := url.Parse(s)
 		if err != nil || u.Scheme == "" || u.Host == "" {
@@ -95,7 +97,10 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // when a connection is refused (nothing of the request was sent).
 func (b *Balancer) roundTrip(r *http.Request) (*http.Response, error) {
 	n := len(b.backends)
-	start := int((b.next.Add(1) - 1) % uint64(n))
+	b.mu.Lock()
+	start := b.next
+	b.next = (b.next + 1) % n
+	b.mu.Unlock()
 	var err error
 	for k := range n {
 		i := (start + k) % n
@@ -109,7 +114,9 @@ func (b *Balancer) roundTrip(r *http.Request) (*http.Response, error) {
 		var res *http.Response
 		res, err = b.tr.RoundTrip(out)
 		if err == nil {
-			b.served[i].Add(1)
+			b.mu.Lock()
+			b.served[i]++
+			b.mu.Unlock()
 			return res, nil
 		}
 		if !refused(err) || r.Context().Err() != nil {
@@ -128,11 +135,9 @@ func refused(err error) bool {
 // Served returns how many requests each backend has answered, in the
 // order of New's arguments.
 func (b *Balancer) Served() []int64 {
-	out := make([]int64, len(b.served))
-	for i := range b.served {
-		out[i] = b.served[i].Load()
-	}
-	return out
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.served)
 }
 
 // Close closes the balancer's idle connections to the backends.

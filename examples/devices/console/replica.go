@@ -13,7 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
@@ -73,7 +73,15 @@ type Replica struct {
 	// read.
 	Notifier *replica.Notifier
 
-	app atomic.Pointer[App] // bound by New
+	mu  sync.Mutex
+	app *App // bound by New
+}
+
+// bound returns the App New bound, or nil.
+func (r *Replica) bound() *App {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.app
 }
 
 // LeaseLost is the directory's OnLeaseLost: it ends every session of the
@@ -81,7 +89,7 @@ type Replica struct {
 // run out; their pages reconnect and get new sessions. Before [New] has
 // bound the App it does nothing.
 func (r *Replica) LeaseLost() {
-	if a := r.app.Load(); a != nil {
+	if a := r.bound(); a != nil {
 		a.EndSessions()
 	}
 }
@@ -91,7 +99,7 @@ func (r *Replica) LeaseLost() {
 // sessions refresh ([App.DevicesChanged]). It returns at once. Before
 // [New] has bound the App it does nothing.
 func (r *Replica) Notified(replica.Notification) {
-	if a := r.app.Load(); a != nil {
+	if a := r.bound(); a != nil {
 		a.DevicesChanged()
 	}
 }
@@ -101,9 +109,12 @@ func (r *Replica) bind(a *App) error {
 	if r.Directory == nil {
 		return errors.New("console: Options.Replica.Directory is required")
 	}
-	if !r.app.CompareAndSwap(nil, a) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.app != nil {
 		return errors.New("console: Options.Replica serves another App already")
 	}
+	r.app = a
 	return nil
 }
 
