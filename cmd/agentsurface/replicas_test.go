@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
+	"github.com/agentsurface/agentsurface/internal/browsertest"
 	"github.com/agentsurface/agentsurface/internal/lbtest"
 	"github.com/agentsurface/agentsurface/surface"
 )
@@ -388,7 +389,7 @@ func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 	// works through the balancer; the click on Approve reaches
 	// replica-2, and the agent's retry on replica-1 runs.
 	t.Run("approval through another replica", func(t *testing.T) {
-		bctx := headless(t)
+		bctx := browsertest.Headless(t)
 		bctx, bcancel := context.WithTimeout(bctx, 90*time.Second)
 		defer bcancel()
 		if err := chromedp.Do(bctx, chromedp.Navigate(reps[1].base+reps[0].join), chromedp.WaitReady(`body[data-live]`), chromedp.WaitVisible(`#table tr[data-id="d9"]`)); err != nil {
@@ -564,34 +565,4 @@ func TestDemoScriptedOnPostgres(t *testing.T) {
 	if code != exitFail || !strings.Contains(errOut, envReplicaSecret) {
 		t.Fatalf("--replica-addr without a secret: %d %q", code, errOut)
 	}
-}
-
-// headless starts a headless Chromium for the test, or skips the test
-// when none is installed.
-func headless(t *testing.T) context.Context {
-	t.Helper()
-	bin := ""
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		t.Skip("no Chromium binary: install Debian's chromium package (apt-get install -y chromium) to run the browser test")
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(bin),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 1000),
-	)
-	ctx, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(func() {
-		cancelBrowser()
-		cancelAlloc()
-	})
-	return ctx
 }

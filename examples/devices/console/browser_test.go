@@ -3,7 +3,6 @@ package console_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,19 +10,10 @@ import (
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/internal/browsertest"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/chromedp/chromedp"
 )
-
-// chromium returns the Chromium binary, or "" when none is installed.
-func chromium() string {
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // artifactDir is where tests leave files for people to look at:
 // $AGENTSURFACE_ARTIFACTS, else the system's temp dir.
@@ -38,34 +28,10 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
-// headless starts a headless Chromium for the test, or skips the test
-// when none is installed. Tabs made with chromedp.NewContext from the
-// returned context share the browser; it stops when the test ends, before
-// the cleanups registered earlier: call it after newDemo, so that the
-// pages close before the server does.
-func headless(t *testing.T) context.Context {
-	t.Helper()
-	bin := chromium()
-	if bin == "" {
-		t.Skip("no Chromium binary: install Debian's chromium package (apt-get install -y chromium) to run the browser test")
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(bin),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 1000),
-	)
-	ctx, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(func() {
-		cancelBrowser()
-		cancelAlloc()
-	})
-	return ctx
-}
+// headless starts a headless Chromium for the test, or skips it (see
+// browsertest.Headless): call it after newDemo, so that the pages close
+// before the server does.
+func headless(t *testing.T) context.Context { return browsertest.Headless(t) }
 
 // openPage opens the page of a new session of d in a headless Chromium,
 // as the demo's printed link does, and waits until sel is visible. The
