@@ -427,6 +427,8 @@ func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 	// another replica's session, executes once: after someone brought
 	// the device back online, the retry changes nothing and answers what
 	// the first call did.
+	// AS-IDENT-001 and AS-IDENT-006 across replicas: the retry carries
+	// approved evidence under the same id and runs once.
 	t.Run("retried write executes once", func(t *testing.T) {
 		first := vs[1].disableOnce(ctx, t, "d4", "maintenance-7")
 		if first.Status != surface.StatusOK || string(first.Output) != `{"disabled":1}` {

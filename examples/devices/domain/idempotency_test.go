@@ -15,6 +15,7 @@ import (
 // A retried keyed call executes nothing and returns the first call's
 // result, on the same Store or another one on the database (a retry that
 // reaches another replica): one audit_log row per changed device, ever.
+// The domain side of AS-IDENT-001.
 func TestDisableOnceRetryReturnsRecordedResult(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		first, db := b.seeded(t)
@@ -78,6 +79,7 @@ func TestDisableOnceRetryReturnsRecordedResult(t *testing.T) {
 
 // A key used again for another action, other ids or another reason is a
 // KeyReusedError and changes nothing; the recorded result stays intact.
+// The domain side of AS-IDENT-002 and AS-IDENT-003.
 func TestKeyReuseIsRefused(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		store, db := b.seeded(t)
@@ -156,7 +158,8 @@ func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // A key is remembered for KeyRetention: then a call with it executes
-// again, and keyed calls delete the expired keys.
+// again, and keyed calls delete the expired keys. The domain side of
+// AS-IDENT-005.
 func TestKeyRetention(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		db := b.newDB(t)
@@ -195,6 +198,7 @@ func TestKeyRetention(t *testing.T) {
 
 // Concurrent calls with one key on two Stores sharing the database (two
 // replicas) execute once: the others wait for it and return its result.
+// AS-IDENT-001 (join in flight) across processes.
 func TestConcurrentDisableOnce(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		_, db := b.seeded(t)
