@@ -209,6 +209,12 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, p *peer, k k
 	// breaks the connection to the owner mid-answer.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, fwdCtxKey{}, fw)))
+	// Whatever of the body the owner did not take (all of it when the
+	// owner could not be reached) is drained here, before returning. In
+	// full duplex the server would drain it only after the handler
+	// returned, and the background read that reaching its end starts
+	// would then break the connection's next request (golang/go#68560).
+	_ = r.Body.Close()
 }
 
 // rewrite addresses the outgoing request to the owner and signs it. The

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -729,6 +730,45 @@ func TestPostgresRestartUnderTraffic(t *testing.T) {
 	for _, n := range nodes {
 		if n.dir.Stats().LeasesLost != 0 {
 			t.Fatalf("%s lost its lease", n.name)
+		}
+	}
+}
+
+// A forwarded request whose body the owner never read (here: the owner
+// cannot be reached, so nothing was sent) leaves the client's connection
+// usable: the next request on it is answered. Forwarding streams both
+// ways, and net/http's server, which otherwise drains an unread body
+// while the handler still runs, would drain it only after the handler
+// returned, starting a background read that its next request read then
+// panicked on ("invalid concurrent Body.Read call"), dropping the
+// connection (golang/go#68560).
+func TestForwardedBodyLeftUnreadKeepsConnection(t *testing.T) {
+	_, url := migrated(t)
+	a := startNode(t, url, "a", nodeOptions{lease: time.Hour}) // a's lease outlives the test: a is unreachable, not gone
+	b := startNode(t, url, "b", nodeOptions{lease: time.Hour})
+	tok := newSession(t, client(t), a.addr)
+	a.crash()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.addr, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	for i, req := range []string{
+		"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok + "\r\nContent-Length: 5\r\n\r\nhello",
+		"GET /hit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok + "\r\n\r\n",
+	} {
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on the same connection: %v (the server dropped it)", i+1, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("request %d: %s, want 503 (owner unreachable)", i+1, res.Status)
 		}
 	}
 }
