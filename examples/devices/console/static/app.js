@@ -15,21 +15,30 @@
   if (webmcp) events.addEventListener('tools', (e) => webmcp.offer(JSON.parse(e.data)));
   // A scrolled list inside a fragment (data-stick="bottom": the agent's
   // log) keeps its place across patches and resizes; one scrolled to its
-  // end stays there, so the newest output stays in view.
-  const atEnd = new Map(); // fragment id → the list was at its end
+  // end stays there, so the newest output stays in view. Where a list is
+  // is read when a patch arrives, not from scroll events: those fire at
+  // the next frame, which a busy machine delays past the patch.
+  const atEnd = new Map(); // fragment id → the list was at its end (for resizes)
   const keyOf = (el) => (el.closest('[id]') || document.body).id;
   const isAtEnd = (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 8;
   document.addEventListener('scroll', (e) => {
     const el = e.target;
     if (el instanceof Element && el.matches('[data-stick]')) atEnd.set(keyOf(el), isAtEnd(el));
   }, true);
-  const scrolled = (root) => [...root.querySelectorAll('[data-stick]')].map((el) => el.scrollTop);
+  // scrolled reads each list's place: its offset, and whether it is at
+  // its end.
+  const scrolled = (root) => [...root.querySelectorAll('[data-stick]')].map((el) => ({ top: el.scrollTop, end: isAtEnd(el) }));
   const restore = (root, before) => {
     root.querySelectorAll('[data-stick]').forEach((el, i) => {
-      el.scrollTop = atEnd.get(keyOf(el)) !== false ? el.scrollHeight : before[i] || 0;
+      const was = before[i];
+      const end = was ? was.end : atEnd.get(keyOf(el)) !== false;
+      el.scrollTop = end ? el.scrollHeight : was ? was.top : el.scrollTop;
+      atEnd.set(keyOf(el), end);
     });
   };
-  window.addEventListener('resize', () => restore(document, scrolled(document)));
+  // A resize has already moved the lists: where they were comes from
+  // the last scroll or patch.
+  window.addEventListener('resize', () => restore(document, []));
   // The agent form lives outside its fragment (typing survives patches);
   // its buttons follow the run's state.
   const syncAgentForm = () => {
