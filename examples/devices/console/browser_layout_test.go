@@ -115,7 +115,7 @@ func TestBrowserLayout(t *testing.T) {
 	for _, w := range []int64{1280, 1440, 390} {
 		tb.do(chromedp.EmulateViewport(w, 900))
 		// The page follows the resize at its resize event.
-		wctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+		wctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second) // a bound on failure: a busy machine is slow to lay out
 		_, err := chromedp.Run(wctx, chromedp.Poll[bool](atEnd))
 		cancel()
 		if err != nil {
@@ -179,7 +179,7 @@ func TestBrowserLayout(t *testing.T) {
 		t.Error("the long reply is wider than the log")
 	}
 	tb.do(chromedp.SendKeys(`.agent-card input[name=prompt]`, "again"), chromedp.Click(`.agent-card button.run`))
-	pctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(pctx, chromedp.Poll[bool](`document.querySelectorAll('#agent .chat li.you').length === 2 && document.querySelector('#agent .chat').dataset.busy === 'false'`)); err != nil {
 		t.Fatalf("%v: chat %+v, banner %q", err, s.Chat(), eval[string](tb, `document.getElementById('banner').textContent`))

@@ -183,7 +183,7 @@ func (tb *tab) awaitOffered(s *console.Session) []string {
 	tb.t.Helper()
 	want := available(webmcpToolset(tb.t, s))
 	b, _ := json.Marshal(want)
-	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`JSON.stringify(__webmcp.names()) === %q`, b))); err != nil {
 		tb.t.Fatalf("offered %v, available %v: %v", eval[[]string](tb, `__webmcp.names()`), want, err)
@@ -285,7 +285,7 @@ func TestBrowserWebMCP_AS_ADAPTER_003(t *testing.T) {
 			// The panel navigates to d2: same names, a new registration,
 			// so a new tool; the withdrawn one answers STALE_CAPABILITY.
 			tb.do(chromedp.Click(`#table tr[data-id="d2"] button.link`))
-			ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+			ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 			_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`__webmcp.tool(%q) && __webmcp.tool(%q) !== window.__d1`, toolReadDevice, toolReadDevice)))
 			cancel()
 			if err != nil {

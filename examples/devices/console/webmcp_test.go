@@ -511,7 +511,7 @@ func FuzzWebMCPCall(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.srv.URL+"/webmcp/call", strings.NewReader(body))
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
