@@ -121,7 +121,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wait := fs.Bool("wait", false, "when the call needs the user's approval, wait for the decision and print the final result")
 	poll := fs.Duration("poll", time.Second, "with --wait: how often to ask whether the user has decided")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentsurface call <mcp-url> <tool> ['<json arguments>'] [--token T] [--wait | --confirmation-id ID]\n\nCalls one tool and prints the result envelope. The exit status is 0 when\nthe envelope's status is ok, 1 otherwise.\n\nA call that needs the user's approval answers CONFIRMATION_REQUIRED with a\nconfirmationId: approve it in the page, then call again with the same\narguments and --confirmation-id; or give --wait, which waits for the\ndecision and retries by itself.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface call <mcp-url> <tool> ['<json arguments>'] [--token T] [--wait | --confirmation-id ID]\n\nLists the endpoint's tools, calls one and prints the result envelope. The\nexit status is 0 when the envelope's status is ok, 1 otherwise. When the\nsurface changed since the listing (the result says retry after-refresh),\nthe tools are listed again and the call is made once more; a tool that is\nno longer offered is said plainly.\n\nA call that needs the user's approval answers CONFIRMATION_REQUIRED with a\nconfirmationId: approve it in the page, then call again with the same\narguments and --confirmation-id; or give --wait, which waits for the\ndecision and retries by itself.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, code, done := parse(fs, args, stdout, stderr)
@@ -144,19 +144,25 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, *timeout, errTimedOut)
 	defer cancel()
-	m, err := dial(ctx, pos[0], *token, "agentsurface-call")
+	c := &oneShot{url: pos[0], tool: pos[1], input: input, timeout: *timeout}
+	m, err := dial(ctx, c.url, *token, "agentsurface-call")
 	if err != nil {
-		return fail(stderr, "call", err)
+		return fail(stderr, "call", c.stopped(ctx, err, "connecting"))
 	}
 	defer m.Close()
-	res, err := m.CallWith(ctx, pos[1], input, agent.CallOptions{ConfirmationID: *cid})
+	// The endpoint resolves a call against the tools its client was last
+	// shown, as with any MCP client: list them first.
+	if _, err := c.find(ctx, m, false); err != nil {
+		return fail(stderr, "call", c.stopped(ctx, err, "listing the tools"))
+	}
+	res, err := c.call(ctx, m, agent.CallOptions{ConfirmationID: *cid})
 	if err != nil {
-		return fail(stderr, "call", err)
+		return fail(stderr, "call", c.stopped(ctx, err, "calling "+c.tool))
 	}
 	if *wait && res.Error != nil && res.Error.Code == surface.CodeConfirmationRequired {
-		id, _ := res.Error.Details["confirmationId"].(string)
+		id := res.Error.ConfirmationID()
 		summary, _ := res.Error.Details["summary"].(string)
 		fmt.Fprintf(stderr, "agentsurface call: waiting for the user's decision on %s: %s\n", id, summary)
 		tick := time.NewTicker(*poll)
@@ -164,10 +170,16 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for res.Error != nil && res.Error.Code == surface.CodeConfirmationRequired {
 			select {
 			case <-ctx.Done():
-				return fail(stderr, "call", fmt.Errorf("no decision on %s within --timeout", id))
+				return fail(stderr, "call", c.stoppedWaiting(ctx, id))
 			case <-tick.C:
 			}
-			if res, err = m.CallWith(ctx, pos[1], input, agent.CallOptions{ConfirmationID: id}); err != nil {
+			// Asking again is a call: the registry answers
+			// CONFIRMATION_REQUIRED under the same invocation id until the
+			// user decides, which the console's Activity shows once.
+			if res, err = c.call(ctx, m, agent.CallOptions{ConfirmationID: id}); err != nil {
+				if ctx.Err() != nil {
+					return fail(stderr, "call", c.stoppedWaiting(ctx, id))
+				}
 				return fail(stderr, "call", err)
 			}
 		}
@@ -181,12 +193,96 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if res.Error != nil {
 		fmt.Fprintf(stderr, "agentsurface call: %s: %s\n", res.Error.Code, res.Error.Message)
-		if id, _ := res.Error.Details["confirmationId"].(string); res.Error.Code == surface.CodeConfirmationRequired && id != "" {
+		if id := res.Error.ConfirmationID(); res.Error.Code == surface.CodeConfirmationRequired && id != "" {
 			fmt.Fprintf(stderr, "  approve it in the page, then run the same call with --confirmation-id %s (or add --wait)\n", id)
 		}
 		return exitFail
 	}
 	return exitOK
+}
+
+// errTimedOut is the cause of a call command's context ending at
+// --timeout; any other cause is an interruption (SIGINT, SIGTERM).
+var errTimedOut = errors.New("--timeout passed")
+
+// oneShot is one tool call of the call command.
+type oneShot struct {
+	url, tool string
+	input     json.RawMessage
+	timeout   time.Duration
+}
+
+// goneError reports a tool the endpoint does not offer.
+type goneError struct {
+	url, tool string
+	// after is set when the tool was offered, and the endpoint no longer
+	// offers it once the surface changed.
+	after bool
+}
+
+func (e *goneError) Error() string {
+	if e.after {
+		return fmt.Sprintf("the tool %s is gone: the surface changed and %s no longer offers it (the page that offered it closed or shows something else); run \"agentsurface inspect %s\" for the tools it offers now",
+			e.tool, e.url, e.url)
+	}
+	return fmt.Sprintf("%s offers no tool %s now; run \"agentsurface inspect %s\" for the tools it offers", e.url, e.tool, e.url)
+}
+
+// find lists the endpoint's tools, which the endpoint then resolves the
+// client's calls against, and returns the one called c.tool, or a
+// *goneError (after: it was offered before).
+func (c *oneShot) find(ctx context.Context, m *agent.MCP, after bool) (agent.Tool, error) {
+	tools, err := m.List(ctx)
+	if err != nil {
+		return agent.Tool{}, err
+	}
+	for _, t := range tools {
+		if t.Name == c.tool {
+			return t, nil
+		}
+	}
+	return agent.Tool{}, &goneError{url: c.url, tool: c.tool, after: after}
+}
+
+// call calls the tool. A result that says to retry after a refresh (the
+// surface changed since the listing: STALE_CAPABILITY and the like) lists
+// the tools again and, if the tool is still offered and available, calls
+// it once more; a tool no longer offered is a *goneError.
+func (c *oneShot) call(ctx context.Context, m *agent.MCP, o agent.CallOptions) (surface.Result, error) {
+	res, err := m.CallWith(ctx, c.tool, c.input, o)
+	if err != nil || res.Error == nil || res.Error.Retry != surface.RetryAfterRefresh {
+		return res, err
+	}
+	t, err := c.find(ctx, m, true)
+	if err != nil {
+		return res, err
+	}
+	if !t.Available {
+		return res, nil // refreshed, and still unavailable: the result says why
+	}
+	return m.CallWith(ctx, c.tool, c.input, o)
+}
+
+// stopped says why doing what failed with err when ctx ended: --timeout
+// passed, or the command was interrupted.
+func (c *oneShot) stopped(ctx context.Context, err error, doing string) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if errors.Is(context.Cause(ctx), errTimedOut) {
+		return fmt.Errorf("gave up %s after --timeout (%s)", doing, c.timeout)
+	}
+	return fmt.Errorf("interrupted while %s (%v)", doing, context.Cause(ctx))
+}
+
+// stoppedWaiting says why the wait for the decision on confirmation id
+// ended without one, and what the user can still do.
+func (c *oneShot) stoppedWaiting(ctx context.Context, id string) error {
+	then := fmt.Sprintf("the approval stays pending in the page until it expires; once approved, run the same call with --confirmation-id %s", id)
+	if errors.Is(context.Cause(ctx), errTimedOut) {
+		return fmt.Errorf("no decision on %s within --timeout (%s); %s", id, c.timeout, then)
+	}
+	return fmt.Errorf("interrupted while waiting for the decision on %s (%v); %s", id, context.Cause(ctx), then)
 }
 
 func version(args []string, stdout, stderr io.Writer) int {

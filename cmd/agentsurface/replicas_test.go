@@ -231,7 +231,8 @@ func (v *visitor) decide(t *testing.T, cid string) {
 
 // disableOnce disables one device as an agent does: select it, call
 // devices.disable under invocation id key, have the user approve, retry.
-func (v *visitor) disableOnce(ctx context.Context, t *testing.T, device, key string) surface.Result {
+// It returns the retry's result and the approval it presented.
+func (v *visitor) disableOnce(ctx context.Context, t *testing.T, device, key string) (surface.Result, string) {
 	t.Helper()
 	if res := v.call(ctx, t, "view:devices.table.selectRows", `{"ids":["`+device+`"]}`, agent.CallOptions{}); res.Status != surface.StatusOK {
 		t.Fatalf("select %s: %+v", device, res.Error)
@@ -244,7 +245,7 @@ func (v *visitor) disableOnce(ctx context.Context, t *testing.T, device, key str
 	}
 	cid, _ := res.Error.Details["confirmationId"].(string)
 	v.decide(t, cid)
-	return v.call(ctx, t, "domain:devices.disable", args, agent.CallOptions{InvocationID: key, ConfirmationID: cid})
+	return v.call(ctx, t, "domain:devices.disable", args, agent.CallOptions{InvocationID: key, ConfirmationID: cid}), cid
 }
 
 // eventFeed reads an event stream into memory.
@@ -423,31 +424,47 @@ func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 		}
 	})
 
-	// The same disable, retried under the same invocation id through
-	// another replica's session, executes once: after someone brought
-	// the device back online, the retry changes nothing and answers what
-	// the first call did.
+	// The same disable, retried under the same invocation id by the same
+	// agent, its requests landing on whichever replica is next, executes
+	// once: after someone brought the device back online, the retry
+	// changes nothing and answers what the first call did. Another
+	// session's agent (on another replica) choosing the same id has a key
+	// of its own: its approved disable executes and is answered with what
+	// it did.
 	// AS-IDENT-001 and AS-IDENT-006 across replicas: the retry carries
-	// approved evidence under the same id and runs once.
+	// approved evidence under the same id and runs once. AS-IDENT-004
+	// across replicas: ids are the agent's own.
 	t.Run("retried write executes once", func(t *testing.T) {
-		first := vs[1].disableOnce(ctx, t, "d4", "maintenance-7")
+		args := `{"reason":"replaced under warranty"}`
+		disableRecords := func() (status string, changes int) {
+			t.Helper()
+			if err := db.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM audit_log WHERE device_id = 'd4' AND action = 'disable') FROM devices WHERE id = 'd4'`).Scan(&status, &changes); err != nil {
+				t.Fatal(err)
+			}
+			return status, changes
+		}
+		first, cid := vs[1].disableOnce(ctx, t, "d4", "maintenance-7")
 		if first.Status != surface.StatusOK || string(first.Output) != `{"disabled":1}` {
 			t.Fatalf("first disable: %+v %s", first.Error, first.Output)
 		}
 		if _, err := db.Exec(ctx, `UPDATE devices SET status = 'online' WHERE id = 'd4'`); err != nil {
 			t.Fatal(err)
 		}
-		retry := vs[2].disableOnce(ctx, t, "d4", "maintenance-7")
-		if retry.Status != surface.StatusOK || string(retry.Output) != `{"disabled":1}` {
-			t.Fatalf("retry: %+v %s", retry.Error, retry.Output)
+		for range 3 {
+			retry := vs[1].call(ctx, t, "domain:devices.disable", args, agent.CallOptions{InvocationID: "maintenance-7", ConfirmationID: cid})
+			if retry.Status != surface.StatusOK || string(retry.Output) != `{"disabled":1}` {
+				t.Fatalf("retry: %+v %s", retry.Error, retry.Output)
+			}
 		}
-		var status string
-		var changes int
-		if err := db.QueryRow(ctx, `SELECT status, (SELECT count(*) FROM audit_log WHERE device_id = 'd4' AND action = 'disable') FROM devices WHERE id = 'd4'`).Scan(&status, &changes); err != nil {
-			t.Fatal(err)
+		if status, changes := disableRecords(); status != "online" || changes != 1 {
+			t.Fatalf("after the retries: d4 %s with %d disable records, want online and 1", status, changes)
 		}
-		if status != "online" || changes != 1 {
-			t.Fatalf("after the retry: d4 %s with %d disable records, want online and 1", status, changes)
+		other, _ := vs[2].disableOnce(ctx, t, "d4", "maintenance-7")
+		if other.Status != surface.StatusOK || string(other.Output) != `{"disabled":1}` {
+			t.Fatalf("another session's disable under the same id: %+v %s", other.Error, other.Output)
+		}
+		if status, changes := disableRecords(); status != "disabled" || changes != 2 {
+			t.Fatalf("after another session's disable: d4 %s with %d disable records, want disabled and 2", status, changes)
 		}
 	})
 

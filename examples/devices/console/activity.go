@@ -44,11 +44,39 @@ func newActivity(capacity int, recorded func(surface.AuditEvent)) *activity {
 	return &activity{max: capacity, reading: map[string]string{}, labels: map[string]string{}, recorded: recorded} // the ring grows as entries come
 }
 
-// Record implements surface.AuditSink; it never fails.
+// Record implements surface.AuditSink; it never fails. A call that asks
+// again for a decision the user has not made yet adds no line: see
+// askingAgain.
 func (a *activity) Record(_ context.Context, e surface.AuditEvent) error {
+	if a.askingAgain(e) {
+		return nil
+	}
 	a.add(feedEntry{AuditEvent: e})
 	a.recorded(e)
 	return nil
+}
+
+// askingAgain reports whether e settles a call as CONFIRMATION_REQUIRED
+// again: the latest settlement of its invocation kept is one too. An
+// agent waiting for the user's decision asks again and again under one
+// invocation id (agentsurface call --wait polls so); the line of its
+// first ask stands for all of them, and the audit trail behind the feed
+// keeps every record.
+func (a *activity) askingAgain(e surface.AuditEvent) bool {
+	if e.Type != surface.AuditInvocationSettled || e.Code != surface.CodeConfirmationRequired || e.InvocationID == "" {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.ring {
+		// Newest first: the entry before a.next, backwards.
+		k := &a.ring[(a.next-1-i+2*len(a.ring))%len(a.ring)]
+		if !k.read && k.Type == surface.AuditInvocationSettled && k.InvocationID == e.InvocationID &&
+			k.ConsumerID == e.ConsumerID && k.CapabilityID == e.CapabilityID {
+			return k.Code == surface.CodeConfirmationRequired
+		}
+	}
+	return false
 }
 
 func (a *activity) add(e feedEntry) {

@@ -189,7 +189,7 @@ func New(opts Options) (*App, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.exec = &executor{inner: domain.Procedures(opts.Store), app: a}
+	a.exec = &executor{inner: domain.Procedures(opts.Store, &domain.ProcedureOptions{Consumer: idempotencyScope}), app: a}
 	a.mcp = a.newMCPHandler()
 	a.mux = a.routes()
 	if a.rep == nil {
@@ -351,6 +351,18 @@ func (x *executor) Execute(ctx context.Context, call *surface.ProcedureCall) (js
 		x.app.devicesChanged()
 	}
 	return out, err
+}
+
+// idempotencyScope is the consumer a domain call's invocation id belongs
+// to: the consumer key within its session. Every session has a registry
+// of its own whose consumers are named alike (every session's MCP agent
+// is "mcp-bridge:agent"), so the registry keeps their ids apart and so
+// must the domain: agents of two sessions choose ids independently, and
+// neither may be answered with, refused for or told of the other's use
+// of one (AS-IDENT-004).
+func idempotencyScope(call *surface.ProcedureCall) string {
+	session, _ := call.Host["session"].(string)
+	return "session " + session + " " + call.Consumer.Key()
 }
 
 // randomToken returns 32 random bytes, base64url: unguessable.

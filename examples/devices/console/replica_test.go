@@ -50,22 +50,30 @@ type node struct {
 }
 
 // cluster is a set of replicas on one Postgres database and one domain
-// file.
+// database.
 type cluster struct {
-	dbURL string
-	path  string // the SQLite file of the domain
-	nodes []*node
+	dbURL      string
+	openDomain func() (*domain.Store, error) // opens the domain database, for each replica
+	nodes      []*node
 }
 
-// newCluster starts n replicas named a, b, c….
+// newCluster starts n replicas named a, b, c… on a SQLite domain file.
 func newCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	c := &cluster{dbURL: pg.Database(t), path: filepath.Join(t.TempDir(), "devices.db")}
+	path := filepath.Join(t.TempDir(), "devices.db")
+	return newClusterOn(t, n, func() (*domain.Store, error) { return domain.Open(bg, path) })
+}
+
+// newClusterOn starts n replicas named a, b, c… on the domain database
+// openDomain opens.
+func newClusterOn(t testing.TB, n int, openDomain func() (*domain.Store, error)) *cluster {
+	t.Helper()
+	c := &cluster{dbURL: pg.Database(t), openDomain: openDomain}
 	pool := openPool(t, c.dbURL)
 	if err := replica.Migrate(bg, pool); err != nil {
 		t.Fatal(err)
 	}
-	seed, err := domain.Open(bg, c.path)
+	seed, err := c.openDomain()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +129,7 @@ func (c *cluster) start(t testing.TB, name string) *node {
 	rep.Notifier = n.notifier
 	n.audit = replica.NewAuditSink(n.pool, &replica.AuditOptions{Replica: name, Timeout: time.Second})
 	rep.Audit = n.audit
-	store, err := domain.Open(bg, c.path)
+	store, err := c.openDomain()
 	if err != nil {
 		t.Fatal(err)
 	}

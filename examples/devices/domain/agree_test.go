@@ -51,7 +51,7 @@ func TestBackendsAgree(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		c.set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 		for i, db := range raws {
-			for _, q := range []string{`DELETE FROM audit_log`, `DELETE FROM invocation_keys`, `DELETE FROM devices`} {
+			for _, q := range []string{`DELETE FROM audit_log`, `DELETE FROM idempotency_keys`, `DELETE FROM devices`} {
 				if _, err := db.Exec(q); err != nil {
 					rt.Fatal(err)
 				}
@@ -83,7 +83,10 @@ func TestBackendsAgree(t *testing.T) {
 				u := rapid.SampledFrom(users).Draw(rt, "user")
 				set := rapid.SliceOfN(rapid.SampledFrom(ids), 0, 4).Draw(rt, "ids")
 				reason := rapid.SampledFrom([]string{"r", " r ", "", "x\x00", "s"}).Draw(rt, "reason")
-				key := rapid.SampledFrom([]string{"", "k1", "k2"}).Draw(rt, "key")
+				key := domain.Key{
+					Consumer: rapid.SampledFrom([]string{"", "agent-a", "agent-b"}).Draw(rt, "consumer"),
+					ID:       rapid.SampledFrom([]string{"", "k1", "k2"}).Draw(rt, "key"),
+				}
 				if rapid.Bool().Draw(rt, "disable") {
 					op = func(s *domain.Store) any { r, err := s.DisableOnce(bg, u, key, set, reason); return result(r, err) }
 				} else {

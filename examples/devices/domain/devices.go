@@ -244,19 +244,23 @@ type EnableResult struct {
 // [*InvalidError]. It is [Store.DisableOnce] without a key: every call
 // executes.
 func (s *Store) Disable(ctx context.Context, u User, ids []string, reason string) (DisableResult, error) {
-	return s.DisableOnce(ctx, u, "", ids, reason)
+	return s.DisableOnce(ctx, u, Key{}, ids, reason)
 }
 
 // DisableOnce is [Store.Disable] with an idempotency key: of the calls of
-// user u with the same non-empty key within [KeyRetention], one executes
-// and the others return its recorded result (Replayed set), even when they
-// run at the same time on different Stores sharing the database. A key
-// used for a different request (another action, other ids, another
-// reason) is a [*KeyReusedError] and changes nothing. An empty key means
-// no deduplication; a key longer than [MaxKeyLength] bytes, or not valid
-// UTF-8 without NUL, is an [*InvalidError] for field "invocationId".
-// See the package documentation, "Idempotency".
-func (s *Store) DisableOnce(ctx context.Context, u User, key string, ids []string, reason string) (DisableResult, error) {
+// user u with the same key (the same consumer and id) within
+// [KeyRetention], one executes and the others return its recorded result
+// (Replayed set), even when they run at the same time on different Stores
+// sharing the database. The key used again by its consumer for a
+// different request (another action, other ids, another reason) is a
+// [*KeyReusedError] and changes nothing. The same id chosen by another
+// consumer, or by the same consumer for another user, is another key: it
+// executes as if the first had never been used. A zero key.ID means no
+// deduplication; an id longer than [MaxKeyLength] bytes, or not valid
+// UTF-8 without NUL, is an [*InvalidError] for field "invocationId", and
+// an id without a consumer one for field "consumer". See the package
+// documentation, "Idempotency".
+func (s *Store) DisableOnce(ctx context.Context, u User, key Key, ids []string, reason string) (DisableResult, error) {
 	n, replayed, err := s.transition(ctx, u, PermDisable, key, ids, reason)
 	return DisableResult{Disabled: n, Replayed: replayed}, err
 }
@@ -267,21 +271,21 @@ func (s *Store) DisableOnce(ctx context.Context, u User, key string, ids []strin
 // [Store.Disable] is, and writes one audit_log row per changed device. It
 // is [Store.EnableOnce] without a key.
 func (s *Store) Enable(ctx context.Context, u User, ids []string, reason string) (EnableResult, error) {
-	return s.EnableOnce(ctx, u, "", ids, reason)
+	return s.EnableOnce(ctx, u, Key{}, ids, reason)
 }
 
 // EnableOnce is [Store.Enable] with an idempotency key, deduplicated as
-// [Store.DisableOnce] is; a key of u's already used for a disable is a
-// [*KeyReusedError].
-func (s *Store) EnableOnce(ctx context.Context, u User, key string, ids []string, reason string) (EnableResult, error) {
+// [Store.DisableOnce] is; a key the same consumer already used for a
+// disable is a [*KeyReusedError].
+func (s *Store) EnableOnce(ctx context.Context, u User, key Key, ids []string, reason string) (EnableResult, error) {
 	n, replayed, err := s.transition(ctx, u, PermEnable, key, ids, reason)
 	return EnableResult{Enabled: n, Replayed: replayed}, err
 }
 
 // transition performs Disable (perm PermDisable) or Enable (PermEnable)
-// with idempotency key key ("" for none) and returns how many devices
+// with idempotency key key (the zero Key for none) and returns how many devices
 // changed, and whether that is the recorded result of an earlier call.
-func (s *Store) transition(ctx context.Context, u User, perm Permission, key string, ids []string, reason string) (changed int, replayed bool, err error) {
+func (s *Store) transition(ctx context.Context, u User, perm Permission, key Key, ids []string, reason string) (changed int, replayed bool, err error) {
 	// Authority first: a caller without it learns nothing about ids.
 	if !u.Can(perm) {
 		return 0, false, forbidden(u, perm)
@@ -290,7 +294,7 @@ func (s *Store) transition(ctx context.Context, u User, perm Permission, key str
 	if err != nil {
 		return 0, false, err
 	}
-	if err := checkKey(key); err != nil {
+	if err := key.check(); err != nil {
 		return 0, false, err
 	}
 	action, to := "disable", StatusDisabled
@@ -309,8 +313,8 @@ func (s *Store) transition(ctx context.Context, u User, perm Permission, key str
 
 	now := s.now()
 	var req request
-	if key != "" {
-		req = request{user: u.ID, key: key, action: action, digest: digest(action, ids, reason)}
+	if key.ID != "" {
+		req = request{user: u.ID, consumer: consumerDigest(key.Consumer), key: key.ID, action: action, digest: digest(action, ids, reason)}
 		rec, claimed, err := s.claim(ctx, tx, req, now)
 		if err != nil {
 			return fail(err)
@@ -353,7 +357,7 @@ func (s *Store) transition(ctx context.Context, u User, perm Permission, key str
 		}
 		changed++
 	}
-	if key != "" {
+	if key.ID != "" {
 		if err := s.record(ctx, tx, req, changed); err != nil {
 			return fail(err)
 		}

@@ -39,24 +39,39 @@
 //
 // # Idempotency
 //
-// [Store.DisableOnce] and [Store.EnableOnce] take an idempotency key (the
-// procedures pass the invocation id). The first call with a key executes
-// and, in the same transaction, records (user id, key) → (action, a
-// SHA-256 digest of the normalised request, the result) in the
-// invocation_keys table, whose primary key is (user_id, invocation_key):
-// the claim is INSERT … ON CONFLICT, taking over only an expired row. A
-// later call of the same user with the key executes nothing and returns
-// the recorded result, with Replayed set; so does a concurrent one, on any
-// replica: on PostgreSQL it waits on the unique index until the first
-// transaction ends, then reads the committed record — or, if the first
-// rolled back, executes itself. The key used again for another action or
-// other arguments is a [*KeyReusedError] and changes nothing. Only calls
-// that succeed are recorded: a call that fails changes nothing, and a
-// retry executes again. Keys are per user, at most [MaxKeyLength] bytes,
-// and kept for [KeyRetention] (24 hours) after the call that recorded
-// them; each keyed call that executes deletes up to 100 expired keys,
-// oldest first, through an index on the expiry time. [Store.Disable] and
-// [Store.Enable] are the same calls without a key.
+// [Store.DisableOnce] and [Store.EnableOnce] take an idempotency [Key]: the
+// id a consumer chose (the procedures pass the invocation id) and the
+// consumer that chose it. Consumers choose their ids independently, as the
+// agentsurface registry assumes (its dedupe key is the consumer and the
+// id), so a key is (user, consumer, id): the same id chosen by two agents
+// is two keys. The first call with a key executes and, in the same
+// transaction, records (user id, SHA-256 of the consumer, id) → (action,
+// a SHA-256 digest of the normalised request, the result) in the
+// idempotency_keys table, whose primary key is those three columns: the
+// claim is INSERT … ON CONFLICT, taking over only an expired row. A later
+// call of the same user and consumer with the id executes nothing and
+// returns the recorded result, with Replayed set; so does a concurrent
+// one, on any replica: on PostgreSQL it waits on the unique index until
+// the first transaction ends, then reads the committed record — or, if the
+// first rolled back, executes itself. The consumer's id used again for
+// another action or other arguments is a [*KeyReusedError] and changes
+// nothing. A call of another consumer, or of another user, never sees the
+// key: it is neither replayed nor refused, never waits for it, and learns
+// nothing of whether the id was used. Only calls that succeed are
+// recorded: a call that fails changes nothing, and a retry executes
+// again. Ids are at most [MaxKeyLength] bytes, and kept for
+// [KeyRetention] (24 hours) after the call that recorded them; each keyed
+// call that executes deletes up to 100 expired keys, oldest first,
+// through an index on the expiry time. [Store.Disable] and [Store.Enable]
+// are the same calls without a key.
+//
+// Schema version 3 brought the consumer into the key. A database of
+// version 2 is upgraded in place: the idempotency_keys table is added,
+// and its invocation_keys table (keys per user) stays, unread, for the
+// replicas of the previous release still running during a rolling deploy
+// (a session's calls all run on its owner, so each release keeps its own
+// sessions' keys). None of its keys is replayed, since none can be told
+// to belong to a consumer; drop it once no such replica runs.
 //
 // # The agent side
 //
@@ -76,14 +91,22 @@
 //
 // "devices.disable" and "devices.enable" pass the invocation id
 // (ProcedureCall.InvocationID, which the MCP adapter takes from the tool
-// call's _meta) as the idempotency key, so that a retried call executes
-// once even when it reaches another replica.
+// call's _meta) as the idempotency key of the calling consumer
+// ([ProcedureOptions].Consumer, by default ProcedureCall.Consumer.Key()),
+// so that a retried call executes once even when it reaches another
+// replica, and another agent's call with the same id executes on its own.
+// An application with a registry per browser session names the session
+// in the consumer, as the example's console does:
+//
+//	domain.Procedures(store, &domain.ProcedureOptions{Consumer: func(call *surface.ProcedureCall) string {
+//		return sessionID(call.Host) + " " + call.Consumer.Key()
+//	}})
 //
 // [DisableRef], [EnableRef] and [ListRef] build the procedure references the example's
 // UI components list, for instance a table whose live selection is bound
 // to the ids of "domain:devices.disable":
 //
-//	reg.SetProcedureExecutor(domain.Procedures(store))
+//	reg.SetProcedureExecutor(domain.Procedures(store, nil))
 //	reg.Register(surface.Component{
 //		Type:        "devices.table",
 //		Description: "Devices table",

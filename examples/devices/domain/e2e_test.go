@@ -72,7 +72,7 @@ func newEnv(t *testing.T, user domain.User, policies ...surface.Policy) *env {
 	e := &env{store: store, db: db, session: &session{}, sel: &selection{}}
 	e.session.signIn(user)
 	e.reg = surfacetest.NewRegistry(t, &surface.Options{Context: e.session.context})
-	e.reg.SetProcedureExecutor(domain.Procedures(store))
+	e.reg.SetProcedureExecutor(domain.Procedures(store, nil))
 	surfacetest.MustRegister(t, e.reg, surface.Component{
 		Type:        "devices.table",
 		InstanceID:  "main",

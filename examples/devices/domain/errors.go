@@ -38,7 +38,8 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // holds for it.
 type InvalidError struct {
 	// Field is the JSON name of the argument: "ids", "reason", "status",
-	// "site", "query", or "invocationId" for an idempotency key.
+	// "site", "query", or "invocationId" and "consumer" for an
+	// idempotency key.
 	Field string
 	// Problem says what is wrong. It is fixed text written by this
 	// package, never derived from the value, so it is safe to show.
@@ -57,17 +58,18 @@ func forbidden(u User, p Permission) error {
 }
 
 // ErrKeyReused: an idempotency key of [Store.DisableOnce] or
-// [Store.EnableOnce] was used by the same user for a different request.
-// The error is a [*KeyReusedError].
+// [Store.EnableOnce] was used by the same consumer, for the same user, for
+// a different request. The error is a [*KeyReusedError].
 var ErrKeyReused = errors.New("domain: idempotency key reused for a different request")
 
-// KeyReusedError reports a call whose idempotency key the same user already
-// used, within [KeyRetention], for another action or other arguments.
-// Nothing was executed or changed, and the error reveals nothing of the
-// earlier request. errors.Is(err, ErrKeyReused) holds for it.
+// KeyReusedError reports a call whose idempotency key its consumer already
+// used for the same user, within [KeyRetention], for another action or
+// other arguments. Nothing was executed or changed, and the error reveals
+// nothing of the earlier request. Another consumer's use of the same id
+// never causes it. errors.Is(err, ErrKeyReused) holds for it.
 type KeyReusedError struct {
 	// Key is the call's key.
-	Key string
+	Key Key
 }
 
 // Error implements error.

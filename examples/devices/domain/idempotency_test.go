@@ -12,6 +12,11 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 )
 
+// agentA and agentB are the keys two consumers (agents) of one user make
+// of an id they chose each.
+func agentA(id string) domain.Key { return domain.Key{Consumer: "session s1 mcp-bridge:agent", ID: id} }
+func agentB(id string) domain.Key { return domain.Key{Consumer: "session s2 mcp-bridge:agent", ID: id} }
+
 // A retried keyed call executes nothing and returns the first call's
 // result, on the same Store or another one on the database (a retry that
 // reaches another replica): one audit_log row per changed device, ever.
@@ -20,7 +25,7 @@ func TestDisableOnceRetryReturnsRecordedResult(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		first, db := b.seeded(t)
 		replica := db.open(t)
-		res, err := first.DisableOnce(bg, operator, "inv-1", []string{"d4", "d1", "d11"}, "recall")
+		res, err := first.DisableOnce(bg, operator, agentA("inv-1"), []string{"d4", "d1", "d11"}, "recall")
 		if err != nil || res != (domain.DisableResult{Disabled: 2}) {
 			t.Fatalf("first call: %+v %v", res, err)
 		}
@@ -44,20 +49,27 @@ func TestDisableOnceRetryReturnsRecordedResult(t *testing.T) {
 			{replica, []string{"d11", "d1", "d4", "d1"}, "  recall\n"},
 		}
 		for i, r := range retries {
-			res, err := r.store.DisableOnce(bg, operator, "inv-1", r.ids, r.reason)
+			res, err := r.store.DisableOnce(bg, operator, agentA("inv-1"), r.ids, r.reason)
 			if err != nil || res != (domain.DisableResult{Disabled: 2, Replayed: true}) {
 				t.Fatalf("retry %d: %+v %v", i, res, err)
 			}
 		}
 		requireUnchanged(t, after, stateOf(t, db.raw))
 
-		// Keys are per user: another user's call with the key executes.
-		if res, err := replica.DisableOnce(bg, admin, "inv-1", []string{"d4", "d1", "d11"}, "recall"); err != nil || res != (domain.DisableResult{Disabled: 1}) {
+		// Keys are per user and consumer: another user's call with the
+		// consumer's key executes, and so does another consumer's.
+		if res, err := replica.DisableOnce(bg, admin, agentA("inv-1"), []string{"d4", "d1", "d11"}, "recall"); err != nil || res != (domain.DisableResult{Disabled: 1}) {
 			t.Fatalf("other user: %+v %v", res, err)
+		}
+		if _, err := first.Enable(bg, admin, []string{"d1"}, "back again"); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := replica.DisableOnce(bg, operator, agentB("inv-1"), []string{"d4", "d1", "d11"}, "recall"); err != nil || res != (domain.DisableResult{Disabled: 1}) {
+			t.Fatalf("other consumer: %+v %v", res, err)
 		}
 		// EnableOnce deduplicates the same way.
 		for i, want := range []domain.EnableResult{{Enabled: 3}, {Enabled: 3, Replayed: true}} {
-			res, err := []*domain.Store{first, replica}[i].EnableOnce(bg, operator, "inv-2", []string{"d1", "d4", "d11", "d2"}, "fixed")
+			res, err := []*domain.Store{first, replica}[i].EnableOnce(bg, operator, agentA("inv-2"), []string{"d1", "d4", "d11", "d2"}, "fixed")
 			if err != nil || res != want {
 				t.Fatalf("enable #%d: %+v %v, want %+v", i, res, err, want)
 			}
@@ -71,8 +83,8 @@ func TestDisableOnceRetryReturnsRecordedResult(t *testing.T) {
 		if n := count(t, db.raw, `SELECT count(*) FROM audit_log WHERE reason = 'again'`); n != 1 {
 			t.Fatalf("%d audit rows for the unkeyed disables, want 1 (the second changes nothing)", n)
 		}
-		if n := count(t, db.raw, `SELECT count(*) FROM invocation_keys`); n != 3 {
-			t.Fatalf("%d keys recorded, want 3", n)
+		if n := count(t, db.raw, `SELECT count(*) FROM idempotency_keys`); n != 4 {
+			t.Fatalf("%d keys recorded, want 4", n)
 		}
 	})
 }
@@ -83,24 +95,27 @@ func TestDisableOnceRetryReturnsRecordedResult(t *testing.T) {
 func TestKeyReuseIsRefused(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		store, db := b.seeded(t)
-		if _, err := store.DisableOnce(bg, operator, "k", []string{"d1"}, "r"); err != nil {
+		if _, err := store.DisableOnce(bg, operator, agentA("k"), []string{"d1"}, "r"); err != nil {
 			t.Fatal(err)
 		}
 		before := stateOf(t, db.raw)
 		calls := map[string]func() error{
-			"other ids":    func() error { _, err := store.DisableOnce(bg, operator, "k", []string{"d1", "d2"}, "r"); return err },
-			"other reason": func() error { _, err := store.DisableOnce(bg, operator, "k", []string{"d1"}, "s"); return err },
-			"enable":       func() error { _, err := store.EnableOnce(bg, operator, "k", []string{"d1"}, "r"); return err },
+			"other ids": func() error {
+				_, err := store.DisableOnce(bg, operator, agentA("k"), []string{"d1", "d2"}, "r")
+				return err
+			},
+			"other reason": func() error { _, err := store.DisableOnce(bg, operator, agentA("k"), []string{"d1"}, "s"); return err },
+			"enable":       func() error { _, err := store.EnableOnce(bg, operator, agentA("k"), []string{"d1"}, "r"); return err },
 		}
 		for name, call := range calls {
 			err := call()
 			var reused *domain.KeyReusedError
-			if !errors.Is(err, domain.ErrKeyReused) || !errors.As(err, &reused) || reused.Key != "k" || errors.Is(err, domain.ErrInvalid) {
+			if !errors.Is(err, domain.ErrKeyReused) || !errors.As(err, &reused) || reused.Key != agentA("k") || errors.Is(err, domain.ErrInvalid) {
 				t.Errorf("%s: %v, want a KeyReusedError", name, err)
 			}
 		}
 		requireUnchanged(t, before, stateOf(t, db.raw))
-		if res, err := store.DisableOnce(bg, operator, "k", []string{"d1"}, "r"); err != nil || !res.Replayed || res.Disabled != 1 {
+		if res, err := store.DisableOnce(bg, operator, agentA("k"), []string{"d1"}, "r"); err != nil || !res.Replayed || res.Disabled != 1 {
 			t.Fatalf("the original retry after refusals: %+v %v", res, err)
 		}
 	})
@@ -113,18 +128,23 @@ func TestKeyInvalid(t *testing.T) {
 		store, db := b.seeded(t)
 		before := stateOf(t, db.raw)
 		for _, key := range []string{strings.Repeat("k", domain.MaxKeyLength+1), "a\x00b", "\xff"} {
-			_, err := store.DisableOnce(bg, operator, key, []string{"d1"}, "r")
+			_, err := store.DisableOnce(bg, operator, agentA(key), []string{"d1"}, "r")
 			var bad *domain.InvalidError
 			if !errors.As(err, &bad) || bad.Field != "invocationId" {
 				t.Errorf("key %q: %v, want invalid invocationId", key, err)
 			}
 		}
+		// An id needs the consumer that chose it.
+		_, err := store.DisableOnce(bg, operator, domain.Key{ID: "k"}, []string{"d1"}, "r")
+		if bad := (*domain.InvalidError)(nil); !errors.As(err, &bad) || bad.Field != "consumer" {
+			t.Errorf("a key without a consumer: %v, want invalid consumer", err)
+		}
 		// Authority comes first, as for every argument.
-		if _, err := store.DisableOnce(bg, viewer, "a\x00b", []string{"d1"}, "r"); !errors.Is(err, domain.ErrForbidden) {
+		if _, err := store.DisableOnce(bg, viewer, agentA("a\x00b"), []string{"d1"}, "r"); !errors.Is(err, domain.ErrForbidden) {
 			t.Errorf("viewer with a bad key: %v", err)
 		}
 		requireUnchanged(t, before, stateOf(t, db.raw))
-		if _, err := store.DisableOnce(bg, operator, strings.Repeat("é", domain.MaxKeyLength/2), []string{"d1"}, "r"); err != nil {
+		if _, err := store.DisableOnce(bg, operator, agentA(strings.Repeat("é", domain.MaxKeyLength/2)), []string{"d1"}, "r"); err != nil {
 			t.Fatalf("the longest key: %v", err)
 		}
 	})
@@ -135,13 +155,13 @@ func TestKeyInvalid(t *testing.T) {
 func TestFailedCallRecordsNoKey(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		store, db := b.seeded(t)
-		if _, err := store.DisableOnce(bg, operator, "k", []string{"d1", "d99"}, "r"); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := store.DisableOnce(bg, operator, agentA("k"), []string{"d1", "d99"}, "r"); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatal(err)
 		}
-		if n := count(t, db.raw, `SELECT count(*) FROM invocation_keys`); n != 0 {
+		if n := count(t, db.raw, `SELECT count(*) FROM idempotency_keys`); n != 0 {
 			t.Fatalf("%d keys after a failed call", n)
 		}
-		if res, err := store.DisableOnce(bg, operator, "k", []string{"d1"}, "r"); err != nil || res != (domain.DisableResult{Disabled: 1}) {
+		if res, err := store.DisableOnce(bg, operator, agentA("k"), []string{"d1"}, "r"); err != nil || res != (domain.DisableResult{Disabled: 1}) {
 			t.Fatalf("%+v %v", res, err)
 		}
 	})
@@ -171,26 +191,26 @@ func TestKeyRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, key := range []string{"k1", "k2", "k3"} {
-			if _, err := store.DisableOnce(bg, operator, key, []string{fmt.Sprintf("d%d", i+1)}, "r"); err != nil {
+			if _, err := store.DisableOnce(bg, operator, agentA(key), []string{fmt.Sprintf("d%d", i+1)}, "r"); err != nil {
 				t.Fatal(err)
 			}
 		}
 		c.set(t0.Add(domain.KeyRetention - time.Millisecond))
-		if _, err := store.DisableOnce(bg, operator, "k1", []string{"d5"}, "r"); !errors.Is(err, domain.ErrKeyReused) {
+		if _, err := store.DisableOnce(bg, operator, agentA("k1"), []string{"d5"}, "r"); !errors.Is(err, domain.ErrKeyReused) {
 			t.Fatalf("just before expiry: %v", err)
 		}
-		if res, err := store.DisableOnce(bg, operator, "k1", []string{"d1"}, "r"); err != nil || !res.Replayed {
+		if res, err := store.DisableOnce(bg, operator, agentA("k1"), []string{"d1"}, "r"); err != nil || !res.Replayed {
 			t.Fatalf("just before expiry: %+v %v", res, err)
 		}
 		c.set(t0.Add(domain.KeyRetention))
-		if res, err := store.DisableOnce(bg, operator, "k1", []string{"d5"}, "r"); err != nil || res != (domain.DisableResult{Disabled: 1}) {
+		if res, err := store.DisableOnce(bg, operator, agentA("k1"), []string{"d5"}, "r"); err != nil || res != (domain.DisableResult{Disabled: 1}) {
 			t.Fatalf("at expiry: %+v %v", res, err)
 		}
 		// k2 and k3 expired and were deleted; k1 is the new call's.
-		if n := count(t, db.raw, `SELECT count(*) FROM invocation_keys`); n != 1 {
+		if n := count(t, db.raw, `SELECT count(*) FROM idempotency_keys`); n != 1 {
 			t.Fatalf("%d keys, want 1", n)
 		}
-		if res, err := store.DisableOnce(bg, operator, "k1", []string{"d5"}, "r"); err != nil || !res.Replayed {
+		if res, err := store.DisableOnce(bg, operator, agentA("k1"), []string{"d5"}, "r"); err != nil || !res.Replayed {
 			t.Fatalf("the new call's retry: %+v %v", res, err)
 		}
 	})
@@ -208,7 +228,7 @@ func TestConcurrentDisableOnce(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				res, err := stores[i%2].DisableOnce(bg, operator, "inv-race", []string{"d1", "d2", "d3", "d4", "d5"}, "race")
+				res, err := stores[i%2].DisableOnce(bg, operator, agentA("inv-race"), []string{"d1", "d2", "d3", "d4", "d5"}, "race")
 				if err != nil {
 					t.Error(err)
 				}
@@ -246,8 +266,9 @@ func TestKeyWaitsForConcurrentClaim(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback()
-			if _, err := tx.Exec(`INSERT INTO invocation_keys (user_id, invocation_key, action, digest, changed, created_at, expires_at)
-				VALUES ($1, 'k', 'disable', 'another request', 7, '2000-01-01T00:00:00.000Z', '9999-01-01T00:00:00.000Z')`, operator.ID); err != nil {
+			if _, err := tx.Exec(`INSERT INTO idempotency_keys (user_id, consumer, invocation_key, action, digest, changed, created_at, expires_at)
+				VALUES ($1, encode(sha256(convert_to($2, 'UTF8')), 'hex'), 'k', 'disable', 'another request', 7, '2000-01-01T00:00:00.000Z', '9999-01-01T00:00:00.000Z')`,
+				operator.ID, agentA("k").Consumer); err != nil {
 				t.Fatal(err)
 			}
 			type outcome struct {
@@ -256,7 +277,7 @@ func TestKeyWaitsForConcurrentClaim(t *testing.T) {
 			}
 			done := make(chan outcome, 1)
 			go func() {
-				res, err := store.DisableOnce(bg, operator, "k", []string{"d1", "d2"}, "r")
+				res, err := store.DisableOnce(bg, operator, agentA("k"), []string{"d1", "d2"}, "r")
 				done <- outcome{res, err}
 			}()
 			awaitLockWait(t, db.raw, func() bool { return len(done) > 0 })
@@ -317,7 +338,7 @@ func TestConcurrentOpenAndSeed(t *testing.T) {
 		if got := len(statusOf(t, db.raw)); got != 12 {
 			t.Fatalf("%d devices, want 12", got)
 		}
-		if v := schemaVersion(t, b, db.raw); v != 2 {
+		if v := schemaVersion(t, b, db.raw); v != 3 {
 			t.Fatalf("schema version %d", v)
 		}
 	})

@@ -16,8 +16,9 @@ import (
 // seeding take an advisory lock (pg_advisory_xact_lock) and run once.
 //
 // The Store behaves as one opened with [Open]: same results, same errors.
-// Its tables are devices, audit_log, invocation_keys and devices_schema
-// (the schema version) in the connection's default schema.
+// Its tables are devices, audit_log, idempotency_keys and devices_schema
+// (the schema version) in the connection's default schema (and
+// invocation_keys, in a database created by a previous release).
 func OpenPostgres(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {

@@ -66,9 +66,25 @@ const (
 	msgUnknownID = "unknown device id"
 )
 
+// ProcedureOptions configure [Procedures]. A nil *ProcedureOptions is the
+// zero value, which is valid.
+type ProcedureOptions struct {
+	// Consumer returns the consumer whose invocation id a call carries:
+	// the scope of the call's idempotency key ([Key.Consumer]). The
+	// default is call.Consumer.Key(), the consumer as the registry names
+	// it, which is enough when one registry serves every consumer of the
+	// store. The registry keeps the ids of each of its consumers apart
+	// from those of other consumers and other registries (a registry per
+	// browser session names every session's agent alike), so a host with
+	// several registries on one store must qualify the key with what
+	// tells its registries apart, such as the session.
+	Consumer func(call *surface.ProcedureCall) string
+}
+
 // Procedures returns the in-process executor of the devices domain
 // service, exposing "devices.list" (a server query), "devices.disable"
-// (destructive) and "devices.enable" (a server mutation) on store. Install it with [surface.Registry.SetProcedureExecutor].
+// (destructive) and "devices.enable" (a server mutation) on store. Install
+// it with [surface.Registry.SetProcedureExecutor]. opts may be nil.
 //
 // Each call reads the acting user from call.Host ([UserFromHost]) and lets
 // the store check that user's permission: the client-side policies and
@@ -80,12 +96,22 @@ const (
 // the registry reports as a sanitised EXECUTION_FAILED.
 //
 // "devices.disable" and "devices.enable" pass call.InvocationID to the
-// store as the idempotency key ([Store.DisableOnce]): a retry with the
-// same invocation id executes once, on whichever replica it lands, and
-// returns the first call's output; the id reused for a different request
-// is INVOCATION_CONFLICT with details.reason
-// "id-reused-with-different-request".
-func Procedures(store *Store) *surface.FuncExecutor {
+// store as the idempotency key of the call's consumer
+// (ProcedureOptions.Consumer; see [Store.DisableOnce]): a retry by the
+// same consumer with the same invocation id executes once, on whichever
+// replica it lands, and returns the first call's output; that consumer's
+// id reused for a different request is INVOCATION_CONFLICT with
+// details.reason "id-reused-with-different-request". Another consumer's
+// call with the same id is unrelated to it: it executes, and learns
+// nothing of the first.
+func Procedures(store *Store, opts *ProcedureOptions) *surface.FuncExecutor {
+	consumer := func(call *surface.ProcedureCall) string { return call.Consumer.Key() }
+	if opts != nil && opts.Consumer != nil {
+		consumer = opts.Consumer
+	}
+	key := func(call *surface.ProcedureCall) Key {
+		return Key{Consumer: consumer(call), ID: invocationKey(call.InvocationID)}
+	}
 	x := surface.NewFuncExecutor()
 	surface.AddFunc(x, ListPath, func(ctx context.Context, call *surface.ProcedureCall, in ListInput) (ListOutput, error) {
 		u, ok := UserFromHost(call.Host)
@@ -103,7 +129,7 @@ func Procedures(store *Store) *surface.FuncExecutor {
 		if !ok {
 			return DisableOutput{}, surface.NewError(surface.CodeNotAuthenticated, "", nil)
 		}
-		res, err := store.DisableOnce(ctx, u, invocationKey(call.InvocationID), in.IDs, in.Reason)
+		res, err := store.DisableOnce(ctx, u, key(call), in.IDs, in.Reason)
 		if err != nil {
 			return DisableOutput{}, agentError(err, in.IDs)
 		}
@@ -114,7 +140,7 @@ func Procedures(store *Store) *surface.FuncExecutor {
 		if !ok {
 			return EnableOutput{}, surface.NewError(surface.CodeNotAuthenticated, "", nil)
 		}
-		res, err := store.EnableOnce(ctx, u, invocationKey(call.InvocationID), in.IDs, in.Reason)
+		res, err := store.EnableOnce(ctx, u, key(call), in.IDs, in.Reason)
 		if err != nil {
 			return EnableOutput{}, agentError(err, in.IDs)
 		}
@@ -123,12 +149,12 @@ func Procedures(store *Store) *surface.FuncExecutor {
 	return x
 }
 
-// invocationKey returns the store's idempotency key for an invocation id:
-// the id itself, or, when the store would refuse it (longer than
+// invocationKey returns the store's idempotency key id for an invocation
+// id: the id itself, or, when the store would refuse it (longer than
 // MaxKeyLength, not UTF-8 text), a digest of it, so that any id the agent
 // chose still deduplicates.
 func invocationKey(id string) string {
-	if checkKey(id) == nil {
+	if checkID(id) == nil {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))

@@ -17,7 +17,7 @@ import (
 
 func TestProceduresManifest(t *testing.T) {
 	store, _ := openSeeded(t)
-	if got := domain.Procedures(store).Paths(); !slices.Equal(got, []string{"devices.disable", "devices.enable", "devices.list"}) {
+	if got := domain.Procedures(store, nil).Paths(); !slices.Equal(got, []string{"devices.disable", "devices.enable", "devices.list"}) {
 		t.Fatal(got)
 	}
 }
@@ -52,7 +52,7 @@ func requireAgentError(t *testing.T, err error, code surface.Code) *surface.Erro
 func TestProceduresErrorMapping(t *testing.T) {
 	store, db := openSeeded(t)
 	before := stateOf(t, db)
-	x := domain.Procedures(store)
+	x := domain.Procedures(store, nil)
 	as := func(u domain.User) map[string]any { return map[string]any{"user": u} }
 
 	for _, host := range []map[string]any{nil, {}, {"user": "olivia"}, {"user": domain.User{Roles: []string{"admin"}}}} {
@@ -139,7 +139,7 @@ func inputSchema(t *testing.T, ref surface.Capability) map[string]any {
 	t.Helper()
 	store, _ := openSeeded(t)
 	reg := surfacetest.NewRegistry(t, nil)
-	reg.SetProcedureExecutor(domain.Procedures(store))
+	reg.SetProcedureExecutor(domain.Procedures(store, nil))
 	surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.toolbar", Description: "Toolbar", Procedures: []surface.Capability{ref}})
 	procs := reg.Snapshot(surface.SnapshotOptions{}).Procedures
 	if len(procs) != 1 {
@@ -213,7 +213,7 @@ func TestDisableRefAvailability(t *testing.T) {
 	for _, c := range cases {
 		store, _ := openSeeded(t)
 		reg := surfacetest.NewRegistry(t, &surface.Options{Context: func() map[string]any { return map[string]any{"user": operator} }})
-		reg.SetProcedureExecutor(domain.Procedures(store))
+		reg.SetProcedureExecutor(domain.Procedures(store, nil))
 		surfacetest.MustRegister(t, reg, surface.Component{Type: "devices.table", Description: "Table",
 			Procedures: []surface.Capability{domain.DisableRef(c.bind, nil)}})
 		p := reg.Snapshot(surface.SnapshotOptions{}).Procedures[0]
@@ -251,7 +251,7 @@ func TestErrorTexts(t *testing.T) {
 func TestProceduresDeduplicateByInvocationID(t *testing.T) {
 	forBackends(t, func(t *testing.T, b backend) {
 		store, db := b.seeded(t)
-		replicas := []surface.ProcedureExecutor{domain.Procedures(store), domain.Procedures(db.open(t))}
+		replicas := []surface.ProcedureExecutor{domain.Procedures(store, nil), domain.Procedures(db.open(t), nil)}
 		host := map[string]any{"user": operator}
 		long := strings.Repeat("i", 300) // longer than a store key: digested
 		for _, id := range []string{"inv-42", long} {

@@ -28,7 +28,7 @@ type Store struct {
 // schemaVersion is the schema version this package migrates to, kept in
 // PRAGMA user_version on SQLite and in the devices_schema table on
 // PostgreSQL.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // migrations[i] takes the schema from version i to i+1, in the markers of
 // [dialect.sql].
@@ -55,19 +55,30 @@ func migrations() [][]string {
 		)`,
 		`CREATE INDEX IF NOT EXISTS audit_log_device ON audit_log (device_id, id)`,
 	}, {
-		// The idempotency keys of Disable and Enable calls: see
-		// DisableOnce.
-		`CREATE TABLE IF NOT EXISTS invocation_keys (
+		// Version 2 added invocation_keys, the idempotency keys of
+		// Disable and Enable keyed by (user_id, invocation_key): per
+		// user, so that one agent's key answered another's call with the
+		// first one's result. Version 3 replaces it; a database below
+		// version 2 never gets it.
+	}, {
+		// The idempotency keys of Disable and Enable calls, per user and
+		// consumer (the SHA-256 of Key.Consumer): see DisableOnce. A
+		// version 2 database keeps its invocation_keys table for the
+		// replicas of the previous release that still run during a
+		// rolling deploy; nothing here reads it, and none of its keys is
+		// replayed, as no consumer can be told it was theirs.
+		`CREATE TABLE IF NOT EXISTS idempotency_keys (
 			user_id        {text} NOT NULL,
+			consumer       {text} NOT NULL,
 			invocation_key {text} NOT NULL,
 			action         TEXT NOT NULL CHECK (action IN ('disable', 'enable')),
 			digest         TEXT NOT NULL,
 			changed        INTEGER NOT NULL,
 			created_at     TEXT NOT NULL,
 			expires_at     TEXT NOT NULL,
-			PRIMARY KEY (user_id, invocation_key)
+			PRIMARY KEY (user_id, consumer, invocation_key)
 		)`,
-		`CREATE INDEX IF NOT EXISTS invocation_keys_expiry ON invocation_keys (expires_at)`,
+		`CREATE INDEX IF NOT EXISTS idempotency_keys_expiry ON idempotency_keys (expires_at)`,
 	}}
 }
 

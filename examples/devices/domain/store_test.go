@@ -44,7 +44,7 @@ func TestOpenMigratesIdempotently(t *testing.T) {
 	db := rawDB(t, path)
 	var version int
 	var mode string
-	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 2 {
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != 3 {
 		t.Fatalf("user_version %d, %v", version, err)
 	}
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
@@ -61,7 +61,7 @@ func TestOpenMigratesIdempotently(t *testing.T) {
 		tables = append(tables, n)
 	}
 	rows.Close()
-	if !slices.Equal(tables, []string{"audit_log", "devices", "invocation_keys"}) {
+	if !slices.Equal(tables, []string{"audit_log", "devices", "idempotency_keys"}) {
 		t.Fatalf("tables %v", tables)
 	}
 	if n := len(statusOf(t, db)); n != 12 {
@@ -113,23 +113,27 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = store.Close()
-	// Make it version 1: without invocation_keys.
+	// Make it version 1: without idempotency keys.
 	db, err := sqlOpen(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`DROP TABLE invocation_keys; PRAGMA user_version = 1`); err != nil {
+	if _, err := db.Exec(`DROP TABLE idempotency_keys; PRAGMA user_version = 1`); err != nil {
 		t.Fatal(err)
 	}
 	_ = db.Close()
 	upgraded := mustOpen(t, func() (*domain.Store, error) { return domain.Open(bg, path) })
-	if v := schemaVersion(t, backends[0], rawDB(t, path)); v != 2 {
+	if v := schemaVersion(t, backends[0], rawDB(t, path)); v != 3 {
 		t.Fatalf("version %d", v)
 	}
 	if h, err := upgraded.History(bg, viewer, "d1", 0); err != nil || len(h) != 1 || h[0].Reason != "before" {
 		t.Fatalf("history %+v %v", h, err)
 	}
-	if res, err := upgraded.DisableOnce(bg, operator, "k", []string{"d2"}, "after"); err != nil || res.Disabled != 1 {
+	// The version 2 table of per-user keys is never created on the way.
+	if n := count(t, rawDB(t, path), `SELECT count(*) FROM sqlite_schema WHERE name = 'invocation_keys'`); n != 0 {
+		t.Fatal("a version 1 database was given the version 2 key table")
+	}
+	if res, err := upgraded.DisableOnce(bg, operator, agentA("k"), []string{"d2"}, "after"); err != nil || res.Disabled != 1 {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
@@ -151,7 +155,7 @@ func TestOpenPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if v := schemaVersion(t, backends[1], db.raw); v != 2 {
+	if v := schemaVersion(t, backends[1], db.raw); v != 3 {
 		t.Fatalf("version %d", v)
 	}
 	var tables []string
@@ -165,7 +169,7 @@ func TestOpenPostgres(t *testing.T) {
 		tables = append(tables, n)
 	}
 	rows.Close()
-	if !slices.Equal(tables, []string{"audit_log", "devices", "devices_schema", "invocation_keys"}) {
+	if !slices.Equal(tables, []string{"audit_log", "devices", "devices_schema", "idempotency_keys"}) {
 		t.Fatalf("tables %v", tables)
 	}
 	if n := len(statusOf(t, db.raw)); n != 12 {
