@@ -156,8 +156,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "call", err)
 	}
 	if *wait && res.Error != nil && res.Error.Code == surface.CodeConfirmationRequired {
-		id, _ := res.Error.Details["confirmationId"].(string)
-		summary, _ := res.Error.Details["summary"].(string)
+		id, summary := res.Error.ConfirmationID(), res.Error.Summary()
 		fmt.Fprintf(stderr, "agentsurface call: waiting for the user's decision on %s: %s\n", id, summary)
 		tick := time.NewTicker(*poll)
 		defer tick.Stop()
@@ -181,7 +180,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if res.Error != nil {
 		fmt.Fprintf(stderr, "agentsurface call: %s: %s\n", res.Error.Code, res.Error.Message)
-		if id, _ := res.Error.Details["confirmationId"].(string); res.Error.Code == surface.CodeConfirmationRequired && id != "" {
+		if id := res.Error.ConfirmationID(); res.Error.Code == surface.CodeConfirmationRequired && id != "" {
 			fmt.Fprintf(stderr, "  approve it in the page, then run the same call with --confirmation-id %s (or add --wait)\n", id)
 		}
 		return exitFail
