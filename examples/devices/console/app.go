@@ -2,8 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
@@ -353,9 +352,6 @@ func (x *executor) Execute(ctx context.Context, call *surface.ProcedureCall) (js
 	return out, err
 }
 
-// randomToken returns 32 random bytes, base64url: unguessable.
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+// randomToken returns 52 random base32 characters (260 bits, as many as
+// the 32 random bytes a token had): unguessable.
+func randomToken() string { return randid.Text() + randid.Text() }
