@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// AS-ID-002: minted ids are the prefix and n base62 characters.
-func TestBase62Format_AS_ID_002(t *testing.T) {
+// Minted ids are the prefix and n base62 characters (semantics §1).
+func TestBase62Format(t *testing.T) {
 	re := regexp.MustCompile(`^inv_[0-9A-Za-z]{12}$`)
 	seen := map[string]bool{}
 	for range 1000 {
