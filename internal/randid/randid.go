@@ -36,7 +36,7 @@ func (runtimeSource) Uint64() uint64 { return mrand.Uint64() }
 // from math/rand/v2's runtime generator: ids that must not collide, not
 // secrets (use [Text] for those).
 func Base62(prefix string, n int) string {
-	return string(appendBase62(make([]byte, 0, len(prefix)+n), runtimeSource{}, prefix, n))
+	return string(AppendBase62(make([]byte, 0, len(prefix)+n), runtimeSource{}, prefix, n))
 }
 
 // pow62 is 62^10, the most base62 digits one 64-bit draw can hold.
@@ -52,12 +52,6 @@ const accept = 21 * pow62
 // AppendBase62 appends prefix and n base62 characters drawn uniformly
 // from src to b and returns the extended slice.
 func AppendBase62(b []byte, src Source, prefix string, n int) []byte {
-	return appendBase62(b, src, prefix, n)
-}
-
-// appendBase62 is AppendBase62 for any source type; Base62's calls the
-// runtime generator directly, not through an interface.
-func appendBase62[S Source](b []byte, src S, prefix string, n int) []byte {
 	b = append(b, prefix...)
 	for n > 0 {
 		v := src.Uint64()
