@@ -124,7 +124,7 @@ func elicitable(req *mcp.CallToolRequest) bool {
 // client, with the signed state the re-call needs.
 func (s *Server) elicitation(name string, args json.RawMessage, res surface.Result, rec *issued) *mcp.CallToolResult {
 	cid := res.Error.ConfirmationID()
-	summary, _ := res.Error.Details["summary"].(string)
+	summary := res.Error.Summary()
 	st := requestState{
 		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID,
 		Tool: name, Args: argsDigest(args), CID: cid, Inv: res.InvocationID, Cap: res.CapabilityID,
@@ -133,8 +133,8 @@ func (s *Server) elicitation(name string, args json.RawMessage, res surface.Resu
 		st.Reg, st.Kind, st.Cap = rec.registrationID, rec.kind, rec.capabilityID
 	}
 	msg := "The agent asks to: " + summary
-	if effect, _ := res.Error.Details["effect"].(string); effect != "" {
-		msg += " (" + effect + ")"
+	if effect := res.Error.Effect(); effect != "" {
+		msg += " (" + string(effect) + ")"
 	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{Mode: "form", Message: msg, RequestedSchema: approveSchema}},

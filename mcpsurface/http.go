@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -458,7 +459,7 @@ func (h *HTTPHandler) server(reg *surface.Registry, consumer surface.Consumer) (
 
 	// Created outside the lock: NewServer reads the registry's catalog,
 	// which runs app code.
-	prefix := randomID(16)
+	prefix := randid.Text()
 	srv, err := newServer(reg, consumer, &h.opts.Options, prefix, &h.tools)
 	if err != nil {
 		return nil, err

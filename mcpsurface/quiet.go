@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -120,7 +121,7 @@ func (s *Server) cancelChangeNotifications() {
 	for range s.mcp.Sessions() {
 		return // a session connected after Close: it may hear them
 	}
-	name := "agentsurface.closing." + randomID(16)
+	name := "agentsurface.closing." + randid.Text()
 	s.mcp.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return nil, errServerClosed })
 	s.mcp.RemoveTools(name)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -252,7 +253,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		reg: reg, consumer: consumer, ts: ts,
 		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
 		key: slices.Clone(o.SigningKey), log: o.Logger,
-		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
+		idPrefix: "mcp_" + randid.Text() + "_", consumerID: consumer.Key(),
 		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope), content: o.Content,
 		served: map[string]bool{}, defs: map[string]shown{}, tools: tools,
 	}
@@ -303,7 +304,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
 	}
 	if sessionPrefix != "" {
-		sopts.GetSessionID = func() string { return sessionPrefix + "." + randomID(22) }
+		sopts.GetSessionID = func() string { return sessionPrefix + "." + randid.Text() }
 	}
 	var ext *Extension
 	if o.Extend != nil {
@@ -821,15 +822,3 @@ func (s *Server) newInvocationID() string {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-const alphabet62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// randomID returns n random base62 characters.
-func randomID(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet62[int(b[i])%len(alphabet62)]
-	}
-	return string(b)
-}

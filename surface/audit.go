@@ -296,7 +296,9 @@ func (r *Registry) record(ctx context.Context, sink AuditSink, e AuditEvent) {
 
 // SlogSink writes audit records as log/slog records at level Info, one
 // attribute per field, in a fixed order. It suits operators who ship logs:
-// point the logger at stderr, a file or a collector.
+// point the logger at stderr, a file or a collector. Record returns when
+// the logger's handler does: put a handler that may block (a network
+// shipper) behind an [AsyncSink].
 type SlogSink struct {
 	log *slog.Logger
 }

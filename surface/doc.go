@@ -83,6 +83,12 @@
 // [Result] is the spec's envelope, and a failure is an agent-safe [*Error]
 // with a retry category. Causes stay in the operator's log.
 //
+// A client reads an error's details through the accessors of [*Error]
+// ([Error.Reason], [Error.Issues], [Error.Instances], [Error.RetryAfter],
+// [Error.ConfirmationID], [Error.Summary], …), never by key: they return
+// the same values for an error made in process and for one decoded from
+// JSON, whose details hold []any and float64.
+//
 // # Policies
 //
 // A [Policy] can hide a capability from a consumer (it then does not

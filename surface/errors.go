@@ -2,7 +2,11 @@ package surface
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
+	"math"
+	"slices"
+	"time"
 	"unicode/utf16"
 )
 
@@ -194,33 +198,6 @@ const (
 	ReasonUnavailable       Reason = "unavailable" // an override without a reason of its own
 	ReasonWhenError         Reason = "when-error"
 )
-
-// Reason returns details.reason, the variant of the error's code, or ""
-// when it has none.
-func (e *Error) Reason() Reason {
-	if e == nil {
-		return ""
-	}
-	switch r := e.Details["reason"].(type) {
-	case string:
-		return Reason(r)
-	case Reason:
-		return r
-	}
-	return ""
-}
-
-// ConfirmationID returns details.confirmationId: for
-// CONFIRMATION_REQUIRED, the confirmation to present once the user
-// approved (for one from the server, its id if it gave one); "" when
-// there is none.
-func (e *Error) ConfirmationID() string {
-	if e == nil {
-		return ""
-	}
-	s, _ := e.Details["confirmationId"].(string)
-	return s
-}
 
 // NewReasonError returns an error of code whose details.reason is reason,
 // with the retry category of that variant (CONFIRMATION_INVALID expired
@@ -459,4 +436,156 @@ func (r *Registry) transportError(a *attempt, err error) *Error {
 		return e
 	}
 	return NewReasonError(CodeExecutionFailed, ReasonTransport, "The domain service failed; the cause was recorded for the operator.")
+}
+
+// Origin says which side a NOT_AUTHORIZED or a CONFIRMATION_REQUIRED
+// comes from (details.origin): the client, this registry's policies and
+// confirmation gate, or the server, the domain service a procedure
+// reference calls.
+type Origin string
+
+// Origins.
+const (
+	OriginClient Origin = "client"
+	OriginServer Origin = "server"
+)
+
+// The accessors below read the details a client reads. A detail's Go type
+// depends on where the error came from: in process the registry stores
+// []Issue, []InstanceRef and Go numbers; an error decoded from JSON holds
+// []any of map[string]any, float64 and strings. Each accessor returns the
+// same value for both forms (for any detail: a detail of the wrong shape
+// reads as absent in either form), so a client never asserts a detail's
+// type itself. A returned slice is the caller's own.
+
+// detail returns details[key] as a T: as is when it is one, else through
+// its JSON encoding, which is how a decoded error holds it. It reports
+// false when the detail is absent, null or of another shape.
+func detail[T any](e *Error, key string) (T, bool) {
+	var t T
+	if e == nil {
+		return t, false
+	}
+	v := e.Details[key]
+	if v == nil {
+		return t, false
+	}
+	if t, ok := v.(T); ok {
+		return t, true
+	}
+	b, err := json.Marshal(v)
+	if err != nil || json.Unmarshal(b, &t) != nil {
+		var zero T
+		return zero, false
+	}
+	return t, true
+}
+
+// text returns a string detail, "" when there is none.
+func (e *Error) text(key string) string {
+	if e != nil {
+		switch v := e.Details[key].(type) { // the registry's own forms
+		case Reason:
+			return string(v)
+		case Effect:
+			return string(v)
+		case Origin:
+			return string(v)
+		}
+	}
+	s, _ := detail[string](e, key)
+	return s
+}
+
+// Reason returns details.reason, the variant of the error's code, or ""
+// when it has none.
+func (e *Error) Reason() Reason { return Reason(e.text("reason")) }
+
+// ConfirmationID returns details.confirmationId: for
+// CONFIRMATION_REQUIRED, the confirmation to present once the user
+// approved (for one from the server, its id if it gave one); "" when
+// there is none.
+func (e *Error) ConfirmationID() string { return e.text("confirmationId") }
+
+// Summary returns details.summary: for CONFIRMATION_REQUIRED, what the
+// user is asked to approve; "" when there is none.
+func (e *Error) Summary() string { return e.text("summary") }
+
+// Effect returns details.effect: for CONFIRMATION_REQUIRED, the effect of
+// the call awaiting approval; "" when there is none.
+func (e *Error) Effect() Effect { return Effect(e.text("effect")) }
+
+// Origin returns details.origin: [OriginClient] or [OriginServer] for
+// NOT_AUTHORIZED and CONFIRMATION_REQUIRED; "" when there is none.
+func (e *Error) Origin() Origin { return Origin(e.text("origin")) }
+
+// LiveRegistrationID returns details.liveRegistrationId: for
+// STALE_CAPABILITY, the registration that now offers the capability, when
+// the consumer sees one; "" otherwise.
+func (e *Error) LiveRegistrationID() string { return e.text("liveRegistrationId") }
+
+// ExpiresAt returns details.expiresAt, in UTC: for CONFIRMATION_REQUIRED,
+// when the pending confirmation expires. It is the zero time when there
+// is none or it is not an RFC 3339 time.
+func (e *Error) ExpiresAt() time.Time {
+	t, _ := detail[time.Time](e, "expiresAt")
+	return t.UTC()
+}
+
+// RetryAfter returns details.retryAfterMs as a duration: for RATE_LIMITED
+// and a transient EXECUTION_FAILED, how long to wait before retrying. It
+// is 0 when there is none (or it is negative).
+func (e *Error) RetryAfter() time.Duration {
+	var ms float64
+	var ok bool
+	if e != nil {
+		switch v := e.Details["retryAfterMs"].(type) { // the registry's own forms
+		case int:
+			ms, ok = float64(v), true
+		case int64:
+			ms, ok = float64(v), true
+		}
+	}
+	if !ok {
+		ms, ok = detail[float64](e, "retryAfterMs")
+	}
+	switch {
+	case !ok || !(ms > 0): // also NaN
+		return 0
+	case ms >= math.MaxInt64/float64(time.Millisecond):
+		return math.MaxInt64
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// Issues returns details.issues: for INVALID_INPUT, what is wrong with
+// the input, in the validator's order; nil when there are none.
+func (e *Error) Issues() []Issue {
+	issues, _ := detail[[]Issue](e, "issues")
+	if len(issues) == 0 {
+		return nil
+	}
+	return slices.Clone(issues)
+}
+
+// LockedFields returns details.lockedFields: for the INVALID_INPUT of an
+// input that set fields bound to the UI, those fields; nil when there are
+// none.
+func (e *Error) LockedFields() []string {
+	fields, _ := detail[[]string](e, "lockedFields")
+	if len(fields) == 0 {
+		return nil
+	}
+	return slices.Clone(fields)
+}
+
+// Instances returns details.instances: for AMBIGUOUS_INSTANCE, the
+// candidates the consumer sees, by instance id; retry with one of their
+// instance ids. Nil when there are none.
+func (e *Error) Instances() []InstanceRef {
+	refs, _ := detail[[]InstanceRef](e, "instances")
+	if len(refs) == 0 {
+		return nil
+	}
+	return cloneJSON(refs).([]InstanceRef)
 }

@@ -1,5 +1,7 @@
 package surface
 
+import "io"
+
 // Test hooks into unexported state (the export_test.go idiom).
 
 // TombstoneLive reports whether a live tombstone remembers regID.
@@ -64,3 +66,6 @@ var (
 
 // ParsedID is the parsed form of a capability id.
 type ParsedID = parsedID
+
+// NewConsoleSink returns the development audit console writing to w.
+func NewConsoleSink(w io.Writer) AuditSink { return &consoleSink{w: w} }

@@ -1,10 +1,11 @@
 package surface
 
 import (
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/agentsurface/agentsurface/internal/randid"
 )
 
 // Plane separates view capabilities (observations and actions of live
@@ -139,27 +140,14 @@ func jsLen(s string) int {
 	return n
 }
 
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+const base62 = randid.Alphabet62
 
-// randomID returns prefix + n random base62 characters. The source is
-// math/rand/v2's runtime generator (ChaCha8, seeded from the OS): ids must
-// be unpredictable enough not to collide, not secret.
-func randomID(prefix string, n int) string {
-	b := append(make([]byte, 0, len(prefix)+n), prefix...)
-	for n > 0 {
-		v := rand.Uint64()
-		for k := 0; k < 10 && n > 0; k++ { // 62^10 < 2^64
-			b = append(b, base62[v%62])
-			v /= 62
-			n--
-		}
-	}
-	return string(b)
-}
-
-func newSurfaceID() string      { return randomID("srf_", 22) }
-func newInvocationID() string   { return randomID("inv_", 12) }
-func newConfirmationID() string { return randomID("cnf_", 12) }
+// The minted ids: prefix + base62 characters drawn uniformly from
+// math/rand/v2's runtime generator (ChaCha8, seeded from the OS). They
+// must be unpredictable enough not to collide, not secret.
+func newSurfaceID() string      { return randid.Base62("srf_", 22) }
+func newInvocationID() string   { return randid.Base62("inv_", 12) }
+func newConfirmationID() string { return randid.Base62("cnf_", 12) }
 
 // appendRegistrationID appends "reg_" + counter in lowercase base36,
 // zero-padded to at least 4, + 6 base62 characters drawn from key and

@@ -105,7 +105,7 @@ func envelopeMessage(name string) string {
 // with issues comes from the capability's input schema (the envelope was
 // valid), so the model fixes "input" rather than the envelope.
 func capabilitySchemaMessage(res Result) Result {
-	if res.Error == nil || res.Error.Code != CodeInvalidInput || res.Error.Details["issues"] == nil {
+	if res.Error == nil || res.Error.Code != CodeInvalidInput || len(res.Error.Issues()) == 0 {
 		return res
 	}
 	res.Error.Message = "The input does not match the capability's inputSchema (from surface_discover); " +

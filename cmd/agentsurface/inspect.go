@@ -162,8 +162,7 @@ func call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "call", c.stopped(ctx, err, "calling "+c.tool))
 	}
 	if *wait && res.Error != nil && res.Error.Code == surface.CodeConfirmationRequired {
-		id := res.Error.ConfirmationID()
-		summary, _ := res.Error.Details["summary"].(string)
+		id, summary := res.Error.ConfirmationID(), res.Error.Summary()
 		fmt.Fprintf(stderr, "agentsurface call: waiting for the user's decision on %s: %s\n", id, summary)
 		tick := time.NewTicker(*poll)
 		defer tick.Stop()

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentsurface/agentsurface/examples/devices/console"
@@ -106,10 +105,8 @@ func replicaSecret(shared bool, log *slog.Logger) ([]byte, error) {
 	if shared {
 		return nil, fmt.Errorf("set $%s to the same 32 or more random bytes on every replica (e.g. openssl rand -hex 32)", envReplicaSecret)
 	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
 	log.Warn("no $" + envReplicaSecret + ": this replica made one up, so no other replica can forward to it; set it (the same on every replica) to run several")
-	return []byte(hex.EncodeToString(b)), nil
+	return []byte(randid.Text() + randid.Text()), nil // 52 characters, 260 random bits
 }
 
 // close leaves the deployment: the directory first (the other replicas

@@ -18,8 +18,6 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -34,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 )
@@ -96,7 +95,7 @@ func createDatabase(tb testing.TB, admin string) string {
 		tb.Fatalf("pgtest: connect to %s: %v", redact(admin), err)
 	}
 	defer conn.Close(ctx)
-	name := "agentsurface_test_" + randomHex(6)
+	name := "agentsurface_test_" + strings.ToLower(randid.Text()) // unquoted identifiers fold to lower case
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		tb.Fatalf("pgtest: create database: %v", err)
 	}
@@ -316,12 +315,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Lazy is a test package's server, started by the first test that asks

@@ -132,6 +132,7 @@ func (t *exampleT) Context() context.Context          { return context.Backgroun
 func (t *exampleT) Cleanup(f func())                  { t.cleanups = append(t.cleanups, f) }
 func (t *exampleT) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 func (t *exampleT) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (t *exampleT) Logf(string, ...any)               {}
 
 // end runs the cleanups, last registered first, as a test's end does.
 func (t *exampleT) end() {

@@ -118,8 +118,15 @@ func RequireFailWith(tb testing.TB, res surface.Result, code surface.Code, detai
 		b, _ := json.Marshal(res.Error)
 		tb.Fatalf("want error %s, got %s", code, b)
 	}
+	// The details as an agent reads them: from the error's JSON.
+	var wire struct {
+		Values map[string]json.RawMessage `json:"details"`
+	}
+	if b, err := json.Marshal(res.Error); err != nil || json.Unmarshal(b, &wire) != nil {
+		tb.Fatalf("error %s does not encode as JSON: %v", code, err)
+	}
 	for _, key := range slices.Sorted(maps.Keys(details)) {
-		got, ok := res.Error.Details[key]
+		got, ok := wire.Values[key]
 		if !ok {
 			b, _ := json.Marshal(res.Error)
 			tb.Fatalf("error %s has no details.%s; got %s", code, key, b)

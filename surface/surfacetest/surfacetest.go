@@ -48,6 +48,21 @@
 //	surfacetest.RequireContract(t, "shop.contract.json", reg,
 //		&surfacetest.ContractOptions{Consumers: []surface.Consumer{agent, console}})
 //
+// # Conformance kits
+//
+// TestAuditSink and TestPolicy check code an application writes against
+// the contracts of package surface, as testing/slogtest checks a
+// slog.Handler. TestAuditSink drives an AuditSink through the hooks
+// AuditSinkUnderTest gives it (what arrived, flush, the loss count, a
+// stalled destination): records delivered once and intact, Record safe
+// from many goroutines, never blocking, untouched by cancellation, an
+// error meaning a counted loss. TestPolicy runs a Policy under
+// PolicyScenarios: discovery pure and fast, authorization blind to the
+// input, invoke hooks seeing only the validated effective input and
+// leaving it as it is. Both fail a blocked call at a generous bound,
+// never wait for time to pass, and run every built-in of the module in
+// its own tests.
+//
 // # Smaller helpers
 //
 // NewRegistry, MustRegister, Record, Invoke and the capability builders

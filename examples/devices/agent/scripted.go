@@ -164,8 +164,8 @@ func (r *run) play(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if reason, _ := res.Error.Details["reason"].(string); reason != "registration-replaced" {
-		return r.fail("read the closed panel (stale catalog)", "want reason registration-replaced, got "+reason)
+	if reason := res.Error.Reason(); reason != surface.ReasonRegistrationReplaced {
+		return r.fail("read the closed panel (stale catalog)", "want reason registration-replaced, got "+string(reason))
 	}
 	if err := r.discover(ctx, "discover again", capReadDevice, capClose); err != nil {
 		return err
@@ -201,8 +201,7 @@ func (r *run) play(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cid, _ := res.Error.Details["confirmationId"].(string)
-		summary, _ := res.Error.Details["summary"].(string)
+		cid, summary := res.Error.ConfirmationID(), res.Error.Summary()
 		if err := r.awaitApproval(ctx, cid, summary, disable); err != nil {
 			return err
 		}
@@ -360,8 +359,8 @@ func (r *run) emit(s Step) {
 // detail is a one-line note on a result.
 func detail(res surface.Result) string {
 	if res.Error != nil {
-		if reason, ok := res.Error.Details["reason"].(string); ok {
-			return res.Error.Message + " (" + reason + ")"
+		if reason := res.Error.Reason(); reason != "" {
+			return res.Error.Message + " (" + string(reason) + ")"
 		}
 		return res.Error.Message
 	}

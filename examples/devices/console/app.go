@@ -2,8 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
@@ -365,9 +364,6 @@ func idempotencyScope(call *surface.ProcedureCall) string {
 	return "session " + session + " " + call.Consumer.Key()
 }
 
-// randomToken returns 32 random bytes, base64url: unguessable.
-func randomToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+// randomToken returns 52 random base32 characters (260 bits, as many as
+// the 32 random bytes a token had): unguessable.
+func randomToken() string { return randid.Text() + randid.Text() }

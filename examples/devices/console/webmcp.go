@@ -13,7 +13,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -244,12 +244,4 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // newInvocationID returns an id in the registry's format: inv_ and 12
 // base62 characters.
-func newInvocationID() string {
-	const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = base62[int(b[i])%len(base62)]
-	}
-	return "inv_" + string(b)
-}
+func newInvocationID() string { return randid.Base62("inv_", 12) }
