@@ -407,7 +407,7 @@ func (d *capDiff) schema(field string, a, b, def json.RawMessage, what string) {
 	if equalJSON(a, b) {
 		return
 	}
-	sd := compareSchemas(a, b, def)
+	sd := compareSchemas(a, b, def, nil)
 	switch {
 	case sd.wider && sd.narrower:
 		d.row(Widening, true, field, a, b, "accepts other "+what+": new "+sd.whyWider+"; no longer "+sd.whyNarrower)
