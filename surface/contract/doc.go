@@ -188,6 +188,13 @@
 // change it calls widening may in fact accept nothing new; a change it
 // calls narrowing or neutral never accepts anything new.
 //
+// The work is bounded: each proof may do a fixed number of steps, the
+// proofs of one [Compare] together at most [CompareWork], after which
+// every further schema change is an unproven widening without trying; a
+// schema longer than [MaxSchemaBytes], or schemas longer than
+// [MaxSchemasBytes] in one contract, are refused with a [*LimitError]
+// ([ErrTooLarge]).
+//
 // A contract compares the schemas agents are shown. The element type of
 // an inferred Go map is enforced by the registry but not part of the
 // shown schema (the subset has no schema-valued additionalProperties), so
