@@ -24,8 +24,12 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 Compares two agentsurface contract files and prints every change with its
 class: widening (a consumer may do more, or the change cannot be shown not
 to give it more), narrowing or neutral. The rules are those of package
-surface/contract. An empty OLD file (such as /dev/null) stands for a surface
-with no consumer: every consumer NEW lists is new.
+surface/contract: a schema change the checker cannot prove safe (a keyword
+or construct it does not model, or one too complex to compare within its
+work budget) is a widening, "unproven". An empty OLD file (such as
+/dev/null) stands for a surface with no consumer: every consumer NEW lists
+is new. A file larger than 64 MiB, a schema larger than 1 MiB or a
+contract with more than 32 MiB of schemas is refused.
 
 The exit status is 1 when a change is of a class --fail names (by default
 widening) or a file cannot be read, 0 otherwise, 2 on a usage error.
@@ -98,11 +102,26 @@ Flags:
 // errEmpty reports an empty contract file.
 var errEmpty = errors.New("empty file")
 
-// readContract reads and parses a contract file.
+// readContract reads and parses a contract file of at most
+// contract.MaxFileBytes.
 func readContract(path string) (*contract.Contract, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	tooLarge := func(size int64) error {
+		return fmt.Errorf("%s: %w", path, &contract.LimitError{What: "the file", Size: int(size), Limit: contract.MaxFileBytes})
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > contract.MaxFileBytes {
+		return nil, tooLarge(fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, contract.MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > contract.MaxFileBytes {
+		return nil, tooLarge(int64(len(data)))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errEmpty

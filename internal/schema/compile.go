@@ -122,6 +122,11 @@ type node struct {
 
 	// Precomputed issue messages.
 	msgs nodeMsgs
+
+	// out records what a node compiled for comparison (see loose.go)
+	// says beyond the subset, and what it reaches that does; nil when
+	// nothing.
+	out *outside
 }
 
 // nodeMsgs holds the parameterised issue messages of a node.
@@ -151,6 +156,10 @@ type compiler struct {
 	// inferred is set for documents produced by Infer: additionalProperties
 	// may then be a schema (a Go map's values), compiled as a hidden node.
 	inferred bool
+	// loose is set for documents compiled for comparison (ParseLoose):
+	// what lies outside the subset is recorded on the nodes instead of
+	// refused; draft7 is set when the root's $schema names draft-07.
+	loose, draft7 bool
 	// defs holds the compiled root $defs entries by name.
 	defs map[string]*node
 	// refs are the "$ref"s met so far, resolved once all of $defs is known.
@@ -175,6 +184,10 @@ func (c *compiler) compileRoot(doc any) (*node, error) {
 	for _, r := range c.refs {
 		target, ok := c.defs[r.name]
 		if !ok {
+			if c.loose {
+				r.from.restrict("$ref")
+				continue
+			}
 			return nil, &Error{Path: r.path, Keyword: "$ref", Reason: "reference to a missing $defs entry"}
 		}
 		r.from.ref = target
@@ -208,9 +221,15 @@ func sortedKeys(m map[string]any) []string {
 func (c *compiler) compile(v any, path string, depth int) (*node, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
+		if c.loose {
+			return c.looseValue(v), nil
+		}
 		return nil, &Error{Path: path, Reason: "a schema must be a JSON object (boolean schemas are not supported)"}
 	}
 	if depth > HardMaxDepth {
+		if c.loose {
+			return c.opaque("a schema nested more than " + strconv.Itoa(HardMaxDepth) + " levels deep"), nil
+		}
 		return nil, &Error{Path: path, Reason: "schema is nested more than " + strconv.Itoa(HardMaxDepth) + " levels deep"}
 	}
 	if depth > c.depth {
@@ -243,196 +262,226 @@ func (c *compiler) compile(v any, path string, depth int) (*node, error) {
 	}
 
 	for _, k := range sortedKeys(m) {
-		kp := path + "/" + escapePointer(k)
-		val := m[k]
-		bad := func(reason string) error { return &Error{Path: kp, Keyword: k, Reason: reason} }
-		switch k {
-		case "type":
-			if err := c.compileType(n, val, bad); err != nil {
+		if !c.loose {
+			if err := c.keyword(n, m[k], k, path, depth); err != nil {
 				return nil, err
 			}
-		case "enum":
-			arr, ok := val.([]any)
-			if !ok || len(arr) == 0 {
-				return nil, bad("must be a non-empty array")
-			}
-			n.enum = arr
-		case "const":
-			n.hasConst, n.constVal = true, val
-		case "properties":
-			pm, ok := val.(map[string]any)
-			if !ok {
-				return nil, bad("must be an object of schemas")
-			}
-			for _, name := range sortedKeys(pm) {
-				pn, err := c.compile(pm[name], kp+"/"+escapePointer(name), depth+1)
-				if err != nil {
-					return nil, err
-				}
-				n.props = append(n.props, prop{name: name, node: pn})
-			}
-		case "required":
-			arr, ok := val.([]any)
-			if !ok {
-				return nil, bad("must be an array of strings")
-			}
-			for i, e := range arr {
-				s, ok := e.(string)
-				if !ok {
-					return nil, &Error{Path: kp + "/" + strconv.Itoa(i), Keyword: k, Reason: "must be an array of strings"}
-				}
-				if slices.Contains(n.required, s) {
-					return nil, &Error{Path: kp + "/" + strconv.Itoa(i), Keyword: k, Reason: "must not repeat a name"}
-				}
-				n.required = append(n.required, s)
-				n.msgs.required = append(n.msgs.required, "missing required property "+strconv.Quote(s))
-			}
-		case "additionalProperties":
-			b, ok := val.(bool)
-			if !ok {
-				return nil, bad("must be a boolean (schemas are not supported)")
-			}
-			n.noAdditional = !b
-		case "items":
-			if _, ok := val.(map[string]any); !ok {
-				return nil, bad("must be a single schema object")
-			}
-			in, err := c.compile(val, kp, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			n.items = in
-		case "minItems", "maxItems", "minLength", "maxLength":
-			x, ok := nonNegInt(val)
-			if !ok {
-				return nil, bad("must be a non-negative integer")
-			}
-			switch k {
-			case "minItems":
-				n.minItems, n.msgs.minItems = x, "must have at least "+strconv.Itoa(x)+" items"
-			case "maxItems":
-				n.maxItems, n.msgs.maxItems = x, "must have at most "+strconv.Itoa(x)+" items"
-			case "minLength":
-				n.minLength, n.msgs.minLength = x, "must be at least "+strconv.Itoa(x)+" characters"
-			case "maxLength":
-				n.maxLength, n.msgs.maxLength = x, "must be at most "+strconv.Itoa(x)+" characters"
-			}
-		case "uniqueItems":
-			b, ok := val.(bool)
-			if !ok {
-				return nil, bad("must be a boolean")
-			}
-			n.uniqueItems = b
-		case "pattern":
-			s, ok := val.(string)
-			if !ok {
-				return nil, bad("must be a string")
-			}
-			re, err := c.compilePattern(s)
-			if err != nil {
-				return nil, bad(err.Error())
-			}
-			n.pattern = re
-		case "format":
-			s, ok := val.(string)
-			if !ok {
-				return nil, bad("must be a string")
-			}
-			f, ok := formats[s]
-			if !ok {
-				return nil, bad("must be one of date-time, date, uuid, email, uri")
-			}
-			n.format = f
-		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf":
-			f, ok := val.(float64)
-			if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, bad("must be a number")
-			}
-			txt := formatNumber(f)
-			switch k {
-			case "minimum":
-				n.numFlags |= hasMinimum
-				n.minimum, n.msgs.minimum = f, "must be >= "+txt
-			case "maximum":
-				n.numFlags |= hasMaximum
-				n.maximum, n.msgs.maximum = f, "must be <= "+txt
-			case "exclusiveMinimum":
-				n.numFlags |= hasExclMin
-				n.exclMin, n.msgs.exclMin = f, "must be > "+txt
-			case "exclusiveMaximum":
-				n.numFlags |= hasExclMax
-				n.exclMax, n.msgs.exclMax = f, "must be < "+txt
-			case "multipleOf":
-				if f <= 0 {
-					return nil, bad("must be a number greater than 0")
-				}
-				n.numFlags |= hasMultipleOf
-				n.multipleOf, n.msgs.multipleOf = f, "must be a multiple of "+txt
-			}
-		case "anyOf":
-			arr, ok := val.([]any)
-			if !ok || len(arr) == 0 {
-				return nil, bad("must be a non-empty array of schemas")
-			}
-			for i, e := range arr {
-				bn, err := c.compile(e, kp+"/"+strconv.Itoa(i), depth+1)
-				if err != nil {
-					return nil, err
-				}
-				n.anyOf = append(n.anyOf, bn)
-			}
-		case "description", "title":
-			if _, ok := val.(string); !ok {
-				return nil, bad("must be a string")
-			}
-		case "default":
-			// Any JSON value; never applied.
-		case "examples":
-			if _, ok := val.([]any); !ok {
-				return nil, bad("must be an array")
-			}
-		case "deprecated":
-			if _, ok := val.(bool); !ok {
-				return nil, bad("must be a boolean")
-			}
-		case "$schema", "$id":
-			if path != "" {
-				return nil, bad("is only allowed at the root")
-			}
-			if _, ok := val.(string); !ok {
-				return nil, bad("must be a string")
-			}
-		case "$defs":
-			if path != "" {
-				return nil, bad("is only allowed at the root")
-			}
-			dm, ok := val.(map[string]any)
-			if !ok {
-				return nil, bad("must be an object of schemas")
-			}
-			c.defs = make(map[string]*node, len(dm))
-			for _, name := range sortedKeys(dm) {
-				dn, err := c.compile(dm[name], kp+"/"+escapePointer(name), depth+1)
-				if err != nil {
-					return nil, err
-				}
-				c.defs[name] = dn
-			}
-		case "$ref":
-			s, ok := val.(string)
-			if !ok {
-				return nil, bad("must be a string")
-			}
-			name, ok := refName(s)
-			if !ok {
-				return nil, bad(`must be an internal reference "#/$defs/<name>"`)
-			}
-			c.refs = append(c.refs, pendingRef{from: n, name: name, path: kp})
-		default:
-			return nil, bad("is not supported")
+			continue
+		}
+		// A keyword the subset refuses leaves the node as it was and is
+		// recorded instead.
+		saved := *n
+		if err := c.keyword(n, m[k], k, path, depth); err != nil {
+			*n = saved
+			c.outsideKeyword(n, k, path)
 		}
 	}
+	if c.loose {
+		c.interplay(n, m)
+	}
 	return n, nil
+}
+
+// keyword checks and compiles the value val of keyword k of node n, the
+// node at path and depth.
+func (c *compiler) keyword(n *node, val any, k, path string, depth int) error {
+	kp := path + "/" + escapePointer(k)
+	bad := func(reason string) error { return &Error{Path: kp, Keyword: k, Reason: reason} }
+	switch k {
+	case "type":
+		if err := c.compileType(n, val, bad); err != nil {
+			return err
+		}
+	case "enum":
+		arr, ok := val.([]any)
+		if !ok || len(arr) == 0 {
+			return bad("must be a non-empty array")
+		}
+		n.enum = arr
+	case "const":
+		n.hasConst, n.constVal = true, val
+	case "properties":
+		pm, ok := val.(map[string]any)
+		if !ok {
+			return bad("must be an object of schemas")
+		}
+		for _, name := range sortedKeys(pm) {
+			pn, err := c.compile(pm[name], kp+"/"+escapePointer(name), depth+1)
+			if err != nil {
+				return err
+			}
+			n.props = append(n.props, prop{name: name, node: pn})
+		}
+	case "required":
+		arr, ok := val.([]any)
+		if !ok {
+			return bad("must be an array of strings")
+		}
+		for i, e := range arr {
+			s, ok := e.(string)
+			if !ok {
+				return &Error{Path: kp + "/" + strconv.Itoa(i), Keyword: k, Reason: "must be an array of strings"}
+			}
+			if slices.Contains(n.required, s) {
+				return &Error{Path: kp + "/" + strconv.Itoa(i), Keyword: k, Reason: "must not repeat a name"}
+			}
+			n.required = append(n.required, s)
+			n.msgs.required = append(n.msgs.required, "missing required property "+strconv.Quote(s))
+		}
+	case "additionalProperties":
+		b, ok := val.(bool)
+		if !ok {
+			return bad("must be a boolean (schemas are not supported)")
+		}
+		n.noAdditional = !b
+	case "items":
+		if _, ok := val.(map[string]any); !ok {
+			return bad("must be a single schema object")
+		}
+		in, err := c.compile(val, kp, depth+1)
+		if err != nil {
+			return err
+		}
+		n.items = in
+	case "minItems", "maxItems", "minLength", "maxLength":
+		x, ok := nonNegInt(val)
+		if !ok {
+			return bad("must be a non-negative integer")
+		}
+		switch k {
+		case "minItems":
+			n.minItems, n.msgs.minItems = x, "must have at least "+strconv.Itoa(x)+" items"
+		case "maxItems":
+			n.maxItems, n.msgs.maxItems = x, "must have at most "+strconv.Itoa(x)+" items"
+		case "minLength":
+			n.minLength, n.msgs.minLength = x, "must be at least "+strconv.Itoa(x)+" characters"
+		case "maxLength":
+			n.maxLength, n.msgs.maxLength = x, "must be at most "+strconv.Itoa(x)+" characters"
+		}
+	case "uniqueItems":
+		b, ok := val.(bool)
+		if !ok {
+			return bad("must be a boolean")
+		}
+		n.uniqueItems = b
+	case "pattern":
+		s, ok := val.(string)
+		if !ok {
+			return bad("must be a string")
+		}
+		re, err := c.compilePattern(s)
+		if err != nil {
+			return bad(err.Error())
+		}
+		n.pattern = re
+	case "format":
+		s, ok := val.(string)
+		if !ok {
+			return bad("must be a string")
+		}
+		f, ok := formats[s]
+		if !ok {
+			return bad("must be one of date-time, date, uuid, email, uri")
+		}
+		n.format = f
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf":
+		f, ok := val.(float64)
+		if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+			return bad("must be a number")
+		}
+		txt := formatNumber(f)
+		switch k {
+		case "minimum":
+			n.numFlags |= hasMinimum
+			n.minimum, n.msgs.minimum = f, "must be >= "+txt
+		case "maximum":
+			n.numFlags |= hasMaximum
+			n.maximum, n.msgs.maximum = f, "must be <= "+txt
+		case "exclusiveMinimum":
+			n.numFlags |= hasExclMin
+			n.exclMin, n.msgs.exclMin = f, "must be > "+txt
+		case "exclusiveMaximum":
+			n.numFlags |= hasExclMax
+			n.exclMax, n.msgs.exclMax = f, "must be < "+txt
+		case "multipleOf":
+			if f <= 0 {
+				return bad("must be a number greater than 0")
+			}
+			n.numFlags |= hasMultipleOf
+			n.multipleOf, n.msgs.multipleOf = f, "must be a multiple of "+txt
+		}
+	case "anyOf":
+		arr, ok := val.([]any)
+		if !ok || len(arr) == 0 {
+			return bad("must be a non-empty array of schemas")
+		}
+		for i, e := range arr {
+			bn, err := c.compile(e, kp+"/"+strconv.Itoa(i), depth+1)
+			if err != nil {
+				return err
+			}
+			n.anyOf = append(n.anyOf, bn)
+		}
+	case "description", "title":
+		if _, ok := val.(string); !ok {
+			return bad("must be a string")
+		}
+	case "default":
+		// Any JSON value; never applied.
+	case "examples":
+		if _, ok := val.([]any); !ok {
+			return bad("must be an array")
+		}
+	case "deprecated":
+		if _, ok := val.(bool); !ok {
+			return bad("must be a boolean")
+		}
+	case "$schema", "$id":
+		if path != "" {
+			return bad("is only allowed at the root")
+		}
+		s, ok := val.(string)
+		if !ok {
+			return bad("must be a string")
+		}
+		if c.loose && k == "$schema" && dialectOf(s) == dialectUnknown {
+			return bad("names a dialect the comparison does not know")
+		}
+	case "$defs":
+		if path != "" {
+			return bad("is only allowed at the root")
+		}
+		dm, ok := val.(map[string]any)
+		if !ok {
+			return bad("must be an object of schemas")
+		}
+		c.defs = make(map[string]*node, len(dm))
+		for _, name := range sortedKeys(dm) {
+			dn, err := c.compile(dm[name], kp+"/"+escapePointer(name), depth+1)
+			if err != nil {
+				return err
+			}
+			c.defs[name] = dn
+		}
+	case "$ref":
+		s, ok := val.(string)
+		if !ok {
+			return bad("must be a string")
+		}
+		name, ok := refName(s)
+		if !ok {
+			return bad(`must be an internal reference "#/$defs/<name>"`)
+		}
+		if c.loose && strings.Contains(s, "%") {
+			// A URI fragment is percent-decoded before it is read as a
+			// pointer; the subset reads it as written.
+			return bad("is percent-encoded")
+		}
+		c.refs = append(c.refs, pendingRef{from: n, name: name, path: kp})
+	default:
+		return bad("is not supported")
+	}
+	return nil
 }
 
 // patternError is why a pattern is refused.

@@ -1,6 +1,7 @@
 // Package schema implements the JSON Schema subset of agentsurface: the
 // check of raw schemas against the subset, inference of schemas from Go
-// types, and a validator for exactly that subset.
+// types, a validator for exactly that subset, and the inclusion prover
+// that classifies a change of schema as wider or narrower.
 //
 // # The subset
 //
@@ -82,6 +83,40 @@
 // where encoding/json is stricter than JSON: a number written 1.0 or 1e2
 // for an integer field, duplicate member names, or a time.Time written
 // with escapes.
+//
+// # Comparing schemas
+//
+// [Compare] classifies the change from an old to a new schema, as the
+// contract drift gate needs: wider when the new schema may accept a value
+// the old one refuses, narrower for the converse. It proves inclusions
+// between the languages of the two schemas on the compiled nodes, so a
+// keyword means to it exactly what it means to the validator. The proof
+// follows $ref (assuming a pair of nodes under proof when a recursion
+// meets it again, which a finite value makes sound), distributes anyOf,
+// compares types (integer within number), the bounds and counts of
+// strings, numbers, arrays and objects, required and declared properties
+// and additionalProperties, and checks a finite set of values (const,
+// enum, booleans and null) value by value with the validator. It is sound,
+// not complete: a change it calls neither wider nor narrower is an
+// equivalence.
+//
+// The schemas compared need not lie in the subset (a hand-edited contract
+// file, the listing of an MCP server of another implementation). They are
+// compiled with the subset's compiler in a mode that records, instead of
+// refusing, what the subset does not model, and one rule applies: what
+// the prover does not model never makes a change look safe. A keyword
+// that can only restrict the values a schema accepts (not, allOf, oneOf,
+// if/then/else, minProperties, a format it does not know, ...) is left out
+// where that can only make the language larger and fails the proof where
+// it would have to be shown; anything else — a keyword of no known
+// vocabulary, patternProperties next to additionalProperties false,
+// prefixItems next to items, a $ref beside other keywords under draft-07,
+// an $id inside the document, a dialect other than draft 2020-12 and
+// draft-07 — fails the proof on either side ("unproven"). Boolean
+// subschemas are modeled: true accepts every value, false none.
+//
+// Each proof may do [ProofWork] steps, and a [Budget] bounds a run of
+// comparisons; a proof that runs out is unproven, too complex.
 //
 // # Example
 //

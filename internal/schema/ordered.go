@@ -37,17 +37,31 @@ func checkText(raw []byte) error {
 		}
 		switch t {
 		case json.Delim('{'):
+			// A list for the usual few keys, a set once there are many
+			// (such as a large $defs), so that the check stays linear.
 			var seen []string
+			var many map[string]bool
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
 					return &Error{Path: path, Reason: "not valid JSON: " + err.Error()}
 				}
 				key, _ := kt.(string)
-				if slices.Contains(seen, key) {
+				if many != nil && many[key] || many == nil && slices.Contains(seen, key) {
 					return &Error{Path: path + "/" + escapePointer(key), Reason: "the key " + strconv.Quote(key) + " appears twice in one object"}
 				}
-				seen = append(seen, key)
+				switch {
+				case many != nil:
+					many[key] = true
+				case len(seen) < 16:
+					seen = append(seen, key)
+				default:
+					many = make(map[string]bool, 2*len(seen))
+					for _, k := range seen {
+						many[k] = true
+					}
+					many[key] = true
+				}
 				if err := walk(path + "/" + escapePointer(key)); err != nil {
 					return err
 				}

@@ -29,6 +29,7 @@ import (
 // keywords that apply to v's type.
 func (s *Schema) Validate(v any) []Issue {
 	var vd validator
+	vd.limit = maxSteps
 	vd.check(s.root, v)
 	if vd.exhausted {
 		is := Issue{Path: "", Message: "value is too complex to validate"}
@@ -67,10 +68,13 @@ type validator struct {
 	quiet int
 	// full is set once MaxIssues issues are recorded.
 	full bool
-	// steps counts checks; exhausted is set when it passes maxSteps, and
-	// stops everything.
-	steps     int
-	exhausted bool
+	// steps counts checks; exhausted is set when it passes limit
+	// (maxSteps for Validate), and stops everything.
+	steps, limit int
+	exhausted    bool
+	// unit, when > 0, weighs each check by the values it may compare
+	// (see weight): the prover bounds its work in steps.
+	unit int
 	// depth is the number of path segments; the first stackSegs are in
 	// segs, the rest in extra.
 	depth int
@@ -242,9 +246,16 @@ func matchesType(m typeMask, k kind, f float64) bool {
 
 // check validates v against n at the current location and reports whether
 // it is valid.
-func (vd *validator) check(n *node, v any) bool {
+func (vd *validator) check(n *node, v any) bool { return vd.checkParts(n, v, 0) }
+
+// checkParts is check without the parts of n that skip names (skipRef,
+// skipAnyOf): the prover validates parts of nodes.
+func (vd *validator) checkParts(n *node, v any, skip uint8) bool {
 	vd.steps++
-	if vd.steps > maxSteps {
+	if vd.unit > 0 {
+		vd.steps += vd.weight(n)
+	}
+	if vd.steps > vd.limit {
 		vd.exhausted = true
 	}
 	if vd.exhausted {
@@ -254,7 +265,7 @@ func (vd *validator) check(n *node, v any) bool {
 		vd.report("value is nested too deeply")
 		return false
 	}
-	if n.ref != nil && !vd.check(n.ref, v) {
+	if skip&skipRef == 0 && n.ref != nil && !vd.check(n.ref, v) {
 		return false
 	}
 	if n.hasConst && !jsonEqual(v, n.constVal) {
@@ -265,7 +276,7 @@ func (vd *validator) check(n *node, v any) bool {
 		vd.report("must be one of the allowed values")
 		return false
 	}
-	if n.anyOf != nil {
+	if skip&skipAnyOf == 0 && n.anyOf != nil {
 		vd.quiet++
 		ok := false
 		for _, b := range n.anyOf {
@@ -296,6 +307,20 @@ func (vd *validator) check(n *node, v any) bool {
 		return vd.checkObject(n, v.(map[string]any))
 	}
 	return true
+}
+
+// weight is the cost, beyond one step, of checking a value of unit
+// steps against n: comparing it with each enum value and the constant,
+// and looking for duplicates among its items.
+func (vd *validator) weight(n *node) int {
+	w := len(n.enum)
+	if n.hasConst {
+		w++
+	}
+	if n.uniqueItems {
+		w++
+	}
+	return w * vd.unit
 }
 
 // maxValueDepth bounds the nesting of validated values (encoding/json

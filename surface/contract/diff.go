@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentsurface/agentsurface/internal/schema"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -63,9 +64,17 @@ var ErrSources = errors.New("contract: contracts from different sources cannot b
 // documentation. The changes are ordered by consumer, then components,
 // then capability key, then field in the order of the rule table. Two
 // equal contracts have no changes.
-// Compare fails for contracts that are not well formed ([ErrFormat]) or
-// that come from different sources ([ErrSources]).
+// Compare fails for contracts that are not well formed ([ErrFormat]),
+// that come from different sources ([ErrSources]) or whose schemas exceed
+// a size limit ([ErrTooLarge]); its schema proofs together do at most
+// [CompareWork].
 func Compare(old, new *Contract) ([]Change, error) {
+	if err := checkSizes(old); err != nil {
+		return nil, fmt.Errorf("old contract: %w", err)
+	}
+	if err := checkSizes(new); err != nil {
+		return nil, fmt.Errorf("new contract: %w", err)
+	}
 	a, err := old.normalized()
 	if err != nil {
 		return nil, fmt.Errorf("old contract: %w", err)
@@ -78,6 +87,7 @@ func Compare(old, new *Contract) ([]Change, error) {
 		return nil, fmt.Errorf("%w: %s and %s", ErrSources, a.Source, b.Source)
 	}
 	var out []Change
+	budget := schema.NewBudget(CompareWork)
 	merge(a.Consumers, b.Consumers, func(v ConsumerView) string { return v.Name },
 		func(o, n *ConsumerView) {
 			switch {
@@ -86,7 +96,7 @@ func Compare(old, new *Contract) ([]Change, error) {
 			case n == nil:
 				out = append(out, wholeConsumer(o, true))
 			default:
-				out = append(out, compareViews(a.Source, o, n)...)
+				out = append(out, compareViews(a.Source, o, n, budget)...)
 			}
 		})
 	return out, nil
@@ -146,8 +156,9 @@ func wholeConsumer(v *ConsumerView, removed bool) Change {
 	return ch
 }
 
-// compareViews compares one consumer's two views.
-func compareViews(source Source, o, n *ConsumerView) []Change {
+// compareViews compares one consumer's two views; budget bounds the
+// work of the schema proofs.
+func compareViews(source Source, o, n *ConsumerView, budget *schema.Budget) []Change {
 	var out []Change
 	merge(o.Components, n.Components, func(c Component) string { return c.Type + "\x00" + c.InstanceID },
 		func(a, b *Component) {
@@ -170,7 +181,7 @@ func compareViews(source Source, o, n *ConsumerView) []Change {
 			case b == nil:
 				out = append(out, wholeCapability(o.Name, a, true))
 			default:
-				d := capDiff{consumer: o.Name, key: a.Key(), source: source}
+				d := capDiff{consumer: o.Name, key: a.Key(), source: source, budget: budget}
 				d.compare(a, b)
 				out = append(out, d.out...)
 			}
@@ -240,6 +251,7 @@ func wholeCapability(consumer string, c *Capability, removed bool) Change {
 type capDiff struct {
 	consumer, key string
 	source        Source
+	budget        *schema.Budget
 	out           []Change
 }
 
@@ -276,7 +288,7 @@ func (d *capDiff) compare(a, b *Capability) {
 		// The consumer is or was shown nothing else: what changed of the
 		// rest is listed for the reviewer, and the visibility row, if
 		// any, carries the class.
-		rest := capDiff{consumer: d.consumer, key: d.key, source: d.source}
+		rest := capDiff{consumer: d.consumer, key: d.key, source: d.source, budget: d.budget}
 		rest.details(a, b)
 		note := "of a capability hidden from this consumer"
 		switch {
@@ -407,7 +419,7 @@ func (d *capDiff) schema(field string, a, b, def json.RawMessage, what string) {
 	if equalJSON(a, b) {
 		return
 	}
-	sd := compareSchemas(a, b, def)
+	sd := compareSchemas(a, b, def, d.budget)
 	switch {
 	case sd.wider && sd.narrower:
 		d.row(Widening, true, field, a, b, "accepts other "+what+": new "+sd.whyWider+"; no longer "+sd.whyNarrower)

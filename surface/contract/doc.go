@@ -168,22 +168,32 @@
 //
 // # Schemas
 //
-// A schema change is classified by proving inclusions between the sets
-// of values the two schemas accept, under the validator's rules: the new
-// schema widens unless every value it accepts is shown to be accepted by
-// the old one, and narrows unless the converse is shown. The proof
-// follows $ref (assuming a pair of nodes under proof when a recursion
-// meets it again, which a finite value makes sound), distributes anyOf,
-// compares types (integer within number), the bounds and counts of
-// strings, numbers, arrays and objects, required and declared
-// properties and additionalProperties, and checks a finite set of values
-// (const, enum, booleans and null) value by value with the validator
-// itself. What it cannot show — a pattern or format it cannot compare, a
-// keyword it does not know, a schema too complex to finish within its
-// budget — counts as not shown, so an unclassifiable change is a widening
-// (or a mixed one), never neutral. The proof is sound, not complete: a
+// A schema change is classified by the schema subset's inclusion prover
+// (internal/schema), on the compiled schemas, under the validator's
+// rules: the new schema widens unless every value it accepts is shown to
+// be accepted by the old one, and narrows unless the converse is shown.
+// The proof follows $ref, distributes anyOf, compares types (integer
+// within number), the bounds and counts of strings, numbers, arrays and
+// objects, required and declared properties and additionalProperties,
+// and checks a finite set of values (const, enum, booleans and null)
+// value by value with the validator itself. What it cannot show counts as
+// not shown, so an unclassifiable change is a widening (or a mixed one),
+// never neutral: a pattern or format it cannot compare, a keyword it does
+// not model ("unproven": patternProperties next to additionalProperties
+// false, prefixItems next to items, a keyword of no known vocabulary, a
+// dialect other than draft 2020-12 and draft-07), a schema too complex to
+// compare within its budget ("unproven: too complex"). A keyword outside
+// the subset that can only restrict (not, allOf, minProperties, ...) still
+// lets a change that adds it narrow. The proof is sound, not complete: a
 // change it calls widening may in fact accept nothing new; a change it
 // calls narrowing or neutral never accepts anything new.
+//
+// The work is bounded: each proof may do a fixed number of steps, the
+// proofs of one [Compare] together at most [CompareWork], after which
+// every further schema change is an unproven widening without trying; a
+// schema longer than [MaxSchemaBytes], or schemas longer than
+// [MaxSchemasBytes] in one contract, are refused with a [*LimitError]
+// ([ErrTooLarge]).
 //
 // A contract compares the schemas agents are shown. The element type of
 // an inferred Go map is enforced by the registry but not part of the
