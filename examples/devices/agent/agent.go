@@ -54,7 +54,9 @@ type Step struct {
 	Tool string `json:"tool,omitempty"`
 	// Args are the arguments sent, if any.
 	Args json.RawMessage `json:"args,omitempty"`
-	// Outcome is "ok", an error code, or a short note for non-calls.
+	// Outcome is "ok", an error code, or a short note for non-calls. A
+	// step with neither Tool nor Outcome is something the agent said: its
+	// Title is the text.
 	Outcome string `json:"outcome"`
 	// Want is the outcome the step expected; empty when any is fine.
 	Want string `json:"want,omitempty"`

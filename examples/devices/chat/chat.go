@@ -99,7 +99,7 @@ func (l *Loop) Run(ctx context.Context, prompt string, tools agent.Tools, report
 		m.Role = "assistant" // the answer goes back into the conversation as is
 		msgs = append(msgs, m)
 		if text := m.text(); text != "" {
-			emit(agent.Step{Title: text, Outcome: "said", Duration: time.Since(start)})
+			emit(agent.Step{Title: text, Duration: time.Since(start)}) // said, not a call
 		}
 		if len(m.ToolCalls) == 0 {
 			return nil
@@ -111,7 +111,7 @@ func (l *Loop) Run(ctx context.Context, prompt string, tools agent.Tools, report
 			}
 			start := time.Now()
 			res, err := tools.Call(ctx, name, args)
-			step := agent.Step{Title: "call " + name, Tool: name, Args: args, Duration: time.Since(start)}
+			step := agent.Step{Tool: name, Args: args, Duration: time.Since(start)} // the tool says what it is
 			var answer []byte
 			if err != nil {
 				step.Outcome, step.Detail = "error", err.Error()

@@ -227,7 +227,12 @@ func TestModelLoopWaitsForApproval(t *testing.T) {
 	chatLog := s.Chat()
 	said := false
 	for _, e := range chatLog {
-		said = said || e.Step != nil && e.Step.Outcome == "said" && e.Step.Title == "Disabled the offline devices in London."
+		said = said || e.Step != nil && e.Step.Outcome == "" && e.Step.Tool == "" && e.Step.Title == "Disabled the offline devices in London."
+	}
+	for _, e := range chatLog {
+		if e.Step != nil && e.Step.Tool != "" && strings.Contains(e.Step.Title, e.Step.Tool) {
+			t.Errorf("a step names its tool twice: %+v", e.Step) // the page shows the tool beside the title
+		}
 	}
 	if chatLog[len(chatLog)-1].Text != "Done." || !said {
 		t.Fatalf("%+v", chatLog)

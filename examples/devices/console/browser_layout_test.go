@@ -38,7 +38,7 @@ func (a talker) Run(ctx context.Context, _ string, tools agent.Tools, report fun
 			}
 		}
 	}
-	report(agent.Step{N: n + 1, Title: a.reply, Outcome: "said"})
+	report(agent.Step{N: n + 1, Title: a.reply}) // said
 	return nil
 }
 
@@ -186,6 +186,17 @@ func TestBrowserLayout(t *testing.T) {
 	}
 	if !eval[bool](tb, atEnd) {
 		t.Error("after an update the agent's log is not at its newest line")
+	}
+	// What the agent said reads as speech, not as a step with an outcome;
+	// a step names its tool once, breakable at its separators only.
+	if eval[bool](tb, `[...document.querySelectorAll('#agent .chat li')].some((li) => li.textContent.includes('→ said'))`) ||
+		!eval[bool](tb, `[...document.querySelectorAll('#agent .chat li.say')].some((li) => li.textContent.startsWith('Done. The offline devices'))`) {
+		t.Error("the agent's reply is not shown as what it said")
+	}
+	for _, li := range eval[[]string](tb, `[...document.querySelectorAll('#agent .chat li.step')].map((li) => li.innerHTML)`) {
+		if strings.Count(li, "readState") != 1 || !strings.Contains(li, "_<wbr>") {
+			t.Errorf("a step names its tool more than once or unbreakably: %s", li)
+		}
 	}
 	// The scroll event of this scroll is swallowed: on a busy machine it
 	// fires after the next patch arrives (at the next frame), and the page
