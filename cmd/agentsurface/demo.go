@@ -25,7 +25,7 @@ import (
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (with --scripted: a free loopback port unless set, so that it runs beside a demo)")
 	allowHosts := fs.String("allow-host", "", "comma-separated host names the console may be reached by besides the loopback ones (a request naming another host is refused, against DNS rebinding); when --addr is not a loopback address its addresses are allowed too")
 	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use (with --scripted: a fresh temporary one unless set)")
 	reset := fs.Bool("reset", false, "delete the database first, for a fresh seed")
@@ -76,8 +76,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentsurface demo: --approve needs --scripted")
 		return exitUsage
 	}
-	levelSet := false
-	fs.Visit(func(f *flag.Flag) { levelSet = levelSet || f.Name == "log-level" })
+	levelSet, addrSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		levelSet = levelSet || f.Name == "log-level"
+		addrSet = addrSet || f.Name == "addr"
+	})
+	if *scripted && !addrSet {
+		*addr = "127.0.0.1:0" // a headless run needs no known port
+	}
 	if *scripted && !levelSet {
 		*logLevel = "warn"
 	}

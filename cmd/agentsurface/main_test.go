@@ -123,6 +123,18 @@ func TestDemoScripted(t *testing.T) {
 	}
 }
 
+// demo --scripted without --addr runs on a free port, also beside a demo
+// that holds the default one.
+func TestDemoScriptedBesideADemo(t *testing.T) {
+	if ln, err := net.Listen("tcp", "127.0.0.1:8080"); err == nil { // else something holds it already
+		defer ln.Close()
+	}
+	code, out, errOut := cli(t, "demo", "--scripted", "--approve")
+	if code != exitOK || strings.Contains(out, "127.0.0.1:8080") {
+		t.Fatalf("%d\n%s\n%s", code, out, errOut)
+	}
+}
+
 // inspect lists an endpoint's tools; call prints the envelope and exits
 // 1 for an error result; a wrong token fails with exit 1.
 func TestInspectAndCall(t *testing.T) {
