@@ -32,9 +32,11 @@ type board struct {
 	items    []string
 	mounts   int
 	mountCtx context.Context
+	handle   *surface.Handle // the board's registration, while mounted
 	detail   *surface.Handle
 	notified []string
-	pad      int // bytes of padding in the count fragment (slow-client test)
+	pad      int  // bytes of padding in the count fragment (slow-client test)
+	blocked  bool // clear's precondition fails
 }
 
 type addInput struct {
@@ -57,13 +59,25 @@ func (b *board) add(text string) {
 	b.mu.Lock()
 	b.items = append(b.items, text)
 	b.mu.Unlock()
-	b.s.Changed("notes", "count")
+	b.changed()
 }
 
 func (b *board) clear() {
 	b.mu.Lock()
 	b.items = nil
 	b.mu.Unlock()
+	b.changed()
+}
+
+// changed re-evaluates clear's availability for agents and re-renders
+// the page's fragments.
+func (b *board) changed() {
+	b.mu.Lock()
+	h := b.handle
+	b.mu.Unlock()
+	if h != nil {
+		h.Refresh()
+	}
 	b.s.Changed("notes", "count")
 }
 
@@ -72,7 +86,7 @@ func (b *board) Mount(ctx context.Context, s *webhost.Session) error {
 	b.mounts++
 	b.mountCtx = ctx
 	b.mu.Unlock()
-	_, err := s.Registry().RegisterContext(ctx, surface.Component{
+	h, err := s.Registry().RegisterContext(ctx, surface.Component{
 		Type: "notes.board", InstanceID: "main", Description: "The user's notes",
 		Observations: map[string]surface.Capability{
 			"read": surface.Observation(surface.ObservationDef[[]string]{
@@ -96,9 +110,13 @@ func (b *board) Mount(ctx context.Context, s *webhost.Session) error {
 			}),
 			"clear": surface.Action(surface.ActionDef[surface.None, surface.None]{
 				Description: "Delete every note", Effect: surface.EffectLocalState, Confirmation: surface.ConfirmRequired,
+				When:              func() bool { return len(b.list()) > 0 },
+				UnavailableReason: "There is nothing to clear.",
 				Precondition: func(context.Context, *surface.Call, surface.None) error {
-					if len(b.list()) == 0 {
-						return surface.Precondition("There is nothing to clear.", nil)
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					if b.blocked {
+						return surface.Precondition("The notes are locked.", nil)
 					}
 					return nil
 				},
@@ -115,7 +133,14 @@ func (b *board) Mount(ctx context.Context, s *webhost.Session) error {
 			}),
 		},
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	h.Refresh() // a new registration starts as all available: push the real state
+	b.mu.Lock()
+	b.handle = h
+	b.mu.Unlock()
+	return nil
 }
 
 // open navigates: the detail panel of note i mounts under the page's
