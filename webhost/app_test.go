@@ -203,7 +203,7 @@ func (b *board) Notified(_ context.Context, topic string) {
 }
 
 var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Notes</title>{{.Script}}</head>
+<html lang="en"><head><meta charset="utf-8"><title>Notes</title><link rel="icon" href="data:,">{{.Script}}</head>
 <body>
 <p>session <code id="sid">{{.Session}}</code></p>
 <ul id="notes" data-fragment>{{template "notes" .Notes}}</ul>
