@@ -9,6 +9,7 @@ package webhost
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -298,11 +299,9 @@ func (h *Host) serveDecide(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `decision must be "approve" or "deny"`, http.StatusBadRequest)
 		return
 	}
-	actor := ""
+	actor := cmp.Or(s.User(), "anonymous") + " (page)"
 	if h.opts.Actor != nil {
 		actor = h.opts.Actor(r, s)
-	} else {
-		actor = cmpOr(s.User(), "anonymous") + " (page)"
 	}
 	if _, ok := s.Decide(r.PostForm.Get("id"), approve, actor); !ok {
 		// The same answer for an id that is unknown, another session's or
@@ -311,13 +310,6 @@ func (h *Host) serveDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.Posted(w, r)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 //go:embed templates/*.html

@@ -24,7 +24,8 @@ var pageScript = func() []byte {
 	return b
 }()
 
-// scriptHeader is the Host's answer header for the page script.
+// scriptCacheControl lets browsers keep the page script, checking it
+// again on every use.
 const scriptCacheControl = "no-cache"
 
 // Handler returns the Host's handler: every request first passes the

@@ -1,6 +1,7 @@
 package webhost_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -239,5 +240,36 @@ func TestStats(t *testing.T) {
 	st := a.h.Stats()
 	if st.Sessions != 1 || st.UnusedSessions != 1 || st.Streams != 1 || st.ShownSessions != 2 || st.Refused.Host != 1 || st.Refused.Ended != 1 {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// An open event stream gets a keep-alive comment every Heartbeat; one
+// opened from another site is refused before it touches the session.
+func TestStreamHeartbeatAndCrossSite(t *testing.T) {
+	a := newApp(t, webhost.Options{Heartbeat: 20 * time.Millisecond})
+	b := a.browser(t)
+	b.page()
+	req, _ := http.NewRequest(http.MethodGet, a.srv.URL+"/agentsurface/events", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if code, _ := b.do(req); code != http.StatusForbidden || a.h.Stats().Sessions != 0 {
+		t.Fatalf("a cross-site stream: %d, %+v", code, a.h.Stats())
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, a.srv.URL+"/agentsurface/events", nil)
+	res, err := b.client.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("%v %v", res, err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	beats := 0
+	for beats < 3 && sc.Scan() {
+		if sc.Text() == ": heartbeat" {
+			beats++
+		}
+	}
+	if beats < 3 {
+		t.Fatalf("%d heartbeats: %v", beats, sc.Err())
 	}
 }

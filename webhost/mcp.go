@@ -1,6 +1,7 @@
 package webhost
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"strings"
@@ -38,7 +39,7 @@ type OAuthOptions struct {
 	PairingHeader string
 }
 
-func (o *OAuthOptions) pairingHeader() string { return cmpOr(o.PairingHeader, "Mcp-Pairing-Token") }
+func (o *OAuthOptions) pairingHeader() string { return cmp.Or(o.PairingHeader, "Mcp-Pairing-Token") }
 
 // newMCPHandler serves the MCP endpoint for every session: the bearer
 // token (or with OAuth, the verified user's pairing) picks the session's

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -142,7 +143,7 @@ func parseFragments(r *http.Request) ([]string, error) {
 			if !fragmentID.MatchString(id) {
 				return nil, fmt.Errorf("invalid fragment id %q", id)
 			}
-			if !contains(ids, id) {
+			if !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
@@ -153,15 +154,6 @@ func parseFragments(r *http.Request) ([]string, error) {
 	return ids, nil
 }
 
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // serveEvents streams a page's live fragments as server-sent events: all
 // of them at once, then those that changed, as the session changes. A
 // page that offers tools through WebMCP opens it with webmcp=1 and gets
@@ -170,6 +162,12 @@ func contains(ids []string, id string) bool {
 // a write cannot be made within WriteTimeout, the session ends ("ended")
 // or newer streams of the session push it out ("bye").
 func (h *Host) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		// Another site's page cannot follow (and keep alive) a session.
+		h.stats.add(&h.stats.crossOrigin)
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		return
+	}
 	ids, err := parseFragments(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
