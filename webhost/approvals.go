@@ -1,0 +1,360 @@
+package webhost
+
+// The approvals inbox: the confirmations a session's agents asked for,
+// the user's decisions on them, and what became of the calls that
+// presented the approvals. The calls are followed through the registry's
+// telemetry: a call that presents approved evidence, and its settlement,
+// are linked by their invocation id, whatever the consumer and the kind
+// of capability (an action's handler or a procedure's executor).
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"html/template"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/agentsurface/agentsurface/surface"
+)
+
+// ApprovalsID is the element id of the approvals fragment: a page that
+// has an element with this id and the data-fragment attribute shows the
+// session's approvals there, live (the Host's default card, or
+// Options.RenderApprovals).
+const ApprovalsID = "agentsurface-approvals"
+
+// maxDecisions is how many decisions a session keeps.
+const maxDecisions = 100
+
+// Decision is what became of a confirmation request of the session: a
+// user's approval or denial (with [Session.Decide] or in the page), an
+// approval or denial made elsewhere, or its expiry; and, for an approval,
+// the call it let through.
+type Decision struct {
+	ConfirmationID string `json:"confirmationId"`
+	CapabilityID   string `json:"capabilityId"`
+	// Consumer is the key (kind:id) of the consumer that asked.
+	Consumer string `json:"consumer"`
+	Summary  string `json:"summary"`
+	// Input is the exact effective input that was approved or denied.
+	Input surface.JSONText `json:"input"`
+	// Outcome is approved, denied or expired.
+	Outcome surface.ConfirmationOutcome `json:"outcome"`
+	// Actor is who decided: the actor given to Decide, "" when the
+	// request expired or was resolved outside the Host (through the
+	// registry's Confirmations, or an MCP client's elicitation).
+	Actor string    `json:"actor,omitempty"`
+	At    time.Time `json:"at"`
+	// Call is the call that presented the approval, once one did; nil
+	// before (and for denials and expiries).
+	Call *CallOutcome `json:"call,omitempty"`
+}
+
+// CallOutcome is what became of the call that presented an approval:
+// the approval is not the outcome, the call may still fail.
+type CallOutcome struct {
+	InvocationID string `json:"invocationId"`
+	// Settled is false while the call runs.
+	Settled bool                 `json:"settled"`
+	Status  surface.ResultStatus `json:"status,omitempty"`
+	// Code is the error code of a call that failed.
+	Code surface.Code `json:"code,omitempty"`
+	// Executed reports whether the handler or the procedure ran (and the
+	// approval was spent); a call refused before (a precondition, a full
+	// queue) leaves the approval standing until it expires.
+	Executed bool `json:"executed"`
+}
+
+// Approvals is what the approvals fragment shows.
+type Approvals struct {
+	// Pending are the requests waiting for the user, oldest first.
+	Pending []surface.PendingConfirmation
+	// Decisions are the decisions kept, newest first.
+	Decisions []Decision
+	// Action is where the card's form posts: fields "id" (the
+	// confirmation id) and "decision" ("approve" or "deny").
+	Action string
+}
+
+// Pending returns the confirmations waiting for the user, oldest first.
+func (s *Session) Pending() []surface.PendingConfirmation {
+	return s.reg.Confirmations().Pending()
+}
+
+// Decide approves or denies the pending confirmation id of this session
+// on behalf of actor (recorded in the audit trail and the decisions). It
+// reports false, and does nothing, when id is not pending in this
+// session: unknown, another session's, decided already or expired.
+func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool) {
+	var p *surface.PendingConfirmation
+	for _, x := range s.reg.Confirmations().Pending() {
+		if x.ConfirmationID == id {
+			p = &x
+			break
+		}
+	}
+	if p == nil {
+		return Decision{}, false
+	}
+	s.mu.Lock()
+	s.deciding[id] = actor
+	s.mu.Unlock()
+	ok := s.reg.Confirmations().Resolve(id, surface.Resolution{Approved: approve, Actor: actor})
+	s.mu.Lock()
+	delete(s.deciding, id)
+	var d Decision
+	if ok {
+		outcome := surface.OutcomeDenied
+		if approve {
+			outcome = surface.OutcomeApproved
+		}
+		d = s.recordLocked(*p, outcome, actor) // unless the resolution's event recorded it first
+	}
+	s.mu.Unlock()
+	if ok {
+		s.Changed(ApprovalsID)
+	}
+	return d, ok
+}
+
+// Decisions returns the session's decisions, oldest first, each with the
+// outcome of the call its approval let through, as far as known.
+func (s *Session) Decisions() []Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.decisions)
+	for i := range out {
+		if c, ok := s.calls[out[i].ConfirmationID]; ok {
+			out[i].Call = &c
+		}
+	}
+	return out
+}
+
+// Approvals returns what the approvals fragment shows now.
+func (s *Session) Approvals() Approvals {
+	ds := s.Decisions()
+	slices.Reverse(ds)
+	return Approvals{Pending: s.Pending(), Decisions: ds, Action: s.h.DecidePath()}
+}
+
+// RenderApprovals writes the approvals fragment's HTML, as the event
+// stream sends it: for the first render of a page.
+func (s *Session) RenderApprovals(w io.Writer) error { return s.h.renderApprovals(w, s) }
+
+// recordLocked records the decision on p once, and returns it; s.mu is
+// held.
+func (s *Session) recordLocked(p surface.PendingConfirmation, outcome surface.ConfirmationOutcome, actor string) Decision {
+	for _, d := range s.decisions {
+		if d.ConfirmationID == p.ConfirmationID {
+			return d
+		}
+	}
+	d := Decision{ConfirmationID: p.ConfirmationID, CapabilityID: p.CapabilityID, Consumer: p.ConsumerKey,
+		Summary: p.Summary, Input: p.Input, Outcome: outcome, Actor: actor, At: time.Now()}
+	s.decisions = append(s.decisions, d)
+	if n := len(s.decisions) - maxDecisions; n > 0 {
+		s.decisions = slices.Delete(s.decisions, 0, n)
+	}
+	if len(s.calls) > 2*maxDecisions { // keep those of the decisions kept
+		for k := range s.calls {
+			if !slices.ContainsFunc(s.decisions, func(d Decision) bool { return d.ConfirmationID == k }) {
+				delete(s.calls, k)
+			}
+		}
+	}
+	return d
+}
+
+// requested keeps a new request's public view, for its decision.
+func (s *Session) requested(id string) {
+	for _, p := range s.reg.Confirmations().Pending() {
+		if p.ConfirmationID == id {
+			s.mu.Lock()
+			if len(s.known) < 4*s.reg.Limits().MaxPendingConfirmations+16 {
+				s.known[id] = p
+			}
+			s.mu.Unlock()
+			break
+		}
+	}
+	s.Changed(ApprovalsID)
+}
+
+// resolved records how a request left pending: decided with Decide (if
+// Decide has not recorded it yet), elsewhere, or expired.
+func (s *Session) resolved(id string, outcome surface.ConfirmationOutcome) {
+	s.mu.Lock()
+	p, ok := s.known[id]
+	delete(s.known, id)
+	if ok {
+		actor, deciding := s.deciding[id]
+		if !deciding || outcome == surface.OutcomeExpired {
+			actor = ""
+		}
+		s.recordLocked(p, outcome, actor)
+	}
+	s.mu.Unlock()
+	s.Changed(ApprovalsID)
+}
+
+// unregistered expires the pending requests of a registration that went
+// away: resolution precedes confirmation, so approving one could never
+// let a call through. The page shows them expired.
+func (s *Session) unregistered(registrationID string) {
+	for _, p := range s.reg.Confirmations().Pending() {
+		if p.RegistrationID == registrationID {
+			s.reg.Confirmations().Expire(p.ConfirmationID)
+		}
+	}
+}
+
+// observe wraps the registry's telemetry (the application's, if any) to
+// follow the calls that present confirmation evidence.
+func (s *Session) observe(app *surface.Telemetry) *surface.Telemetry {
+	t := &surface.Telemetry{}
+	if app != nil {
+		*t = *app
+	}
+	next := t.Invocation
+	t.Invocation = func(ctx context.Context, info surface.InvocationInfo) (context.Context, surface.InvocationRecorder) {
+		var rec surface.InvocationRecorder
+		if next != nil {
+			ctx, rec = next(ctx, info)
+		}
+		if info.ConfirmationID == "" {
+			return ctx, rec
+		}
+		return ctx, &presented{s: s, next: rec, invocation: info.InvocationID, confirmation: info.ConfirmationID}
+	}
+	return t
+}
+
+// presented records the call of one invocation that presented evidence.
+// Its methods are called on the invoking goroutine, one at a time.
+type presented struct {
+	s                        *Session
+	next                     surface.InvocationRecorder
+	invocation, confirmation string
+	accepted                 bool
+}
+
+func (p *presented) Phase(e surface.PhaseEvent) {
+	if e.Phase == surface.PhaseConfirmationPresented && !e.ApprovedAt.IsZero() {
+		p.accepted = true
+		p.s.called(p.confirmation, CallOutcome{InvocationID: p.invocation})
+	}
+	if p.next != nil {
+		p.next.Phase(e)
+	}
+}
+
+func (p *presented) Settle(st surface.Settlement) {
+	if p.accepted {
+		c := CallOutcome{InvocationID: p.invocation, Settled: true, Status: st.Status, Executed: st.Executed}
+		if st.Error != nil {
+			c.Code = st.Error.Code
+		}
+		p.s.called(p.confirmation, c)
+	}
+	if p.next != nil {
+		p.next.Settle(st)
+	}
+}
+
+// called records what became of the call that presented confirmation id.
+func (s *Session) called(id string, c CallOutcome) {
+	s.mu.Lock()
+	s.calls[id] = c
+	s.mu.Unlock()
+	s.Changed(ApprovalsID)
+}
+
+// DecidePath is where the approvals card's form posts (Options.Prefix +
+// "decide"), with the fields "id" and "decision" ("approve" or "deny"):
+// the session of the request's cookie decides, if id is pending in it.
+// An approve page reached by a link or URL-mode elicitation would be a
+// route beside it (GET shows one confirmation, POST decides, never on
+// GET); it is not served yet.
+func (h *Host) DecidePath() string { return h.opts.Prefix + "decide" }
+
+// serveDecide decides a pending confirmation of the request's session.
+func (h *Host) serveDecide(w http.ResponseWriter, r *http.Request) {
+	s := SessionFrom(r.Context())
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	var approve bool
+	switch r.PostForm.Get("decision") {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		http.Error(w, `decision must be "approve" or "deny"`, http.StatusBadRequest)
+		return
+	}
+	actor := cmp.Or(s.User(), "anonymous") + " (page)"
+	if h.opts.Actor != nil {
+		actor = h.opts.Actor(r, s)
+	}
+	if _, ok := s.Decide(r.PostForm.Get("id"), approve, actor); !ok {
+		// The same answer for an id that is unknown, another session's or
+		// decided already: nothing about other sessions leaks.
+		http.Error(w, "This request is not pending in this session.", http.StatusConflict)
+		return
+	}
+	h.Posted(w, r)
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+var templates = template.Must(template.New("").Funcs(template.FuncMap{
+	"pretty": prettyJSON,
+	"clock":  func(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" },
+	"result": callResult,
+}).ParseFS(templateFS, "templates/*.html"))
+
+// renderApprovals renders the approvals fragment of s.
+func (h *Host) renderApprovals(w io.Writer, s *Session) error {
+	a := s.Approvals()
+	if h.opts.RenderApprovals != nil {
+		return h.opts.RenderApprovals(w, s, a)
+	}
+	return templates.ExecuteTemplate(w, "approvals", a)
+}
+
+// prettyJSON indents a JSON text for the card.
+func prettyJSON(t surface.JSONText) string {
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(t), "", "  ") != nil {
+		return string(t)
+	}
+	return b.String()
+}
+
+// result is what became of the call a decision let through, and a class
+// for it: good, failed or pending.
+type result struct{ Text, Class string }
+
+func callResult(d Decision) result {
+	switch {
+	case d.Outcome == surface.OutcomeExpired:
+		return result{"expired before anyone decided: nothing ran", "failed"}
+	case d.Outcome == surface.OutcomeDenied:
+		return result{"nothing ran", "failed"}
+	case d.Call == nil:
+		return result{"the call has not run yet", "pending"}
+	case !d.Call.Settled:
+		return result{"running", "pending"}
+	case d.Call.Code != "":
+		return result{"refused: " + string(d.Call.Code), "failed"}
+	}
+	return result{"done", "good"}
+}
