@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentsurface/agentsurface/internal/randid"
+	"github.com/agentsurface/agentsurface/internal/version"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -60,7 +61,9 @@ func defaultInstructions(mode surface.ToolsetMode) string {
 // Options configure a Server. The zero value (or nil) is valid.
 type Options struct {
 	// Implementation names the server to clients. Default
-	// {Name: "agentsurface", Version: "0.1.0"}.
+	// {Name: "agentsurface"}; an empty Version is the agentsurface
+	// module's version in the binary (its tag, or "(devel)" and the commit
+	// of a build from a checkout).
 	Implementation *mcp.Implementation
 	// Mode is surface.ToolsetDirect (the default) or surface.ToolsetMeta.
 	Mode surface.ToolsetMode
@@ -284,10 +287,13 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 	} else {
 		s.log = quieted(s.log, &s.quiet) // nothing is logged after Close
 	}
-	impl := &mcp.Implementation{Name: "agentsurface", Version: "0.1.0"}
+	impl := &mcp.Implementation{Name: "agentsurface"}
 	if o.Implementation != nil {
 		c := *o.Implementation
 		impl = &c
+	}
+	if impl.Version == "" {
+		impl.Version = version.Module()
 	}
 	instructions := o.Instructions
 	if instructions == "" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentsurface/agentsurface/internal/version"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
@@ -471,5 +472,19 @@ func TestNonObjectInputLeftOut(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "view_tags__set") {
 		t.Fatalf("not logged: %s", logs.String())
+	}
+}
+
+// A server names itself with the module's version unless the application
+// gives one: what `agentsurface version` prints, not a made-up constant.
+func TestServerInfoVersion(t *testing.T) {
+	reg, _, _ := newApp(t)
+	cs := connect(t, newServer(t, reg, nil), versions[0], nil)
+	if got, want := cs.InitializeResult().ServerInfo.Version, version.Module(); got != want || want == "" {
+		t.Errorf("serverInfo.version %q, want %q", got, want)
+	}
+	named := newServer(t, reg, &mcpsurface.Options{Implementation: &mcp.Implementation{Name: "app", Version: "2.3.4"}})
+	if got := connect(t, named, versions[0], nil).InitializeResult().ServerInfo; got.Name != "app" || got.Version != "2.3.4" {
+		t.Errorf("an application's own name and version: %+v", got)
 	}
 }

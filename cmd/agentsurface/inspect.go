@@ -10,12 +10,12 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
+	modversion "github.com/agentsurface/agentsurface/internal/version"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -297,19 +297,15 @@ func version(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentsurface version: takes no arguments")
 		return exitUsage
 	}
-	v, rev := "(devel)", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				rev = " " + s.Value[:12]
-			}
-		}
-	}
-	fmt.Fprintf(stdout, "agentsurface %s%s %s %s/%s\n", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	printVersion(stdout)
 	return exitOK
+}
+
+// printVersion prints the module version (with the commit of a build from
+// a checkout), the Go version and the platform: what MCP clients see as
+// the demo's serverInfo.version is the first of them.
+func printVersion(w io.Writer) {
+	fmt.Fprintf(w, "agentsurface %s %s %s/%s\n", modversion.Module(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func orDash(s string) string {

@@ -51,7 +51,7 @@ Usage:
                                                        call one tool and print the result envelope
   agentsurface contract <mcp-url> [--token T]          print the contract of an MCP endpoint
   agentsurface diff OLD NEW [--fail widening] [--json] classify the changes between two contracts
-  agentsurface version                                 print the version
+  agentsurface version                                 print the version (also --version)
 
 Run "agentsurface <command> --help" for a command's flags.
 `
@@ -76,6 +76,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return diffCmd(rest, stdout, stderr)
 	case "version":
 		return version(rest, stdout, stderr)
+	case "--version", "-version":
+		printVersion(stdout)
+		return exitOK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

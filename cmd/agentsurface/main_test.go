@@ -20,6 +20,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/internal/pgtest"
+	modversion "github.com/agentsurface/agentsurface/internal/version"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -59,8 +60,13 @@ func (l *lockedBuffer) String() string {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := cli(t, "version")
-	if code != exitOK || !strings.HasPrefix(out, "agentsurface ") || !strings.Contains(out, "go1.") {
+	if code != exitOK || !strings.HasPrefix(out, "agentsurface "+modversion.Module()+" ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("%d %q", code, out)
+	}
+	for _, flag := range []string{"--version", "-version"} {
+		if code, same, _ := cli(t, flag); code != exitOK || same != out {
+			t.Errorf("%s: %d %q, want what version prints", flag, code, same)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentsurface/agentsurface/internal/version"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,7 +61,7 @@ func Dial(ctx context.Context, url string, opts *DialOptions) (*MCP, error) {
 		copts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { o.OnToolsChanged() }
 	}
 	name := firstNonEmpty(o.Name, "agentsurface-agent")
-	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "0.1.0"}, copts)
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: version.Module()}, copts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
 	if err != nil {
 		if watch.unauthorized() {

@@ -22,7 +22,7 @@ var MCPConsumer = surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}
 func (a *App) newMCPHandler() *mcpsurface.HTTPHandler {
 	return mcpsurface.NewHTTPHandler(a.resolveMCP, &mcpsurface.HTTPOptions{
 		Options: mcpsurface.Options{
-			Implementation: &mcp.Implementation{Name: "agentsurface-devices", Title: "Devices console", Version: "0.1.0"},
+			Implementation: &mcp.Implementation{Name: "agentsurface-devices", Title: "Devices console"}, // Version: the module's
 			Logger:         a.log,
 			TraceContext:   a.opts.TraceContext,
 		},
