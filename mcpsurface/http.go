@@ -189,13 +189,13 @@ func NewHTTPHandler(resolve Resolver, opts *HTTPOptions) *HTTPHandler {
 	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		MaxRequestBodyBytes: h.opts.MaxRequestBodyBytes,
-		Logger:              h.log,
+		Logger:              infoAsDebug(h.log),
 	})
 	if !h.opts.Stateless {
 		h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			SessionTimeout:      max(h.opts.SessionTimeout, 0),
 			MaxRequestBodyBytes: h.opts.MaxRequestBodyBytes,
-			Logger:              h.log,
+			Logger:              infoAsDebug(h.log),
 		})
 	}
 	return h

@@ -55,3 +55,49 @@ func (h sdkLog) WithGroup(name string) slog.Handler {
 func undelivered(msg string) bool {
 	return strings.HasPrefix(msg, "calling notifications/") && strings.Contains(msg, "stream not connected")
 }
+
+// sdkInfoAsDebug is the slog.Handler the SDK's HTTP transport logs to: its
+// info records (a few per request: a session opened, a request served) go
+// at debug level, so that an application logging at info gets one line
+// per event of its own, not three per MCP request. Warnings and errors
+// pass unchanged.
+type sdkInfoAsDebug struct{ slog.Handler }
+
+// infoAsDebug returns l with the SDK's info records demoted to debug.
+func infoAsDebug(l *slog.Logger) *slog.Logger {
+	return slog.New(sdkInfoAsDebug{l.Handler()})
+}
+
+// Enabled implements slog.Handler.
+func (h sdkInfoAsDebug) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, demote(l))
+}
+
+// Handle implements slog.Handler.
+func (h sdkInfoAsDebug) Handle(ctx context.Context, r slog.Record) error {
+	if d := demote(r.Level); d != r.Level {
+		if !h.Handler.Enabled(ctx, d) {
+			return nil
+		}
+		r.Level = d
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h sdkInfoAsDebug) WithAttrs(as []slog.Attr) slog.Handler {
+	return sdkInfoAsDebug{h.Handler.WithAttrs(as)}
+}
+
+// WithGroup implements slog.Handler.
+func (h sdkInfoAsDebug) WithGroup(name string) slog.Handler {
+	return sdkInfoAsDebug{h.Handler.WithGroup(name)}
+}
+
+// demote maps the SDK's levels below warning to debug.
+func demote(l slog.Level) slog.Level {
+	if l < slog.LevelWarn && l > slog.LevelDebug {
+		return slog.LevelDebug
+	}
+	return l
+}

@@ -67,3 +67,34 @@ func TestUndeliveredNotificationLoggedOnceAtDebug(t *testing.T) {
 		})
 	}
 }
+
+// The SDK's per-request diagnostics are debug, not info: an application
+// logging at info gets no line per MCP request (a load test of ten
+// seconds wrote eleven thousand), while its warnings still show.
+func TestSDKRequestLogsAtDebug(t *testing.T) {
+	users := twoUsers(t)
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var logs syncBuffer
+		log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: level}))
+		f := &httpFixture{sessions: users}
+		f.h = mcpsurface.NewHTTPHandler(f.resolver(), &mcpsurface.HTTPOptions{Options: mcpsurface.Options{Logger: log}})
+		p := servePipe(f.h)
+		alice := rawClient{p.client, "http://pipe/mcp", "tok-alice"}
+		for range 5 {
+			sid := alice.open(t)
+			alice.listTools(t, sid)
+			if status, _, err := alice.call(bg, sid, 7, "view_devices__table__readState", `{}`); err != nil || status != 200 {
+				t.Fatalf("call: %d %v", status, err)
+			}
+		}
+		p.stop()
+		_ = f.h.Close()
+		lines := strings.Count(logs.String(), "\n")
+		switch {
+		case level == slog.LevelInfo && lines != 0:
+			t.Errorf("at info, 15 requests logged %d lines:\n%s", lines, logs.String())
+		case level == slog.LevelDebug && !strings.Contains(logs.String(), `"level":"DEBUG"`):
+			t.Errorf("at debug, the SDK's diagnostics are gone:\n%s", logs.String())
+		}
+	}
+}

@@ -301,7 +301,7 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 	}
 	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       newSDKLog(s.log),
+		Logger:       infoAsDebug(newSDKLog(s.log)),
 		// Advertise tools.listChanged even while the catalog is empty:
 		// 2026-07-28 clients only listen for changes a server announced.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
