@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	modversion "github.com/agentsurface/agentsurface/internal/version"
 	"go.opentelemetry.io/otel"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
@@ -40,6 +41,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&rf.name, "replica-name", "", "with --postgres: this replica's name in logs and in the audit table (default: the host name)")
 	fs.DurationVar(&rf.lease, "replica-lease", 15*time.Second, "with --postgres: how long this replica's sessions outlive its last renewal; after a crash its sessions end within it")
 	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links (default: the address it listens on); behind a load balancer, the balancer's")
+	logFormat := fs.String("log-format", "text", "format of the diagnostics on standard error: text (key=value) or json (one object per line, for a log collector)")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY\n($OPENAI_ORG_ID and $OPENAI_PROJECT_ID, if set, are sent too).\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
@@ -92,7 +94,19 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agentsurface demo: %v\n", err)
 		return exitUsage
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(stderr, *logFormat, level)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentsurface demo: %v\n", err)
+		return exitUsage
+	}
+	if rf.postgres != "" {
+		// Every line of a replica names it: several write to one collector.
+		name := rf.name
+		if name == "" {
+			name, _ = os.Hostname()
+		}
+		log = log.With("replica", name)
+	}
 	// The SDK's own errors (an unreachable collector) go to the same log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "error", err) }))
 
@@ -153,6 +167,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 	defer app.Close()
 
+	log.Info("serving the devices console", "addr", ln.Addr().String(), "version", modversion.Module())
 	srv := newServer(handler, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -204,6 +219,19 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "OK: every step got the expected outcome (%s)\n", time.Since(start).Round(time.Millisecond))
 	return exitOK
+}
+
+// newLogger returns the demo's logger on w: --log-format text or json, at
+// level.
+func newLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
+	o := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("invalid --log-format %q: want text or json", format)
 }
 
 // newServer is the demo's HTTP server: bounded time to send the headers

@@ -141,6 +141,29 @@ func TestDemoScriptedBesideADemo(t *testing.T) {
 	}
 }
 
+// --log-format json writes one JSON object per line, each with its
+// level and message; a made-up format is a usage error.
+func TestDemoLogFormat(t *testing.T) {
+	code, out, errOut := cli(t, "demo", "--scripted", "--approve", "--log-level", "info", "--log-format", "json")
+	if code != exitOK {
+		t.Fatalf("%d\n%s\n%s", code, out, errOut)
+	}
+	n := 0
+	for line := range strings.Lines(errOut) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["level"] == nil || rec["msg"] == nil {
+			t.Fatalf("not a JSON log record: %q (%v)", line, err)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("nothing logged at info")
+	}
+	if code, _, errOut := cli(t, "demo", "--log-format", "yaml"); code != exitUsage || !strings.Contains(errOut, "--log-format") {
+		t.Fatalf("--log-format yaml: %d %q", code, errOut)
+	}
+}
+
 // inspect lists an endpoint's tools; call prints the envelope and exits
 // 1 for an error result; a wrong token fails with exit 1.
 func TestInspectAndCall(t *testing.T) {
