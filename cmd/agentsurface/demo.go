@@ -15,13 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	modversion "github.com/agentsurface/agentsurface/internal/version"
 	"go.opentelemetry.io/otel"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/chat"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	modversion "github.com/agentsurface/agentsurface/internal/version"
 )
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
