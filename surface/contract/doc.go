@@ -80,9 +80,11 @@
 //
 // [FromRegistry] reads the registry's public API. [surface.Registry.Explain]
 // gives every capability, hidden ones included, with its chain of
-// policies, their layers, hooks and votes for the consumer; visibility is
-// composed from the votes (any hide: hidden; else the first disable:
-// disabled with its reason; else exposed). [surface.Registry.Snapshot]
+// policies, their layers, hooks and votes for the consumer, and the
+// registry's consumer view of it ([surface.View]), which is the
+// visibility: hidden; disabled, with the disabling policy's reason;
+// else exposed (whether the live state makes it available is not part
+// of a contract). [surface.Registry.Snapshot]
 // gives, for what is not hidden, the descriptions, effects, idempotency,
 // reversibility, declared confirmation levels, schemas, bound fields,
 // contexts and meta records. A toolset's catalog ([surface.NewToolset])

@@ -149,12 +149,7 @@ func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView
 		}
 		c.CapabilityID, c.Kind = ce.CapabilityID, ce.Kind
 		c.Component = &surface.Parent{Type: ce.ComponentType, InstanceID: ce.InstanceID}
-		c.Visibility, c.DisabledReason = visibilityOf(ce.Policies)
-		if (c.Visibility == Hidden) != (ce.Outcome == surface.VisibilityHidden) {
-			// The votes compose as the registry composes them; a
-			// disagreement is a defect to report, not to paper over.
-			return v, false, fmt.Errorf("contract: %s: the policy votes disagree with the explained outcome %q", ce.CapabilityID, ce.Outcome)
-		}
+		c.Visibility, c.DisabledReason = visibilityOf(ce)
 		for _, p := range ce.Policies {
 			c.Policies = append(c.Policies, Policy{Name: p.Name, Layer: p.Layer, Hooks: slices.Clone(p.Hooks),
 				Vote: p.Vote, Reason: p.Reason, RequiresConfirmation: p.RequiresConfirmation})
@@ -181,21 +176,18 @@ func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView
 	return v, true, nil
 }
 
-// visibilityOf composes a chain's votes as the registry does: any hide
-// wins, else the first disable, with its reason.
-func visibilityOf(pols []surface.PolicyExplanation) (Visibility, string) {
-	out, reason := Exposed, ""
-	for _, p := range pols {
-		switch p.Vote {
-		case "hide":
-			return Hidden, ""
-		case "disable":
-			if out == Exposed {
-				out, reason = Disabled, p.Reason
-			}
-		}
+// visibilityOf is the contract's visibility of an explained capability:
+// the registry's consumer view, less what is live state (whether the
+// current state makes a capability available is not part of a
+// contract).
+func visibilityOf(ce surface.CapabilityExplanation) (Visibility, string) {
+	switch ce.View {
+	case surface.ViewHidden:
+		return Hidden, ""
+	case surface.ViewDisabled:
+		return Disabled, ce.Reason
 	}
-	return out, reason
+	return Exposed, ""
 }
 
 // raw returns a copy of a JSON text, nil for none.
