@@ -102,11 +102,67 @@ type Tool struct {
 	InstanceID     string `json:"-"`
 	RegistrationID string `json:"-"`
 	SurfaceVersion string `json:"-"`
-	// Kind and Effect describe the capability (adapters derive hints from
-	// them); Idempotent is the capability's declared idempotency.
-	Kind       Kind   `json:"-"`
-	Effect     Effect `json:"-"`
-	Idempotent bool   `json:"-"`
+	// Kind, Effect, Idempotent, Reversible and Confirmation are what the
+	// capability declares (its snapshot descriptor's): the facts
+	// [Tool.Hints] derives from. Observations are read, idempotent and
+	// never ask for confirmation; only actions declare reversibility
+	// (observations and procedure references have false); a procedure
+	// reference is idempotent iff its effect is server-query, and its
+	// Confirmation is after its effect's floor. A meta tool has no effect.
+	Kind         Kind         `json:"-"`
+	Effect       Effect       `json:"-"`
+	Idempotent   bool         `json:"-"`
+	Reversible   bool         `json:"-"`
+	Confirmation Confirmation `json:"-"`
+	// OutputSchema is the capability's output schema (its descriptor's),
+	// "" when it returns nothing and for meta tools.
+	OutputSchema JSONText `json:"-"`
+}
+
+// ToolHints are the behaviour hints a client may show for a tool, as
+// plain booleans: the facts MCP's tool annotations carry (readOnlyHint,
+// destructiveHint, idempotentHint, openWorldHint). Adapters convert them
+// to their protocol's form; they are computed in one place, [Tool.Hints],
+// so that every adapter and a surface's contract (package
+// surface/contract) say the same.
+type ToolHints struct {
+	// ReadOnly: the tool changes nothing (an observation, a server-query
+	// procedure).
+	ReadOnly bool
+	// Destructive: the tool may destroy something (a destructive effect).
+	Destructive bool
+	// Idempotent: repeating a call has no further effect.
+	Idempotent bool
+	// OpenWorld: the tool reaches beyond the application (an external
+	// side effect).
+	OpenWorld bool
+}
+
+// Hints returns the tool's behaviour hints, from its kind, effect and
+// idempotency. A meta tool that can act (surface_act, no effect of its
+// own) reaches any capability: it is destructive and open-world.
+func (t Tool) Hints() ToolHints {
+	h := ToolHints{
+		ReadOnly:   t.Kind == KindObservation || t.Effect == EffectRead || t.Effect == EffectServerQuery,
+		Idempotent: t.Idempotent,
+	}
+	if t.Effect == "" {
+		h.Destructive, h.OpenWorld = true, true
+	} else {
+		h.Destructive, h.OpenWorld = t.Effect == EffectDestructive, t.Effect == EffectExternalSideEffect
+	}
+	return h
+}
+
+// ObjectInput reports whether the tool's input schema is an object schema
+// (its root "type" is exactly "object"), as MCP requires of every tool it
+// lists; a capability whose raw input schema is another type has no MCP
+// tool.
+func (t Tool) ObjectInput() bool {
+	var root struct {
+		Type any `json:"type"`
+	}
+	return json.Unmarshal([]byte(t.InputSchema), &root) == nil && root.Type == "object"
 }
 
 // Toolset projects a registry into tools for a model loop, for one
@@ -445,7 +501,7 @@ func catalog(snap Snapshot) []Tool {
 				Description: toolDescription("view", EffectRead, false, o.Description), InputSchema: emptyObject,
 				State:        ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason},
 				CapabilityID: o.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
-				Kind: KindObservation, Effect: EffectRead, Idempotent: true,
+				Kind: KindObservation, Effect: EffectRead, Idempotent: true, Confirmation: ConfirmNever, OutputSchema: o.OutputSchema,
 			})
 		}
 		for _, a := range c.Actions {
@@ -453,7 +509,8 @@ func catalog(snap Snapshot) []Tool {
 				Description: toolDescription("view", a.Effect, a.Confirmation == ConfirmRequired, a.Description), InputSchema: a.InputSchema,
 				State:        ToolState{Available: a.Available, UnavailableReason: a.UnavailableReason},
 				CapabilityID: a.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
-				Kind: KindAction, Effect: a.Effect, Idempotent: a.Idempotent,
+				Kind: KindAction, Effect: a.Effect, Idempotent: a.Idempotent, Reversible: a.Reversible, Confirmation: a.Confirmation,
+				OutputSchema: a.OutputSchema,
 			})
 		}
 	}
@@ -470,7 +527,8 @@ func catalog(snap Snapshot) []Tool {
 			Description: toolDescription("domain", p.Effect, p.Confirmation == ConfirmRequired, p.Description), InputSchema: p.InputSchema,
 			State:        ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote},
 			CapabilityID: p.ProcedureID, InstanceID: suffix, RegistrationID: p.RegistrationID,
-			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == EffectServerQuery,
+			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == EffectServerQuery, Confirmation: p.Confirmation,
+			OutputSchema: p.OutputSchema,
 		})
 	}
 	// Two references to one procedure from components sharing an instance
