@@ -183,7 +183,6 @@ type Server struct {
 	seq        atomic.Uint64
 	unsub      func()
 	handler    mcp.ToolHandler
-	issued     evidence
 	consumerID string            // the consumer's Key, bound into request state
 	names      map[string]string // Options.ToolNames
 	byName     map[string]string // its inverse: MCP name → capability id
@@ -241,20 +240,24 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		consumer.Kind = surface.ConsumerMCPBridge
 	}
 	consumer.Grants = slices.Clone(consumer.Grants)
-	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{
-		Consumer: consumer, Mode: o.Mode, Topology: surface.TopologyRemote, Scope: o.Scope,
-	})
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		reg: reg, consumer: consumer, ts: ts,
+		reg: reg, consumer: consumer,
 		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randomID(10) + "_", consumerID: consumer.Key(),
 		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope), content: o.Content,
 		served: map[string]bool{}, defs: map[string]shown{}, tools: tools,
 	}
+	// The toolset remembers the confirmations it asks each client for,
+	// so that a client that calls the same tool again presents its own.
+	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{
+		Consumer: consumer, Mode: o.Mode, Topology: surface.TopologyRemote, Scope: o.Scope,
+		RememberConfirmations: true, NewInvocationID: s.newInvocationID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.ts = ts
 	if s.tools == nil {
 		s.tools = &toolDefs{}
 	}
