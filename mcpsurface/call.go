@@ -161,7 +161,7 @@ func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, cl
 // transports) are one client.
 func clientOf(req mcp.Request) string {
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil && ss.ID() != "" {
-		return "session:" + ss.ID()
+		return ss.ID() // session ids hold no ':', so none is taken for a credential's name
 	}
 	if e := req.GetExtra(); e != nil && e.Header != nil {
 		if cred := e.Header.Get("Authorization"); cred != "" {

@@ -130,8 +130,10 @@ func (s *Server) elicitation(cat *surface.Catalog, name string, args json.RawMes
 		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID,
 		Tool: name, Args: argsDigest(args), CID: cid, Inv: res.InvocationID, Cap: res.CapabilityID,
 	}
-	if t, ok := cat.Tool(name); ok && !s.meta {
-		st.Reg, st.Kind, st.Cap = t.RegistrationID, t.Kind, t.CapabilityID
+	if cat != nil && !s.meta {
+		if t, ok := cat.Tool(name); ok {
+			st.Reg, st.Kind, st.Cap = t.RegistrationID, t.Kind, t.CapabilityID
+		}
 	}
 	msg := "The agent asks to: " + summary
 	if effect, _ := res.Error.Details["effect"].(string); effect != "" {
