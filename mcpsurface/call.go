@@ -3,10 +3,11 @@ package mcpsurface
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/agentsurface/agentsurface/internal/canonical"
@@ -42,7 +43,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 		f.round(req, in)
 	}
 	cat := s.catalogFor(req)
-	res := s.call(ctx, at, cat, name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	res := s.call(ctx, at, cat, clientOf(req), name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
 	if res.Status == surface.StatusOK && s.content == nil {
 		return toolResult(res), nil
 	}
@@ -81,17 +82,14 @@ func (s *Server) respond(ctx context.Context, f *inflight, at *attempt, req *mcp
 	if answer, err, ok := s.answerOf(f, name, args, res); ok {
 		return answer, err
 	}
-	if code(res) == surface.CodeConfirmationRequired {
-		rec := s.remember(cat, name, args, res)
-		if s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
-			cid := res.Error.ConfirmationID()
-			if expiresAt, pending := s.expiry(cid); pending {
-				at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
-				if f != nil { // older clients are asked while this call waits: until expiry at most
-					f.expireAt(s, cid, expiresAt)
-				}
-				return s.elicitation(name, args, res, rec), nil
+	if code(res) == surface.CodeConfirmationRequired && s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
+		cid := res.Error.ConfirmationID()
+		if expiresAt, pending := s.expiry(cid); pending {
+			at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
+			if f != nil { // older clients are asked while this call waits: until expiry at most
+				f.expireAt(s, cid, expiresAt)
 			}
+			return s.elicitation(cat, name, args, res), nil
 		}
 	}
 	out := toolResult(res)
@@ -131,139 +129,47 @@ func (s *Server) expiry(cid string) (at time.Time, pending bool) {
 	return time.Time{}, false
 }
 
-// call runs one tool call through cat, the catalog the session was shown
-// (direct mode). sentID is the client's invocation id, if it sent one;
-// cid a confirmation id sent in _meta. at learns the invocation id used.
-func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, name string, args json.RawMessage, sentID, cid string) surface.Result {
+// call runs one tool call of client through cat, the catalog the
+// session was shown (direct mode). sentID is the client's invocation id,
+// if it sent one; cid a confirmation id sent in _meta. In direct mode the
+// toolset presents the confirmation the client was asked for when it
+// repeats the call (surface.ToolsetOptions.RememberConfirmations). at
+// learns the invocation id used.
+func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, client, name string, args json.RawMessage, sentID, cid string) surface.Result {
 	if s.meta {
 		if cid != "" && name == surface.MetaAct {
 			args = withFields(args, map[string]string{"confirmationId": cid})
 		}
-		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: s.fresh(at, sentID)})
+		at.invocationID = firstNonEmpty(sentID, s.newInvocationID())
+		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: at.invocationID, Client: client})
 	}
 	if cat == nil {
 		cat = s.ts.Catalog()
 	}
-	if res, ok := s.callConfirmed(ctx, at, cat, name, args, sentID, cid); ok {
-		return res
-	}
-	return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: s.fresh(at, sentID)})
-}
-
-// fresh returns the invocation id of a call that does not retry one this
-// server issued a confirmation for: the client's, else a new one. at
-// learns it.
-func (s *Server) fresh(at *attempt, sentID string) string {
-	at.invocationID = firstNonEmpty(sentID, s.newInvocationID())
-	return at.invocationID
-}
-
-// callConfirmed runs a call (direct mode) that presents a confirmation:
-// the one whose id the client sent in _meta (cid), or the one this server
-// issued for the same call before. ok is false when the call presents
-// none, or when the one it would present no longer applies.
-func (s *Server) callConfirmed(ctx context.Context, at *attempt, cat *surface.Catalog, name string, args json.RawMessage, sentID, cid string) (res surface.Result, ok bool) {
-	if cid != "" { // explicit evidence
-		if rec := s.issued.byID(cid); rec != nil && rec.tool == name {
-			if rec.key == callKey(name, args) { // the same call: its retry is idempotent
-				return s.withEvidence(ctx, at, rec, args, firstNonEmpty(sentID, s.issued.invocation(rec))), true
-			}
-			return s.withEvidence(ctx, at, rec, args, s.fresh(at, sentID)), true // another call: the registry judges the evidence
-		}
-		t, ok := cat.Tool(name)
-		if !ok { // not a tool the session was shown: the catalog answers
-			return cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: s.fresh(at, sentID)}), true
-		}
-		rec := &issued{confirmationID: cid, tool: name, capabilityID: t.CapabilityID, registrationID: t.RegistrationID, kind: t.Kind}
-		return s.withEvidence(ctx, at, rec, args, s.fresh(at, sentID)), true
-	}
-	rec := s.issued.byCall(name, args)
-	if rec == nil || sentID != "" {
-		return surface.Result{}, false
-	}
-	// The same call again after CONFIRMATION_REQUIRED: present the
-	// confirmation this server issued for it. (A client that sends
-	// _meta sends the confirmation id too.)
-	res = s.withEvidence(ctx, at, rec, args, s.issued.invocation(rec))
-	var reason surface.Reason
-	if code(res) == surface.CodeConfirmationInvalid {
-		reason = res.Error.Reason()
-	}
-	if reason == "" || reason == surface.ReasonDenied {
-		return res, true // executed, failed, still pending, or refused: the agent must learn it
-	}
-	return surface.Result{}, false // mismatch, consumed, expired: this is a new request
-}
-
-// withEvidence invokes the registration a confirmation was issued for,
-// with the confirmation as evidence.
-func (s *Server) withEvidence(ctx context.Context, at *attempt, rec *issued, args json.RawMessage, invID string) surface.Result {
-	at.invocationID, at.capabilityID = invID, rec.capabilityID
-	inv := surface.Invocation{
-		InvocationID: invID, CapabilityID: rec.capabilityID, RegistrationID: rec.registrationID,
-		SurfaceVersion: s.reg.Version(), ConfirmationID: rec.confirmationID,
-	}
-	same := invID == s.issued.invocation(rec) // a retry of the call that got the confirmation
-	if same {
-		inv.SurfaceVersion = s.issued.version(rec, inv.SurfaceVersion)
-	}
-	if rec.kind != surface.KindObservation {
-		inv.Input = args
-	}
-	res := s.reg.Invoke(ctx, inv, surface.InvokeOptions{Consumer: s.consumer})
-	if same && code(res) == surface.CodeConfirmationInvalid && res.Error.Reason() == surface.ReasonMismatch {
-		// Nothing executed, and the approval stands for the input it
-		// binds, which the call's effective input (live bound values
-		// included) no longer is. The next retry is judged on its input
-		// then, under an invocation id of its own: the first call's id
-		// now replays this mismatch.
-		s.issued.renew(rec, s.newInvocationID())
-		return res
-	}
-	if same && code(res) != surface.CodeConfirmationRequired {
-		// Settled: a duplicate retry by id replays this result, and an
-		// identical call later is a new request.
-		s.issued.settled(rec, inv.SurfaceVersion)
-	}
+	res := cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: sentID, ConfirmationID: cid, Client: client})
+	at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
 	return res
 }
 
-// remember records a CONFIRMATION_REQUIRED this server returned (direct
-// mode), so that a retry can present it. It returns the record, or nil.
-func (s *Server) remember(cat *surface.Catalog, name string, args json.RawMessage, res surface.Result) *issued {
-	if s.meta {
-		return nil
+// clientOf names the client a request comes from, among those of its
+// consumer, so that a confirmation one client was asked for binds to it
+// (spec 06 rule 2), whatever resolves several clients to one consumer: its
+// MCP session; for a request without one (session-less over HTTP: every
+// 2026-07-28 client, and every client of a stateless handler), the
+// credential it presents (its Authorization header). Requests that
+// present neither a session id nor a credential (stdio and in-memory
+// transports) are one client.
+func clientOf(req mcp.Request) string {
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil && ss.ID() != "" {
+		return ss.ID() // session ids hold no ':', so none is taken for a credential's name
 	}
-	cid := res.Error.ConfirmationID()
-	if cid == "" {
-		return nil
-	}
-	if rec := s.issued.byID(cid); rec != nil {
-		return rec
-	}
-	rec := &issued{confirmationID: cid, tool: name, key: callKey(name, args), invocationID: res.InvocationID}
-	for _, pc := range s.reg.Confirmations().Pending() {
-		if pc.ConfirmationID == cid {
-			rec.capabilityID, rec.registrationID = pc.CapabilityID, pc.RegistrationID
+	if e := req.GetExtra(); e != nil && e.Header != nil {
+		if cred := e.Header.Get("Authorization"); cred != "" {
+			sum := sha256.Sum256([]byte(cred))
+			return "credential:" + base64.RawURLEncoding.EncodeToString(sum[:16])
 		}
 	}
-	var t surface.Tool
-	ok := false
-	if cat != nil {
-		t, ok = cat.Tool(name)
-	}
-	if rec.registrationID == "" { // resolved already: fall back to the catalog
-		if !ok {
-			return nil
-		}
-		rec.capabilityID, rec.registrationID = t.CapabilityID, t.RegistrationID
-	}
-	rec.kind = surface.KindAction
-	if ok {
-		rec.kind = t.Kind
-	}
-	s.issued.add(rec)
-	return rec
+	return ""
 }
 
 // toolResult relays a registry result losslessly: the envelope as JSON
@@ -337,115 +243,4 @@ func canonicalArgs(args json.RawMessage) string {
 		return "\x00" + string(t)
 	}
 	return string(c)
-}
-
-func callKey(name string, args json.RawMessage) string { return name + "\x00" + canonicalArgs(args) }
-
-// issued is a confirmation this server returned to the agent.
-type issued struct {
-	confirmationID string
-	tool           string
-	key            string // callKey of the call that got it
-	invocationID   string // of the call that got it, or a fresh one after a mismatch: retries reuse it (read through evidence.invocation)
-	capabilityID   string
-	registrationID string // retries target this registration
-	kind           surface.Kind
-	// evidenceVersion is the surface version of the first evidence
-	// attempt that settled, so that a duplicate retry replays its result.
-	evidenceVersion string
-}
-
-// maxIssued bounds the confirmations a server remembers.
-const maxIssued = 256
-
-// evidence remembers issued confirmations by id and by call. It is safe for
-// concurrent use.
-type evidence struct {
-	mu    sync.Mutex
-	ids   map[string]*issued
-	calls map[string]*issued
-	order []*issued // oldest first
-}
-
-func (e *evidence) add(rec *issued) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.ids == nil {
-		e.ids, e.calls = map[string]*issued{}, map[string]*issued{}
-	}
-	if len(e.order) >= maxIssued { // the registry expires them long before
-		n := len(e.order) - maxIssued + 1
-		for _, r := range e.order[:n] {
-			e.dropLocked(r)
-		}
-		e.order = slices.Delete(e.order, 0, n)
-	}
-	e.order = append(e.order, rec)
-	e.ids[rec.confirmationID] = rec
-	if rec.key != "" {
-		e.calls[rec.key] = rec
-	}
-}
-
-func (e *evidence) dropLocked(r *issued) {
-	delete(e.ids, r.confirmationID)
-	if r.key != "" && e.calls[r.key] == r {
-		delete(e.calls, r.key)
-	}
-}
-
-func (e *evidence) byID(cid string) *issued {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.ids[cid]
-}
-
-// byCall returns the confirmation issued for this call, if any. The key
-// is computed only when some call has one.
-func (e *evidence) byCall(name string, args json.RawMessage) *issued {
-	e.mu.Lock()
-	n := len(e.calls)
-	e.mu.Unlock()
-	if n == 0 {
-		return nil
-	}
-	key := callKey(name, args)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.calls[key]
-}
-
-// invocation returns the invocation id the retries of rec's call use.
-func (e *evidence) invocation(rec *issued) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return rec.invocationID
-}
-
-// renew gives the retries of rec's call a new invocation id, id: the one
-// they used settled without executing (a mismatch).
-func (e *evidence) renew(rec *issued, id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rec.invocationID, rec.evidenceVersion = id, ""
-}
-
-// version returns the surface version an evidence attempt sends: the one
-// of the first settled attempt, else current.
-func (e *evidence) version(rec *issued, current string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return firstNonEmpty(rec.evidenceVersion, current)
-}
-
-// settled records that an evidence attempt of rec's own call settled.
-func (e *evidence) settled(rec *issued, version string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if rec.evidenceVersion == "" {
-		rec.evidenceVersion = version
-	}
-	if rec.key != "" && e.calls[rec.key] == rec {
-		delete(e.calls, rec.key)
-	}
 }

@@ -155,20 +155,36 @@
 //     the confirmation id travels in the request's _meta field
 //     "agentsurface/confirmationId" ([MetaConfirmationID]); or the agent
 //     simply calls the same tool again with the same arguments (and no
-//     _meta invocation id): the server remembers the confirmations it
-//     issued, per tool and canonical arguments, and presents the pending
-//     or approved one itself. Either way the retry targets the
-//     registration the confirmation was issued for and reuses the first
-//     call's invocation id, so it executes at most once; once settled, an
-//     identical call is a new request. A retry that found the effective
-//     input changed since the approval (CONFIRMATION_INVALID mismatch: a
-//     bound selection moved) executes nothing and leaves the approval
-//     standing; the next retry gets an invocation id of its own, so that
-//     it is judged on its effective input then.
+//     _meta invocation id): the server's toolset remembers the
+//     confirmations it issued, per client, tool and canonical arguments,
+//     and presents the pending or approved one itself
+//     (surface.ToolsetOptions.RememberConfirmations). Either way the
+//     retry targets the registration the confirmation was issued for and
+//     reuses the first call's invocation id, so it executes at most once;
+//     once settled, an identical call is a new request. A retry that
+//     found the effective input changed since the approval
+//     (CONFIRMATION_INVALID mismatch: a bound selection moved) executes
+//     nothing and leaves the approval standing; the next retry gets an
+//     invocation id of its own, so that it is judged on its effective
+//     input then.
 //
 // Presenting a remembered confirmation grants nothing by itself: the
 // registry executes only if that exact request (registration, capability,
-// consumer, effect, effective input) was approved, as for any evidence.
+// consumer, client, effect, effective input) was approved, as for any
+// evidence.
+//
+// A confirmation binds to the client that asked for it, not only to the
+// consumer, so that a user's second MCP client, which a resolver maps to
+// the same registry and consumer, can neither spend the approval the
+// user gave to the first client's request nor be handed it: its
+// identical call asks for an approval of its own, and presenting the
+// first client's confirmation id fails CONFIRMATION_INVALID mismatch. A
+// client is its MCP session; a request without a session (session-less
+// over HTTP: 2026-07-28 clients, and every client of a stateless handler)
+// is told apart by the credential it presents (its Authorization header),
+// so two session-less clients sharing one credential are one client. A
+// stateful client that reconnects with a new session presents its
+// confirmations no more: it asks again.
 //
 // With [Options.Elicit], clients that advertise form elicitation are asked
 // directly: the first call returns an input request ("confirm", a form

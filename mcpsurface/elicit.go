@@ -120,17 +120,20 @@ func elicitable(req *mcp.CallToolRequest) bool {
 	return e.Form != nil || e.URL == nil // neither means form, for compatibility
 }
 
-// elicitation turns a CONFIRMATION_REQUIRED into an input request for the
-// client, with the signed state the re-call needs.
-func (s *Server) elicitation(name string, args json.RawMessage, res surface.Result, rec *issued) *mcp.CallToolResult {
+// elicitation turns a CONFIRMATION_REQUIRED of a call of tool name of
+// cat into an input request for the client, with the signed state the
+// re-call needs.
+func (s *Server) elicitation(cat *surface.Catalog, name string, args json.RawMessage, res surface.Result) *mcp.CallToolResult {
 	cid := res.Error.ConfirmationID()
 	summary := res.Error.Summary()
 	st := requestState{
 		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID,
 		Tool: name, Args: argsDigest(args), CID: cid, Inv: res.InvocationID, Cap: res.CapabilityID,
 	}
-	if rec != nil {
-		st.Reg, st.Kind, st.Cap = rec.registrationID, rec.kind, rec.capabilityID
+	if cat != nil && !s.meta {
+		if t, ok := cat.Tool(name); ok {
+			st.Reg, st.Kind, st.Cap = t.RegistrationID, t.Kind, t.CapabilityID
+		}
 	}
 	msg := "The agent asks to: " + summary
 	if effect := res.Error.Effect(); effect != "" {
@@ -144,7 +147,8 @@ func (s *Server) elicitation(name string, args json.RawMessage, res surface.Resu
 
 // resume handles the re-call that carries the client's answer to a
 // confirmation, with st its verified state: it resolves the registry's
-// record and retries with the evidence. It never asks again.
+// record and retries with the evidence, as the asking call (the toolset
+// remembers it; see Server.call). It never asks again.
 func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolRequest, name string, st requestState) surface.Result {
 	p := req.Params
 	at.invocationID, at.capabilityID = st.Inv, st.Cap
@@ -166,13 +170,13 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 	}
 	if s.meta {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})
-		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: st.Inv})
+		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: st.Inv, Client: clientOf(req)})
 	}
-	rec := s.issued.byID(st.CID)
-	if rec == nil || rec.tool != name || rec.registrationID != st.Reg {
-		rec = &issued{confirmationID: st.CID, tool: name, capabilityID: st.Cap, registrationID: st.Reg, kind: st.Kind}
+	cat := s.catalogFor(req)
+	if cat == nil {
+		cat = s.ts.Catalog()
 	}
-	return s.withEvidence(ctx, at, rec, p.Arguments, st.Inv)
+	return cat.Call(ctx, name, p.Arguments, surface.CallOptions{ToolCallID: st.Inv, ConfirmationID: st.CID, Client: clientOf(req)})
 }
 
 // answer reads the client's answer to the confirmation form.

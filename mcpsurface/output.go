@@ -18,30 +18,6 @@ var envelopeRetries = []surface.Retry{
 	surface.RetryAfterDelay, surface.RetryWithConfirmation, surface.RetryWithChanges,
 }
 
-// outputKey identifies a capability of one registration.
-type outputKey struct{ registrationID, capabilityID string }
-
-// outputSchemas returns the output schema of every capability the
-// consumer sees, by registration and capability (a capability without
-// output has none). It runs the registry's discovery, so it is called
-// outside every lock.
-func (s *Server) outputSchemas() map[outputKey]surface.JSONText {
-	snap := s.reg.Snapshot(surface.SnapshotOptions{Consumer: s.consumer, Scope: s.scope})
-	out := map[outputKey]surface.JSONText{}
-	for _, c := range snap.Components {
-		for _, o := range c.Observations {
-			out[outputKey{c.RegistrationID, o.CapabilityID}] = o.OutputSchema
-		}
-		for _, a := range c.Actions {
-			out[outputKey{c.RegistrationID, a.CapabilityID}] = a.OutputSchema
-		}
-	}
-	for _, p := range snap.Procedures {
-		out[outputKey{p.RegistrationID, p.ProcedureID}] = p.OutputSchema
-	}
-	return out
-}
-
 // envelope is a tool's outputSchema: the schema is written when a tools/list
 // is answered, so that a server does not hold its bytes for every tool.
 type envelope struct {

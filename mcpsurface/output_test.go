@@ -3,6 +3,8 @@ package mcpsurface_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
@@ -257,5 +259,47 @@ func TestOutputSchemaStableAcrossUpdates(t *testing.T) {
 	after, _ := json.Marshal(m["view_devices__table__wipe"].OutputSchema)
 	if string(before) != string(after) || len(before) < 10 {
 		t.Fatalf("output schema changed:\n%s\n%s", before, after)
+	}
+}
+
+// A sync reads the catalog once: the output schemas come with the
+// catalog's tools, so a change that adds a tool costs the server one
+// snapshot, not a second one for the schemas. (A snapshot asks the
+// route provider once.) The registry has a discovery policy, so that
+// every catalog read takes a snapshot (without live state, the toolset
+// reuses its last one and a sync takes none).
+func TestSyncTakesOneSnapshot(t *testing.T) {
+	// perChange counts the snapshots a registry change costs a registry
+	// that follow sets up.
+	perChange := func(follow func(*surface.Registry)) int64 {
+		t.Helper()
+		var routes atomic.Int64
+		reg, a, _ := newAppWith(t, &surface.Options{
+			Route:    func() *surface.Route { routes.Add(1); return nil },
+			Policies: []surface.Policy{{Name: "live", Discover: func(*surface.PolicyContext) surface.Decision { return surface.Expose() }}},
+		})
+		follow(reg)
+		before := routes.Load()
+		surfacetest.MustRegister(t, reg, a.table("extra"))
+		return routes.Load() - before
+	}
+	// A toolset alone rebuilds its catalog on a change; a Server's sync
+	// adds one catalog read to its own toolset's.
+	bare := perChange(func(reg *surface.Registry) {
+		ts, err := surface.NewToolset(reg, surface.ToolsetOptions{Consumer: surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}, Topology: surface.TopologyRemote})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ts.Close() })
+		ts.Tools()
+	})
+	var srv *mcpsurface.Server
+	if n := perChange(func(reg *surface.Registry) { srv = newServer(t, reg, nil) }) - bare; n != 1 {
+		t.Fatalf("a sync took %d snapshots, want 1", n)
+	}
+	// And the tools it added carry their output schemas.
+	tools := listTools(t, connect(t, srv, v2025, nil))
+	if out, _ := json.Marshal(tools["view_devices__table__readState_at_extra"].OutputSchema); !strings.Contains(string(out), `"output"`) {
+		t.Fatalf("no output schema: %s", out)
 	}
 }

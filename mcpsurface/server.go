@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -188,7 +187,6 @@ type Server struct {
 	seq        atomic.Uint64
 	unsub      func()
 	handler    mcp.ToolHandler
-	issued     evidence
 	consumerID string            // the consumer's Key, bound into request state
 	names      map[string]string // Options.ToolNames
 	byName     map[string]string // its inverse: MCP name → capability id
@@ -246,20 +244,24 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 		consumer.Kind = surface.ConsumerMCPBridge
 	}
 	consumer.Grants = slices.Clone(consumer.Grants)
-	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{
-		Consumer: consumer, Mode: o.Mode, Topology: surface.TopologyRemote, Scope: o.Scope,
-	})
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		reg: reg, consumer: consumer, ts: ts,
+		reg: reg, consumer: consumer,
 		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
 		key: slices.Clone(o.SigningKey), log: o.Logger,
 		idPrefix: "mcp_" + randid.Text() + "_", consumerID: consumer.Key(),
 		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope), content: o.Content,
 		served: map[string]bool{}, defs: map[string]shown{}, tools: tools,
 	}
+	// The toolset remembers the confirmations it asks each client for,
+	// so that a client that calls the same tool again presents its own.
+	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{
+		Consumer: consumer, Mode: o.Mode, Topology: surface.TopologyRemote, Scope: o.Scope,
+		RememberConfirmations: true, NewInvocationID: s.newInvocationID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.ts = ts
 	if s.tools == nil {
 		s.tools = &toolDefs{}
 	}
@@ -473,13 +475,6 @@ func (s *Server) apply() {
 	}()
 	cat := s.ts.Catalog() // runs app code: outside every lock
 	tools := s.rename(cat.Tools())
-	var outputs map[outputKey]surface.JSONText
-	for _, t := range tools {
-		if t.CapabilityID != "" && s.defs[t.catalog].sig != signature(t.Tool) {
-			outputs = s.outputSchemas() // a tool is new: read them (app code, too)
-			break
-		}
-	}
 	s.listing.Lock()
 	defer s.listing.Unlock()
 	s.mu.Lock()
@@ -499,7 +494,7 @@ func (s *Server) apply() {
 			served[t.catalog] = true
 			continue
 		}
-		def, key, ok := s.tools.acquire(t.Tool, outputs[outputKey{t.RegistrationID, t.CapabilityID}])
+		def, key, ok := s.tools.acquire(t.Tool)
 		if !ok {
 			s.log.Error("mcpsurface: tool left out: MCP requires an object input schema", "tool", t.Name, "capabilityId", t.CapabilityID)
 			continue
@@ -638,25 +633,14 @@ type jsonText string
 // MarshalJSON implements json.Marshaler.
 func (j jsonText) MarshalJSON() ([]byte, error) { return []byte(j), nil }
 
-// toolDef is the MCP definition of a tool whose capability has the
-// output schema output; ok is false when its input schema is not an
-// object schema (the SDK would panic).
-func toolDef(t surface.Tool, output surface.JSONText) (def *mcp.Tool, ok bool) {
-	var root struct {
-		Type any `json:"type"`
-	}
-	if json.Unmarshal([]byte(t.InputSchema), &root) != nil || root.Type != "object" {
+// toolDef is the MCP definition of a tool; ok is false when its input
+// schema is not an object schema (the SDK would panic).
+func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
+	if !t.ObjectInput() {
 		return nil, false
 	}
-	readOnly := t.Kind == surface.KindObservation || t.Effect == surface.EffectRead || t.Effect == surface.EffectServerQuery
-	ann := &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: t.Idempotent}
-	if t.Effect == "" {
-		// surface_act (meta mode) can reach any capability: say so.
-		ann.DestructiveHint, ann.OpenWorldHint = ptr(true), ptr(true)
-	} else {
-		ann.DestructiveHint = ptr(t.Effect == surface.EffectDestructive)
-		ann.OpenWorldHint = ptr(t.Effect == surface.EffectExternalSideEffect)
-	}
+	h := t.Hints()
+	ann := &mcp.ToolAnnotations{ReadOnlyHint: h.ReadOnly, DestructiveHint: ptr(h.Destructive), IdempotentHint: h.Idempotent, OpenWorldHint: ptr(h.OpenWorld)}
 	meta := mcp.Meta{MetaAvailable: t.State.Available, MetaKind: string(t.Kind)}
 	if t.CapabilityID != "" {
 		meta[MetaCapabilityID] = t.CapabilityID
@@ -673,7 +657,7 @@ func toolDef(t surface.Tool, output surface.JSONText) (def *mcp.Tool, ok bool) {
 	return &mcp.Tool{
 		Name: t.Name, Description: t.Description,
 		InputSchema:  jsonText(t.InputSchema),
-		OutputSchema: envelope{output: output, anyOutput: t.CapabilityID == ""},
+		OutputSchema: envelope{output: t.OutputSchema, anyOutput: t.CapabilityID == ""},
 		Annotations:  ann, Meta: meta,
 	}, true
 }

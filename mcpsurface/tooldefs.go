@@ -27,18 +27,18 @@ type sharedTool struct {
 	refs int
 }
 
-// acquire returns the definition of t, whose capability has the output
-// schema output, made by toolDef if no server shows it yet; key names it
-// for release. ok is false when the tool cannot be served (toolDef).
-func (d *toolDefs) acquire(t surface.Tool, output surface.JSONText) (def *mcp.Tool, key toolSig, ok bool) {
-	key = defSignature(t, output)
+// acquire returns the definition of t, made by toolDef if no server
+// shows it yet; key names it for release. ok is false when the tool
+// cannot be served (toolDef).
+func (d *toolDefs) acquire(t surface.Tool) (def *mcp.Tool, key toolSig, ok bool) {
+	key = defSignature(t)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s := d.defs[key]; s != nil {
 		s.refs++
 		return s.tool, key, true
 	}
-	def, ok = toolDef(t, output)
+	def, ok = toolDef(t)
 	if !ok {
 		return nil, key, false
 	}
@@ -61,10 +61,10 @@ func (d *toolDefs) release(key toolSig) {
 }
 
 // defSignature identifies everything toolDef puts in a definition.
-func defSignature(t surface.Tool, output surface.JSONText) toolSig {
+func defSignature(t surface.Tool) toolSig {
 	h := sha256.New()
 	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, string(t.Kind), string(t.Effect),
-		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note, string(output)} {
+		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note, string(t.OutputSchema)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -381,11 +381,17 @@ func (c *Confirmations) closeAll() {
 	}
 }
 
-// confirmationDigest is the canonical JSON of what an approval binds to.
-func confirmationDigest(surfaceID, regID, capID, consumerKey string, effect Effect, input []byte) string {
-	b := make([]byte, 0, 160+len(input))
+// confirmationDigest is the canonical JSON of what an approval binds to:
+// spec 06 rule 2's fields and, when the consumer's client is named
+// (InvokeOptions.Client), the client.
+func confirmationDigest(surfaceID, regID, capID, consumerKey, client string, effect Effect, input []byte) string {
+	b := make([]byte, 0, 160+len(client)+len(input))
 	b = append(b, `{"capabilityId":`...)
 	b = canonical.AppendString(b, capID)
+	if client != "" {
+		b = append(b, `,"client":`...)
+		b = canonical.AppendString(b, client)
+	}
 	b = append(b, `,"consumerKey":`...)
 	b = canonical.AppendString(b, consumerKey)
 	b = append(b, `,"effect":`...)
@@ -426,7 +432,7 @@ func (r *Registry) confirmationGate(a *attempt) (*confirmRecord, *Error) {
 	if level != ConfirmRequired {
 		return nil, nil // a confirmationId sent anyway is ignored, not consumed
 	}
-	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, d.effect, a.eff.text)
+	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, a.client, d.effect, a.eff.text)
 	if id := a.inv.ConfirmationID; id != "" {
 		rec, pending, e := r.confirm.reserve(id, digest)
 		r.observePresented(a, id, rec, pending) // observe: the evidence was checked (accepted iff rec != nil)

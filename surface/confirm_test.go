@@ -187,6 +187,48 @@ func TestConfirmationNoReplay_AS_CONFIRM_004(t *testing.T) {
 	}
 }
 
+// AS-CONFIRM-004 between the clients of one consumer: evidence binds to
+// the client that asked (InvokeOptions.Client), whatever resolved two
+// clients to one consumer. Another client can neither present it,
+// pending or approved (mismatch, and the approval stands), nor be handed
+// it: its identical call opens a request of its own. The asking client's
+// retry executes once.
+func TestConfirmationBoundToClient_AS_CONFIRM_004(t *testing.T) {
+	reg := surfacetest.NewRegistry(t, nil)
+	var ran atomic.Int64
+	surfacetest.MustRegister(t, reg, dangerous(&ran, nil))
+	client := func(name string) surface.InvokeOptions {
+		o := as("ann")
+		o.Client = name
+		return o
+	}
+	const input = `{"ids":["d1"]}`
+	id := requireConfirmation(t, reg.Invoke(bg, wipe("", input, ""), client("one")))
+	if r := invalidReason(t, reg.Invoke(bg, wipe("", input, id), client("two"))); r != "mismatch" {
+		t.Fatal("pending, presented by another client:", r)
+	}
+	reg.Confirmations().Resolve(id, surface.Resolution{Approved: true})
+	for _, c := range []string{"two", ""} {
+		if r := invalidReason(t, reg.Invoke(bg, wipe("", input, id), client(c))); r != "mismatch" {
+			t.Fatalf("approved, presented by client %q: %s", c, r)
+		}
+	}
+	other := requireConfirmation(t, reg.Invoke(bg, wipe("", input, ""), client("two")))
+	if other == id {
+		t.Fatal("another client was handed the confirmation")
+	}
+	if p := reg.Confirmations().Pending(); len(p) != 1 || p[0].ConfirmationID != other || p[0].ConsumerKey != "mcp-bridge:ann" {
+		t.Fatalf("pending %+v", p)
+	}
+	if ran.Load() != 0 {
+		t.Fatalf("ran %d before the asking client's retry", ran.Load())
+	}
+	surfacetest.RequireOK(t, reg.Invoke(bg, wipe("", input, id), client("one")))
+	if r := invalidReason(t, reg.Invoke(bg, wipe("", input, id), client("one"))); r != "consumed" || ran.Load() != 1 {
+		t.Fatalf("%s, ran %d", r, ran.Load())
+	}
+}
+
 // AS-CONFIRM-005: the pending store is bounded; overflow creates nothing.
 func TestConfirmationStoreBound_AS_CONFIRM_005(t *testing.T) {
 	reg := surfacetest.NewRegistry(t, &surface.Options{Limits: surface.Limits{MaxPendingConfirmations: 2}})

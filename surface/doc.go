@@ -150,7 +150,8 @@
 // [Registry.Explain] tells a developer why a capability is missing or
 // disabled for a consumer: every capability in scope, hidden ones
 // included, with the layer and vote of each policy of its chain and the
-// outcome the consumer's snapshot shows. It is for developers, tests and
+// consumer view: hidden, disabled by a policy, unavailable in the current
+// state, or available ([View]). It is for developers, tests and
 // operator tools; no agent-facing path reaches it.
 //
 // # Confirmation
@@ -162,7 +163,9 @@
 // The retry carries the confirmationId: evidence is single use, expires,
 // and is bound to the surface, registration, capability, consumer, effect
 // and the exact effective input, so an approval cannot be replayed or
-// switched to other inputs.
+// switched to other inputs. An adapter whose consumer has several clients
+// (MCP sessions) names the calling one in [InvokeOptions].Client: the
+// evidence then binds to that client too.
 //
 // # Procedures
 //
@@ -179,7 +182,8 @@
 // [NewToolset] projects the surface into tools for a model loop: one tool
 // per capability (wire-safe names, stable descriptions, live state) or
 // three generic meta tools. Embedded loops wait for confirmations; remote
-// loops get CONFIRMATION_REQUIRED and retry with [CallOptions].ConfirmationID.
+// loops get CONFIRMATION_REQUIRED and retry with [CallOptions].ConfirmationID,
+// or, with [ToolsetOptions].RememberConfirmations, by calling again.
 // A model acts on what it was shown: [Toolset.Catalog] returns the tools
 // as a [Catalog] whose Call targets the registration and surface version
 // of each entry, so a call through a stale catalog is refused

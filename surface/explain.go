@@ -20,7 +20,9 @@ type Explanation struct {
 	Capabilities []CapabilityExplanation `json:"capabilities"`
 }
 
-// Visibility is what a consumer's snapshot shows of a capability.
+// Visibility is what a consumer's snapshot shows of a capability: a
+// policy's disable and the state's unavailability look alike there (both
+// listed with available false and a reason); [View] tells them apart.
 type Visibility string
 
 // Visibilities.
@@ -33,6 +35,40 @@ const (
 	// exist.
 	VisibilityHidden Visibility = "hidden"
 )
+
+// View is the consumer view of a capability (DESIGN decision 19): what one
+// consumer sees of it, as [Registry.Snapshot], [Registry.Invoke] and the
+// toolset decide it. A policy that hides it wins; else a policy that
+// disables it; else the capability's availability.
+type View string
+
+// Views.
+const (
+	// ViewAvailable: listed and available.
+	ViewAvailable View = "available"
+	// ViewUnavailable: listed, unavailable because of the current state
+	// (a disabled component, an availability override, When), with the
+	// state's reason. Calls fail CAPABILITY_NOT_AVAILABLE.
+	ViewUnavailable View = "unavailable"
+	// ViewDisabled: listed, unavailable because a policy disabled it for
+	// this consumer, with the first disabling policy's reason. Calls fail
+	// CAPABILITY_NOT_AVAILABLE.
+	ViewDisabled View = "disabled"
+	// ViewHidden: absent; for this consumer the capability does not
+	// exist, and calls fail CAPABILITY_NOT_FOUND.
+	ViewHidden View = "hidden"
+)
+
+// Outcome is what a snapshot shows of a capability in view v.
+func (v View) Outcome() Visibility {
+	switch v {
+	case ViewAvailable:
+		return VisibilityExposed
+	case ViewHidden:
+		return VisibilityHidden
+	}
+	return VisibilityUnavailable
+}
 
 // CapabilityExplanation explains one capability for one consumer.
 type CapabilityExplanation struct {
@@ -49,6 +85,11 @@ type CapabilityExplanation struct {
 	// capability is hidden with a Reason saying so, and no policy runs.
 	Outcome Visibility `json:"outcome"`
 	Reason  string     `json:"reason,omitempty"`
+	// View is the consumer view the outcome shows (View.Outcome() is
+	// Outcome), which tells what the snapshot shows alike apart: a
+	// policy's disable (ViewDisabled) from the state's unavailability
+	// (ViewUnavailable). Reason is the reason of either.
+	View View `json:"view"`
 	// Available and UnavailableReason are the capability's availability
 	// on its own (component disabled, pushed override, When), whatever the
 	// policies decided: they tell "a policy removed it" from "the current
@@ -101,7 +142,8 @@ const unknownKindReason = "the consumer's kind is unknown: it sees nothing"
 // Explain answers the developer's question a snapshot cannot: why is this
 // capability missing, or disabled, for this consumer? It lists every
 // capability in opts.Scope that the snapshot for opts.Consumer would
-// consider, hidden ones included, with its outcome (equal to that
+// consider, hidden ones included, with its view (the consumer view that
+// snapshot, Invoke and the toolset decide by, its outcome equal to that
 // snapshot's), its availability on its own, and each policy's layer and
 // vote.
 //
@@ -146,7 +188,7 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 			}
 			ce.Available, ce.UnavailableReason = r.availability(states[k], rc)
 			if !known {
-				ce.Outcome, ce.Reason = VisibilityHidden, unknownKindReason
+				ce.View, ce.Outcome, ce.Reason = ViewHidden, VisibilityHidden, unknownKindReason
 				ex.Capabilities = append(ex.Capabilities, ce)
 				continue
 			}
@@ -154,14 +196,9 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 			pc := view.policyContext()
 			pc.fill(reg, rc)
 			decision := r.decide(rc.chain, pc, ce.Policies) // every hook, each vote recorded
-			switch v := viewOf(decision, func() (bool, string) { return ce.Available, ce.UnavailableReason }); v.seen {
-			case seenHidden:
-				ce.Outcome = VisibilityHidden
-			case seenAvailable:
-				ce.Outcome = VisibilityExposed
-			default:
-				ce.Outcome, ce.Reason = VisibilityUnavailable, v.reason
-			}
+			v := viewOf(decision, func() (bool, string) { return ce.Available, ce.UnavailableReason })
+			ce.View, ce.Reason = v.public(), v.reason
+			ce.Outcome = ce.View.Outcome()
 			ex.Capabilities = append(ex.Capabilities, ce)
 		}
 	}

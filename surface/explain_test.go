@@ -62,7 +62,7 @@ func TestExplainShowsHiddenCapability_AS_EXPLAIN_001(t *testing.T) {
 	want := surface.CapabilityExplanation{
 		CapabilityID: "view:devices.table.selectRows", Kind: surface.KindAction, Plane: surface.PlaneView,
 		Description: "Replace the selection", RegistrationID: h.ID(), ComponentType: "devices.table", InstanceID: "main",
-		Outcome: surface.VisibilityHidden, Available: true,
+		Outcome: surface.VisibilityHidden, View: surface.ViewHidden, Available: true,
 		Policies: []surface.PolicyExplanation{{Name: "no-select-for-bob", Layer: surface.LayerRegistry, Hooks: []string{"discover"}, Vote: "hide"}},
 	}
 	if fmt.Sprint(c) != fmt.Sprint(want) {
@@ -127,7 +127,10 @@ func TestExplainAttributesPoliciesByLayer_AS_EXPLAIN_002(t *testing.T) {
 // AS-EXPLAIN-003: for any registry, consumer and scope, the explained
 // outcome of every capability is the snapshot's: hidden ones are absent,
 // the others listed with the same availability and reason, and every
-// capability the snapshot lists is explained.
+// capability the snapshot lists is explained. The explained view is the
+// four-valued consumer view the outcome shows: it tells a policy's
+// disable from the state's unavailability, as the policies' votes and
+// the availability compose (DESIGN decision 19).
 func TestExplainOutcomeEqualsSnapshot_AS_EXPLAIN_003(t *testing.T) {
 	consumers := []surface.Consumer{{ID: "u0"}, {ID: "u1", Kind: surface.ConsumerMCPBridge}, {ID: "u2", Kind: "bogus"}}
 	verdicts := []string{"expose", "disable", "hide", "panic"}
@@ -223,6 +226,30 @@ func TestExplainOutcomeEqualsSnapshot_AS_EXPLAIN_003(t *testing.T) {
 			}
 			shown := 0
 			for _, c := range ex.Capabilities {
+				if c.View.Outcome() != c.Outcome {
+					rt.Fatalf("%s: view %s, outcome %s", c.CapabilityID, c.View, c.Outcome)
+				}
+				if consumer.Kind.Valid() {
+					// The view is the votes' composition, then the
+					// availability: any hide, else the first disable, else
+					// the state.
+					want, reason := surface.ViewAvailable, ""
+					if !c.Available {
+						want, reason = surface.ViewUnavailable, c.UnavailableReason
+					}
+					for _, p := range c.Policies {
+						if p.Vote == "hide" {
+							want, reason = surface.ViewHidden, ""
+							break
+						}
+						if p.Vote == "disable" && want != surface.ViewDisabled {
+							want, reason = surface.ViewDisabled, p.Reason
+						}
+					}
+					if c.View != want || c.Reason != reason {
+						rt.Fatalf("%s: view %s %q, the votes and availability say %s %q", c.CapabilityID, c.View, c.Reason, want, reason)
+					}
+				}
 				got, ok := listed[c.RegistrationID+" "+c.CapabilityID]
 				switch {
 				case c.Outcome == surface.VisibilityHidden && ok:

@@ -40,6 +40,14 @@ type InvokeOptions struct {
 	Consumer Consumer
 	// Timeout overrides the capability's timeout and the limits' default.
 	Timeout time.Duration
+	// Client distinguishes the clients that act as one consumer (an
+	// adapter's sessions, two MCP clients of one user): a confirmation
+	// request binds to the client that asked, as to the consumer, so that
+	// no other client of the consumer can present it as evidence (it
+	// fails CONFIRMATION_INVALID mismatch) or be handed it (its identical
+	// call opens a request of its own). Empty is the consumer's only
+	// client. Idempotency keys stay the consumer's.
+	Client string
 }
 
 // Result is the outcome of an invocation: status "ok" with an optional
@@ -156,6 +164,7 @@ type attempt struct {
 	start        time.Time
 	startVersion uint64
 	timeout      time.Duration // InvokeOptions.Timeout
+	client       string        // InvokeOptions.Client
 	input        []byte        // canonical input; nil when absent or not JSON
 	inputBad     string        // why the input is not usable JSON (the message), or ""
 
@@ -195,6 +204,7 @@ func (r *Registry) newAttempt(inv Invocation, opts InvokeOptions) *attempt {
 		start:        r.now(),
 		startVersion: r.version.Load(),
 		timeout:      opts.Timeout,
+		client:       opts.Client,
 	}
 	a.call.InvocationID, a.call.Consumer = inv.InvocationID, opts.Consumer.normalized()
 	if a.call.InvocationID == "" {

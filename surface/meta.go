@@ -45,7 +45,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	toolCallID := opts.ToolCallID
 	fields, known := metaFields[name]
 	if !known {
-		return ts.r.unknownTool(cmp.Or(toolCallID, newInvocationID()), name)
+		return ts.r.unknownTool(cmp.Or(toolCallID, ts.newID()), name)
 	}
 	args, issues := metaEnvelope(name, raw, fields)
 	capID, _ := args["capabilityId"].(string)
@@ -53,7 +53,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 		if capID == "" {
 			capID = "meta:surface." + strings.TrimPrefix(name, "surface_")
 		}
-		return Result{Status: StatusError, InvocationID: cmp.Or(toolCallID, newInvocationID()), CapabilityID: capID,
+		return Result{Status: StatusError, InvocationID: cmp.Or(toolCallID, ts.newID()), CapabilityID: capID,
 			Error: NewError(CodeInvalidInput, envelopeMessage(name), map[string]any{"issues": issues}), SurfaceVersion: ts.r.Version()}
 	}
 	if name == MetaDiscover {
@@ -65,11 +65,11 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 	var inputSchema JSONText
 	inv.RegistrationID, inputSchema = uniqueMatch(snap, capID, inv.InstanceID)
 	if name == MetaRead {
-		inv.InvocationID, inv.SurfaceVersion = cmp.Or(toolCallID, newInvocationID()), snap.SurfaceVersion
-		return ts.invoke(ctx, inv)
+		inv.InvocationID, inv.SurfaceVersion = cmp.Or(toolCallID, ts.newID()), snap.SurfaceVersion
+		return ts.invoke(ctx, inv, opts.Client)
 	}
 	sentID, _ := args["invocationId"].(string)
-	inv.InvocationID = cmp.Or(sentID, toolCallID, newInvocationID())
+	inv.InvocationID = cmp.Or(sentID, toolCallID, ts.newID())
 	inv.ConfirmationID, _ = args["confirmationId"].(string)
 	inv.ConfirmationID = cmp.Or(inv.ConfirmationID, opts.ConfirmationID)
 	sentVersion, _ := args["surfaceVersion"].(string)
@@ -88,7 +88,7 @@ func (ts *Toolset) callMeta(ctx context.Context, name string, raw json.RawMessag
 		b, _ := json.Marshal(in)
 		inv.Input = b
 	}
-	return capabilitySchemaMessage(ts.invoke(ctx, inv))
+	return capabilitySchemaMessage(ts.invoke(ctx, inv, opts.Client))
 }
 
 // envelopeMessage is the message of a meta call whose own arguments are

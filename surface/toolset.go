@@ -67,6 +67,29 @@ type ToolsetOptions struct {
 	Scope []string
 	// Budget caps surface_discover results (meta mode only).
 	Budget *Budget
+	// RememberConfirmations lets a model approve by calling again
+	// (two-phase, direct mode): the toolset remembers each
+	// CONFIRMATION_REQUIRED it returned, per client
+	// ([CallOptions.Client]), and a call that repeats the asked one (the
+	// same tool, the same arguments up to key order and spacing, the
+	// same client, no ConfirmationID nor ToolCallID) presents that
+	// confirmation; once its retry settled, an identical call is a new
+	// request. A call that sends the id of a confirmation its client was
+	// asked for targets the registration it was asked for and, for the
+	// same arguments and no ToolCallID, reuses the asking call's
+	// invocation id, so that it executes at most once. A retry that found
+	// the effective input changed (CONFIRMATION_INVALID mismatch) leaves
+	// the approval standing; the next one gets an invocation id of its
+	// own, so that it is judged on its effective input then. A record is
+	// forgotten when it can no longer be used: Limits.ConfirmationTTL
+	// after it was asked, Limits.DedupeCacheTTL after its retry settled.
+	// mcpsurface sets it; by default a call presents only the
+	// confirmation id it sends.
+	RememberConfirmations bool
+	// NewInvocationID mints the invocation id of a call that brings no
+	// ToolCallID (an adapter's own format); nil means the registry's
+	// ("inv_" and 12 characters).
+	NewInvocationID func() string
 }
 
 // ErrToolsetOptions reports toolset options that are missing or
@@ -102,11 +125,67 @@ type Tool struct {
 	InstanceID     string `json:"-"`
 	RegistrationID string `json:"-"`
 	SurfaceVersion string `json:"-"`
-	// Kind and Effect describe the capability (adapters derive hints from
-	// them); Idempotent is the capability's declared idempotency.
-	Kind       Kind   `json:"-"`
-	Effect     Effect `json:"-"`
-	Idempotent bool   `json:"-"`
+	// Kind, Effect, Idempotent, Reversible and Confirmation are what the
+	// capability declares (its snapshot descriptor's): the facts
+	// [Tool.Hints] derives from. Observations are read, idempotent and
+	// never ask for confirmation; only actions declare reversibility
+	// (observations and procedure references have false); a procedure
+	// reference is idempotent iff its effect is server-query, and its
+	// Confirmation is after its effect's floor. A meta tool has no effect.
+	Kind         Kind         `json:"-"`
+	Effect       Effect       `json:"-"`
+	Idempotent   bool         `json:"-"`
+	Reversible   bool         `json:"-"`
+	Confirmation Confirmation `json:"-"`
+	// OutputSchema is the capability's output schema (its descriptor's),
+	// "" when it returns nothing and for meta tools.
+	OutputSchema JSONText `json:"-"`
+}
+
+// ToolHints are the behaviour hints a client may show for a tool, as
+// plain booleans: the facts MCP's tool annotations carry (readOnlyHint,
+// destructiveHint, idempotentHint, openWorldHint). Adapters convert them
+// to their protocol's form; they are computed in one place, [Tool.Hints],
+// so that every adapter and a surface's contract (package
+// surface/contract) say the same.
+type ToolHints struct {
+	// ReadOnly: the tool changes nothing (an observation, a server-query
+	// procedure).
+	ReadOnly bool
+	// Destructive: the tool may destroy something (a destructive effect).
+	Destructive bool
+	// Idempotent: repeating a call has no further effect.
+	Idempotent bool
+	// OpenWorld: the tool reaches beyond the application (an external
+	// side effect).
+	OpenWorld bool
+}
+
+// Hints returns the tool's behaviour hints, from its kind, effect and
+// idempotency. A meta tool that can act (surface_act, no effect of its
+// own) reaches any capability: it is destructive and open-world.
+func (t Tool) Hints() ToolHints {
+	h := ToolHints{
+		ReadOnly:   t.Kind == KindObservation || t.Effect == EffectRead || t.Effect == EffectServerQuery,
+		Idempotent: t.Idempotent,
+	}
+	if t.Effect == "" {
+		h.Destructive, h.OpenWorld = true, true
+	} else {
+		h.Destructive, h.OpenWorld = t.Effect == EffectDestructive, t.Effect == EffectExternalSideEffect
+	}
+	return h
+}
+
+// ObjectInput reports whether the tool's input schema is an object schema
+// (its root "type" is exactly "object"), as MCP requires of every tool it
+// lists; a capability whose raw input schema is another type has no MCP
+// tool.
+func (t Tool) ObjectInput() bool {
+	var root struct {
+		Type any `json:"type"`
+	}
+	return json.Unmarshal([]byte(t.InputSchema), &root) == nil && root.Type == "object"
 }
 
 // Toolset projects a registry into tools for a model loop, for one
@@ -121,6 +200,8 @@ type Toolset struct {
 	r       *Registry
 	opts    ToolsetOptions
 	confirm ConfirmationMode
+	newID   func() string   // mints invocation ids
+	asked   *retries        // the confirmations asked (RememberConfirmations), or nil
 	ctx     context.Context // ends on Close: pending waits give up
 	stop    context.CancelFunc
 	unsub   func()
@@ -177,6 +258,13 @@ type CallOptions struct {
 	// postdates any change of the surface. In meta mode surface_act
 	// carries its own confirmationId argument, which wins.
 	ConfirmationID string
+	// Client names the client that makes the call, when several act as
+	// the toolset's consumer (two MCP sessions of one user): a
+	// confirmation the registry asks a client for binds to it
+	// ([InvokeOptions.Client]), so that another client of the consumer
+	// can neither present it nor be handed it. Empty is the consumer's
+	// only client.
+	Client string
 }
 
 // emptyObject is the input schema of an observation's tool (semantics
@@ -208,7 +296,13 @@ func NewToolset(reg *Registry, opts ToolsetOptions) (*Toolset, error) {
 	}
 	opts.Consumer = opts.Consumer.normalized()
 	opts.Scope = slices.Clone(opts.Scope)
-	ts := &Toolset{r: reg, opts: opts, confirm: mode}
+	ts := &Toolset{r: reg, opts: opts, confirm: mode, newID: opts.NewInvocationID}
+	if ts.newID == nil {
+		ts.newID = newInvocationID
+	}
+	if opts.RememberConfirmations && mode == ConfirmationModeTwoPhase && opts.Mode == ToolsetDirect {
+		ts.asked = &retries{}
+	}
 	ts.ctx, ts.stop = context.WithCancel(context.Background())
 	if opts.Mode == ToolsetDirect {
 		ts.unsub = reg.SubscribeTo(func(Event) { ts.refresh() }, SurfaceChanged{})
@@ -445,7 +539,7 @@ func catalog(snap Snapshot) []Tool {
 				Description: toolDescription("view", EffectRead, false, o.Description), InputSchema: emptyObject,
 				State:        ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason},
 				CapabilityID: o.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
-				Kind: KindObservation, Effect: EffectRead, Idempotent: true,
+				Kind: KindObservation, Effect: EffectRead, Idempotent: true, Confirmation: ConfirmNever, OutputSchema: o.OutputSchema,
 			})
 		}
 		for _, a := range c.Actions {
@@ -453,7 +547,8 @@ func catalog(snap Snapshot) []Tool {
 				Description: toolDescription("view", a.Effect, a.Confirmation == ConfirmRequired, a.Description), InputSchema: a.InputSchema,
 				State:        ToolState{Available: a.Available, UnavailableReason: a.UnavailableReason},
 				CapabilityID: a.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
-				Kind: KindAction, Effect: a.Effect, Idempotent: a.Idempotent,
+				Kind: KindAction, Effect: a.Effect, Idempotent: a.Idempotent, Reversible: a.Reversible, Confirmation: a.Confirmation,
+				OutputSchema: a.OutputSchema,
 			})
 		}
 	}
@@ -470,7 +565,8 @@ func catalog(snap Snapshot) []Tool {
 			Description: toolDescription("domain", p.Effect, p.Confirmation == ConfirmRequired, p.Description), InputSchema: p.InputSchema,
 			State:        ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote},
 			CapabilityID: p.ProcedureID, InstanceID: suffix, RegistrationID: p.RegistrationID,
-			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == EffectServerQuery,
+			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == EffectServerQuery, Confirmation: p.Confirmation,
+			OutputSchema: p.OutputSchema,
 		})
 	}
 	// Two references to one procedure from components sharing an instance
@@ -506,29 +602,40 @@ func safeSuffix(s string) string {
 // the catalog's entry (see [Catalog]); a name the catalog does not have
 // fails CAPABILITY_NOT_FOUND. Call never panics and returns the registry's
 // result unchanged; in wait mode a CONFIRMATION_REQUIRED is answered by
-// waiting for the user and retrying once with the evidence.
+// waiting for the user and retrying once with the evidence. With
+// [ToolsetOptions.RememberConfirmations] a call may present a
+// confirmation its client was asked for (see there).
 func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage, opts CallOptions) Result {
 	ts := c.ts
 	if ts.opts.Mode == ToolsetMeta {
 		return ts.callMeta(ctx, name, input, opts)
 	}
-	inv := Invocation{InvocationID: opts.ToolCallID}
-	if inv.InvocationID == "" {
-		inv.InvocationID = newInvocationID()
+	if ts.asked != nil {
+		if res, ok := ts.retry(ctx, name, input, opts); ok {
+			return res
+		}
+	}
+	id := opts.ToolCallID
+	if id == "" {
+		id = ts.newID()
 	}
 	i, ok := c.byName[name]
 	if !ok {
-		return ts.r.unknownTool(inv.InvocationID, name)
+		return ts.r.unknownTool(id, name)
 	}
 	t := &c.tools[i]
-	inv.CapabilityID, inv.RegistrationID, inv.SurfaceVersion = t.CapabilityID, t.RegistrationID, t.SurfaceVersion
-	if opts.ConfirmationID != "" {
-		inv.ConfirmationID, inv.SurfaceVersion = opts.ConfirmationID, ""
-	}
+	inv := Invocation{InvocationID: id, CapabilityID: t.CapabilityID, RegistrationID: t.RegistrationID, SurfaceVersion: t.SurfaceVersion}
 	if t.Kind != KindObservation {
 		inv.Input = input
 	}
-	return ts.invoke(ctx, inv)
+	if opts.ConfirmationID != "" {
+		inv = presenting(inv, opts.ConfirmationID, id)
+	}
+	res := ts.invoke(ctx, inv, opts.Client)
+	if ts.asked != nil && res.Error != nil && res.Error.Code == CodeConfirmationRequired {
+		ts.remember(opts.Client, name, input, inv, t.Kind, res)
+	}
+	return res
 }
 
 // unknownTool is the result of calling a tool the catalog does not have:
@@ -541,33 +648,12 @@ func (r *Registry) unknownTool(invocationID, name string) Result {
 	return Result{Status: StatusError, InvocationID: invocationID, CapabilityID: name, Error: e, SurfaceVersion: r.Version()}
 }
 
-// invoke runs one invocation with the toolset's confirmation mode.
-func (ts *Toolset) invoke(ctx context.Context, inv Invocation) Result {
-	res := ts.r.Invoke(ctx, inv, InvokeOptions{Consumer: ts.opts.Consumer})
+// invoke runs one invocation for client with the toolset's confirmation
+// mode.
+func (ts *Toolset) invoke(ctx context.Context, inv Invocation, client string) Result {
+	res := ts.r.Invoke(ctx, inv, InvokeOptions{Consumer: ts.opts.Consumer, Client: client})
 	if ts.confirm != ConfirmationModeWait || res.Error == nil || res.Error.Code != CodeConfirmationRequired {
 		return res
 	}
-	return ts.waitAndRetry(ctx, inv, res)
-}
-
-// waitAndRetry waits for the user's decision on the confirmation res asks
-// for and, once approved, calls again with it.
-func (ts *Toolset) waitAndRetry(ctx context.Context, inv Invocation, res Result) Result {
-	cid := res.Error.ConfirmationID()
-	if cid == "" {
-		return res
-	}
-	waitCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(ts.ctx, cancel) // Close ends the wait
-	defer stop()
-	ts.r.Confirmations().Wait(waitCtx, cid)
-	if ts.ctx.Err() != nil {
-		return res // closed meanwhile: the original result
-	}
-	// The retry keeps the registration id (staleness beats approval) but
-	// drops the version hint: an unrelated change while the user decided
-	// (an approval dialog mounting) must not turn the approval stale.
-	inv.InvocationID, inv.ConfirmationID, inv.SurfaceVersion = res.InvocationID, cid, ""
-	return ts.r.Invoke(ctx, inv, InvokeOptions{Consumer: ts.opts.Consumer}) // a denial comes back as CONFIRMATION_INVALID, never retried
+	return ts.waitAndRetry(ctx, inv, client, res)
 }

@@ -34,6 +34,11 @@ type capView struct {
 	reason string
 }
 
+// public is the view's exported form.
+func (v capView) public() View {
+	return [...]View{seenAvailable: ViewAvailable, seenUnavailable: ViewUnavailable, seenDisabled: ViewDisabled, seenHidden: ViewHidden}[v.seen]
+}
+
 // available reports whether the capability is listed and available.
 func (v capView) available() bool { return v.seen == seenAvailable }
 

@@ -158,7 +158,7 @@ type Capability struct {
 	// live UI state.
 	BoundFields []BoundField `json:"boundFields,omitempty"`
 	// Annotations are the MCP tool annotations. In a registry contract
-	// they are mcpsurface's, from the facts above ([AnnotationsFor]), and
+	// they are mcpsurface's, from the facts above ([surface.Tool.Hints]), and
 	// absent when mcpsurface does not serve the tool (its input schema is
 	// not an object); in an MCP contract they are what the server sent.
 	Annotations *Annotations `json:"annotations,omitempty"`

@@ -80,17 +80,22 @@
 //
 // [FromRegistry] reads the registry's public API. [surface.Registry.Explain]
 // gives every capability, hidden ones included, with its chain of
-// policies, their layers, hooks and votes for the consumer; visibility is
-// composed from the votes (any hide: hidden; else the first disable:
-// disabled with its reason; else exposed). [surface.Registry.Snapshot]
-// gives, for what is not hidden, the descriptions, effects, idempotency,
-// reversibility, declared confirmation levels, schemas, bound fields,
-// contexts and meta records. A toolset's catalog ([surface.NewToolset])
-// gives the wire names. The annotations are those mcpsurface serves,
-// restated from the facts by [AnnotationsFor] (a test checks that
-// mcpsurface agrees). Of a hidden capability a contract records only its
-// id, kind, component, description and policies: the consumer is shown
-// nothing else.
+// policies, their layers, hooks and votes for the consumer, and the
+// registry's consumer view of it ([surface.View]), which is the
+// visibility: hidden; disabled, with the disabling policy's reason;
+// else exposed (whether the live state makes it available is not part
+// of a contract). [surface.Registry.Snapshot] gives, for what is not
+// hidden, the descriptor of each capability and component, which the
+// contract records field by field under the descriptor's JSON names, but
+// live state: the descriptions, effects, idempotency, reversibility,
+// declared confirmation levels, schemas, bound fields, contexts and meta
+// records. A toolset's catalog ([surface.NewToolset]) gives the wire
+// names, what a descriptor leaves implicit (an observation's effect,
+// idempotency and level, a procedure reference's idempotency) and the
+// annotations, which are those mcpsurface serves: both compute them with
+// [surface.Tool.Hints] ([AnnotationsFor] does too). Of a hidden
+// capability a contract records only its id, kind, component,
+// description and policies: the consumer is shown nothing else.
 //
 // [FromTools] reads what an MCP server lists (see the agentsurface
 // contract command), which is less. It knows the wire name, the schemas

@@ -22,30 +22,29 @@ const (
 // AnnotationsFor returns the MCP tool annotations mcpsurface serves for a
 // capability of this kind, effect and idempotency, or nil when it does
 // not serve the capability's tool at all (MCP requires an object input
-// schema; observations take the empty object):
+// schema; observations take the empty object). Both compute them with
+// [surface.Tool.Hints] and [surface.Tool.ObjectInput]:
 //
 //   - readOnlyHint: an observation, or a server-query procedure;
 //   - destructiveHint: true for a destructive effect, false otherwise;
 //   - idempotentHint: the capability's idempotency;
 //   - openWorldHint: true for an external side effect, false otherwise.
 func AnnotationsFor(kind surface.Kind, effect surface.Effect, idempotent bool, inputSchema json.RawMessage) *Annotations {
-	if kind != surface.KindObservation && !objectSchema(inputSchema) {
-		return nil
+	t := surface.Tool{Kind: kind, Effect: effect, Idempotent: idempotent, InputSchema: surface.JSONText(inputSchema)}
+	if kind == surface.KindObservation {
+		t.InputSchema = `{"type":"object"}` // an observation's tool takes the empty object
 	}
-	return &Annotations{
-		ReadOnlyHint:    kind == surface.KindObservation || effect == surface.EffectRead || effect == surface.EffectServerQuery,
-		DestructiveHint: ptr(effect == surface.EffectDestructive),
-		IdempotentHint:  idempotent,
-		OpenWorldHint:   ptr(effect == surface.EffectExternalSideEffect),
-	}
+	return annotationsOf(t)
 }
 
-// objectSchema reports whether a schema's root type is exactly "object".
-func objectSchema(s json.RawMessage) bool {
-	var root struct {
-		Type any `json:"type"`
+// annotationsOf returns the annotations mcpsurface serves for tool t, nil
+// when it does not serve it.
+func annotationsOf(t surface.Tool) *Annotations {
+	if !t.ObjectInput() {
+		return nil
 	}
-	return json.Unmarshal(s, &root) == nil && root.Type == "object"
+	h := t.Hints()
+	return &Annotations{ReadOnlyHint: h.ReadOnly, DestructiveHint: ptr(h.Destructive), IdempotentHint: h.Idempotent, OpenWorldHint: ptr(h.OpenWorld)}
 }
 
 // Tool is one tool as an MCP server lists it in tools/list: the fields

@@ -107,54 +107,45 @@ func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView
 
 	norm := ex.Consumer // the explanation's consumer is normalized
 	v = ConsumerView{Name: norm.Key(), Kind: norm.Kind, ID: norm.ID, Grants: slices.Clone(norm.Grants)}
-	wire := map[capKey]string{}
+	tools := map[capKey]surface.Tool{}
 	for _, t := range cat.Tools() {
-		wire[capKey{t.CapabilityID, t.RegistrationID}] = t.Name
+		tools[capKey{t.CapabilityID, t.RegistrationID}] = t
 	}
 	listed := map[capKey]*Capability{} // from the snapshot
 	for _, comp := range snap.Components {
-		v.Components = append(v.Components, Component{Type: comp.Type, InstanceID: comp.InstanceID,
-			Description: comp.Description, Parent: comp.Parent, Meta: raw(comp.Meta)})
+		var c Component
+		if err := record(comp, &c); err != nil {
+			return v, false, err
+		}
+		v.Components = append(v.Components, c)
 		for _, o := range comp.Observations {
-			listed[capKey{o.CapabilityID, comp.RegistrationID}] = &Capability{
-				Description: o.Description, Effect: surface.EffectRead, Idempotent: ptr(true),
-				Confirmation: surface.ConfirmNever, OutputSchema: raw(o.OutputSchema), Meta: raw(o.Meta),
+			if listed[capKey{o.CapabilityID, comp.RegistrationID}], err = recordCap(o); err != nil {
+				return v, false, err
 			}
 		}
 		for _, a := range comp.Actions {
-			listed[capKey{a.CapabilityID, comp.RegistrationID}] = &Capability{
-				Description: a.Description, Effect: a.Effect, Idempotent: ptr(a.Idempotent), Reversible: ptr(a.Reversible),
-				Confirmation: a.Confirmation, InputSchema: raw(a.InputSchema), OutputSchema: raw(a.OutputSchema), Meta: raw(a.Meta),
+			if listed[capKey{a.CapabilityID, comp.RegistrationID}], err = recordCap(a); err != nil {
+				return v, false, err
 			}
 		}
 	}
 	for _, p := range snap.Procedures {
-		c := &Capability{
-			Context: p.Context, Description: p.Description, Effect: p.Effect,
-			Idempotent: ptr(p.Effect == surface.EffectServerQuery), Confirmation: p.Confirmation,
-			InputSchema: raw(p.InputSchema), OutputSchema: raw(p.OutputSchema), Meta: raw(p.Meta),
+		if listed[capKey{p.ProcedureID, p.RegistrationID}], err = recordCap(p); err != nil {
+			return v, false, err
 		}
-		for _, b := range p.BoundFields {
-			c.BoundFields = append(c.BoundFields, BoundField{Path: b.Path, Locked: b.Locked})
-		}
-		listed[capKey{p.ProcedureID, p.RegistrationID}] = c
 	}
 
 	for _, ce := range ex.Capabilities {
 		k := capKey{ce.CapabilityID, ce.RegistrationID}
-		c := &Capability{Description: ce.Description}
-		if l := listed[k]; l != nil {
-			c = l
+		c, inSnapshot := listed[k]
+		if inSnapshot {
 			delete(listed, k)
+		} else {
+			c = &Capability{Description: ce.Description}
 		}
 		c.CapabilityID, c.Kind = ce.CapabilityID, ce.Kind
 		c.Component = &surface.Parent{Type: ce.ComponentType, InstanceID: ce.InstanceID}
-		c.Visibility, c.DisabledReason = visibilityOf(ce.Policies)
-		if (c.Visibility == Hidden) != (ce.Outcome == surface.VisibilityHidden) {
-			// The votes compose as the registry composes them; a
-			// disagreement is a defect to report, not to paper over.
-			return v, false, fmt.Errorf("contract: %s: the policy votes disagree with the explained outcome %q", ce.CapabilityID, ce.Outcome)
-		}
+		c.Visibility, c.DisabledReason = visibilityOf(ce)
 		for _, p := range ce.Policies {
 			c.Policies = append(c.Policies, Policy{Name: p.Name, Layer: p.Layer, Hooks: slices.Clone(p.Hooks),
 				Vote: p.Vote, Reason: p.Reason, RequiresConfirmation: p.RequiresConfirmation})
@@ -163,15 +154,19 @@ func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView
 			}
 		}
 		if c.Visibility != Hidden {
-			if c.Effect == "" { // listed by the explanation, not by the snapshot
+			t, inCatalog := tools[k]
+			switch {
+			case !inSnapshot:
 				return v, false, fmt.Errorf("contract: %s is visible but missing from the snapshot", ce.CapabilityID)
-			}
-			c.WireName = wire[k]
-			if c.WireName == "" {
+			case !inCatalog:
 				return v, false, fmt.Errorf("contract: %s is visible but missing from the catalog", ce.CapabilityID)
 			}
+			// What the descriptor leaves implicit (an observation's
+			// effect, idempotency and level, a procedure reference's
+			// idempotency) is the tool's, as every adapter shows it.
+			c.WireName, c.Effect, c.Idempotent, c.Confirmation = t.Name, t.Effect, ptr(t.Idempotent), t.Confirmation
 			c.RequiresConfirmation = ptr(c.Confirmation == surface.ConfirmRequired)
-			c.Annotations = AnnotationsFor(c.Kind, c.Effect, *c.Idempotent, c.InputSchema)
+			c.Annotations = annotationsOf(t)
 		}
 		v.Capabilities = append(v.Capabilities, *c)
 	}
@@ -181,27 +176,67 @@ func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView
 	return v, true, nil
 }
 
-// visibilityOf composes a chain's votes as the registry does: any hide
-// wins, else the first disable, with its reason.
-func visibilityOf(pols []surface.PolicyExplanation) (Visibility, string) {
-	out, reason := Exposed, ""
-	for _, p := range pols {
-		switch p.Vote {
-		case "hide":
-			return Hidden, ""
-		case "disable":
-			if out == Exposed {
-				out, reason = Disabled, p.Reason
-			}
-		}
+// visibilityOf is the contract's visibility of an explained capability:
+// the registry's consumer view, less what is live state (whether the
+// current state makes a capability available is not part of a
+// contract).
+func visibilityOf(ce surface.CapabilityExplanation) (Visibility, string) {
+	switch ce.View {
+	case surface.ViewHidden:
+		return Hidden, ""
+	case surface.ViewDisabled:
+		return Disabled, ce.Reason
 	}
-	return out, reason
+	return Exposed, ""
 }
 
-// raw returns a copy of a JSON text, nil for none.
-func raw(t surface.JSONText) json.RawMessage {
-	if t == "" {
-		return nil
+// A contract records a snapshot descriptor field by field, under the
+// descriptor's wire names: a component's into a [Component], a
+// capability's into a [Capability] (a procedure reference's procedureId
+// as its capabilityId). A descriptor field is recorded by the contract
+// field of the same JSON name, and the contract leaves out the live
+// ones ([live] lists them). TestDescriptorFields fails for a descriptor
+// field that is neither recorded nor declared live, and checks that each
+// recorded value arrives.
+
+// live are the descriptor fields a contract leaves out, by JSON name:
+// live state, which changes while the surface's declarations do not
+// (availability and its reason, a procedure reference's contextual note,
+// registration ids), and a capability's name, which its id holds.
+var live = []string{"name", "available", "unavailableReason", "contextualNote", "registrationId"}
+
+// recordCap records a capability's descriptor.
+func recordCap(desc any) (*Capability, error) {
+	c := &Capability{}
+	return c, record(desc, c)
+}
+
+// record records the descriptor desc into into, a *Component or a
+// *Capability: each field of desc under its JSON name, but the live ones
+// and the capabilities a component lists (recorded on their own).
+func record(desc, into any) error {
+	b, err := json.Marshal(desc)
+	if err != nil {
+		return fmt.Errorf("contract: encoding a descriptor: %w", err)
 	}
-	return json.RawMessage(t)
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return fmt.Errorf("contract: decoding a descriptor: %w", err)
+	}
+	for _, k := range live {
+		delete(fields, k)
+	}
+	delete(fields, "observations")
+	delete(fields, "actions")
+	if id, ok := fields["procedureId"]; ok {
+		fields["capabilityId"] = id
+		delete(fields, "procedureId")
+	}
+	if b, err = json.Marshal(fields); err == nil {
+		err = json.Unmarshal(b, into)
+	}
+	if err != nil {
+		return fmt.Errorf("contract: recording a descriptor: %w", err)
+	}
+	return nil
 }

@@ -144,7 +144,7 @@ func (w *webmcpTools) list() (webmcpList, error) {
 			continue // WebMCP has no disabled tools: the unavailable ones are not offered
 		}
 		wt := webmcpTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, RegistrationID: t.RegistrationID}
-		if t.Effect == surface.EffectRead || t.Effect == surface.EffectServerQuery {
+		if t.Hints().ReadOnly {
 			wt.Annotations = &webmcpAnnotations{ReadOnlyHint: true}
 		}
 		out.Tools = append(out.Tools, wt)
