@@ -303,7 +303,8 @@ func (s *AuditSink) write(batch []auditRow, deadline time.Time) (consumed, store
 	case err == nil:
 		return len(rows), int(n), nil
 	case !invalidData(err):
-		again(ctx, s.pool, err) // the retry (after the backoff) gets a fresh connection
+		// The retry (after the backoff) gets another connection: the pool
+		// drops one that broke.
 		return 0, 0, err
 	}
 	for i, r := range rows {

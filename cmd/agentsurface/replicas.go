@@ -75,17 +75,15 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 	if err = replica.Migrate(ctx, d.pool); err != nil {
 		return nil, err
 	}
-	d.rep.Directory, err = replica.OpenDirectory(ctx, d.pool, &replica.Options{
-		Addr: addr, Name: f.name, Secret: secret, Lease: f.lease, Logger: log,
-		OnLeaseLost: d.rep.LeaseLost,
+	d.rep.Directory, err = replica.OpenDirectory(ctx, d.pool, addr, secret, &replica.Options{
+		Name: f.name, Lease: f.lease, Logger: log, OnLeaseLost: d.rep.LeaseLost,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.rep.Audit = replica.NewAuditSink(d.pool, &replica.AuditOptions{Replica: f.name, Logger: log})
-	d.rep.Notifier, err = replica.NewNotifier(ctx, d.pool, console.NotifyChannel, replica.NotifierOptions{
-		Logger: log, OnNotify: d.rep.Notified,
-	})
+	d.rep.Notifier, err = replica.NewNotifier(ctx, d.pool, console.NotifyChannel, d.rep.Notified,
+		&replica.NotifierOptions{Logger: log})
 	if err != nil {
 		return nil, err
 	}

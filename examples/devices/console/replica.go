@@ -34,13 +34,11 @@ const NotifyChannel = "agentsurface_devices"
 // meets a half-made App:
 //
 //	rep := &console.Replica{}
-//	dir, err := replica.OpenDirectory(ctx, pool, &replica.Options{
-//		Addr: addr, Secret: secret, OnLeaseLost: rep.LeaseLost,
-//	})
+//	dir, err := replica.OpenDirectory(ctx, pool, addr, secret,
+//		&replica.Options{OnLeaseLost: rep.LeaseLost})
 //	// ...
 //	rep.Directory = dir
-//	rep.Notifier, err = replica.NewNotifier(ctx, pool, console.NotifyChannel,
-//		replica.NotifierOptions{OnNotify: rep.Notified})
+//	rep.Notifier, err = replica.NewNotifier(ctx, pool, console.NotifyChannel, rep.Notified, nil)
 //	// ...
 //	rep.Audit = replica.NewAuditSink(pool, &replica.AuditOptions{Replica: name})
 //	app, err := console.New(console.Options{Store: store, Replica: rep})
