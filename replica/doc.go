@@ -169,11 +169,17 @@
 //
 // An [AuditSink] writes the audit records of every registry of the
 // replica to agentsurface_audit, the one table of the whole deployment
-// (the replica and the session are columns). It never blocks a call:
-// records queue and are written in batches with COPY. While Postgres is
-// down they stay queued, up to AuditOptions.QueueSize; beyond it they are
-// dropped, counted and logged, never silently. Close writes what is
-// queued.
+// (the replica and the session are columns). Records queue and are
+// written in batches, each a single statement. By default it never
+// blocks a call, and a process that dies loses the records still queued
+// (those of the last milliseconds). With AuditOptions.Durable, Record
+// returns once its record is committed, so no call is answered before its
+// settlement record is stored; concurrent records share one statement
+// and commit (group commit), so its throughput nears the asynchronous
+// sink's as concurrent calls grow. While Postgres is down records stay
+// queued, up to AuditOptions.QueueSize (and, when durable, for at most
+// AuditOptions.Timeout); beyond, they are dropped, counted and logged,
+// never silently. Close writes what is queued.
 //
 // # Metrics
 //
@@ -204,8 +210,9 @@
 //     within Options.Timeout (at once when Postgres refuses connections);
 //   - no session can be claimed (Claim: [ErrUnavailable]; the application
 //     answers 503), released sessions are deleted from the table later;
-//   - renewals fail and are retried every Lease/50, and the audit sink
-//     queues.
+//   - renewals fail and are retried every Lease/50, and the asynchronous
+//     audit sink queues (the durable one makes each audited call wait up
+//     to AuditOptions.Timeout, then drops and counts the record).
 //
 // When Postgres is back everything resumes at once: the first renewal
 // runs within Lease/50, an owner lookup or a claim (both safe to repeat)

@@ -36,7 +36,8 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer dir.Close()
-	audit := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: os.Getenv("POD_NAME")})
+	// Durable: a call's answer leaves once its audit record is committed.
+	audit := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: os.Getenv("POD_NAME"), Durable: true})
 	defer audit.Close()
 	changes, err := replica.NewNotifier(ctx, pool, "devices_changed",
 		func(replica.Notification) { sessions.refreshAll() }, nil)

@@ -350,8 +350,9 @@ type nodeOptions struct {
 	onLeaseLost func()
 	// meter, if set, is the directory's MeterProvider.
 	meter metric.MeterProvider
-	// audit makes the app record its hits in an AuditSink (node.app.audit).
-	audit bool
+	// audit makes the app record its hits in an AuditSink (node.app.audit),
+	// durable with durableAudit.
+	audit, durableAudit bool
 }
 
 // startNode starts a replica on a database.
@@ -388,7 +389,8 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 	n.app.dir = n.dir
 	n.app.mcp = mcpsurface.NewHTTPHandler(n.app.resolveMCP, &mcpsurface.HTTPOptions{Stateless: o.stateless})
 	if o.audit {
-		n.app.audit = replica.NewAuditSink(n.pool, &replica.AuditOptions{Replica: name, Timeout: 2 * time.Second})
+		n.app.audit = replica.NewAuditSink(n.pool, &replica.AuditOptions{Replica: name, Timeout: 2 * time.Second,
+			Durable: o.durableAudit})
 	}
 	n.srv = &http.Server{Handler: n.dir.Forward(n.app, token, o.forward), ReadHeaderTimeout: 5 * time.Second}
 	go func() {

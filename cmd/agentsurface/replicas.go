@@ -28,6 +28,9 @@ type replicaFlags struct {
 	addr     string        // --replica-addr: where the other replicas reach this one
 	name     string        // --replica-name
 	lease    time.Duration // --replica-lease
+	// --audit-durable: a call is answered once its audit record is
+	// committed (replica.AuditOptions.Durable)
+	durableAudit bool
 }
 
 // deployment is what --postgres sets up on one Postgres database: the
@@ -81,7 +84,10 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 	if err != nil {
 		return nil, err
 	}
-	d.rep.Audit = replica.NewAuditSink(d.pool, &replica.AuditOptions{Replica: f.name, Logger: log})
+	// Durable: waits at most 2 s per record while Postgres is away, rather
+	// than the 5 s default.
+	d.rep.Audit = replica.NewAuditSink(d.pool, &replica.AuditOptions{Replica: f.name, Logger: log,
+		Durable: f.durableAudit, Timeout: 2 * time.Second})
 	d.rep.Notifier, err = replica.NewNotifier(ctx, d.pool, console.NotifyChannel, d.rep.Notified,
 		&replica.NotifierOptions{Logger: log})
 	if err != nil {

@@ -40,7 +40,7 @@ const NotifyChannel = "agentsurface_devices"
 //	rep.Directory = dir
 //	rep.Notifier, err = replica.NewNotifier(ctx, pool, console.NotifyChannel, rep.Notified, nil)
 //	// ...
-//	rep.Audit = replica.NewAuditSink(pool, &replica.AuditOptions{Replica: name})
+//	rep.Audit = replica.NewAuditSink(pool, &replica.AuditOptions{Replica: name, Durable: true})
 //	app, err := console.New(console.Options{Store: store, Replica: rep})
 //
 // A callback that fires before New returns finds no session to end or
