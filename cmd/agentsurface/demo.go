@@ -40,6 +40,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&rf.addr, "replica-addr", "", "with --postgres: the base URL at which the other replicas reach this one, e.g. http://10.0.0.5:8080 (default: the --addr it listens on); needs $"+envReplicaSecret)
 	fs.StringVar(&rf.name, "replica-name", "", "with --postgres: this replica's name in logs and in the audit table (default: the host name)")
 	fs.DurationVar(&rf.lease, "replica-lease", 15*time.Second, "with --postgres: how long this replica's sessions outlive its last renewal; after a crash its sessions end within it")
+	fs.BoolVar(&rf.durableAudit, "audit-durable", true, "with --postgres: answer a call only once its audit record is committed, so that a crash loses none (false: write the audit in the background; a crash loses the last records)")
 	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links (default: the address it listens on); behind a load balancer, the balancer's")
 	logFormat := fs.String("log-format", "text", "format of the diagnostics on standard error: text (key=value) or json (one object per line, for a log collector)")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
@@ -58,7 +59,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	replicaOnly := ""
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "replica-addr", "replica-name", "replica-lease":
+		case "replica-addr", "replica-name", "replica-lease", "audit-durable":
 			replicaOnly = f.Name
 		}
 	})

@@ -27,6 +27,9 @@ type replicaFlags struct {
 	addr     string        // --replica-addr: where the other replicas reach this one
 	name     string        // --replica-name
 	lease    time.Duration // --replica-lease
+	// --audit-durable: a call is answered once its audit record is
+	// committed (replica.AuditOptions.Durable)
+	durableAudit bool
 }
 
 // deployment is what --postgres sets up on one Postgres database: the
@@ -74,17 +77,18 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 	if err = replica.Migrate(ctx, d.pool); err != nil {
 		return nil, err
 	}
-	d.rep.Directory, err = replica.OpenDirectory(ctx, d.pool, &replica.Options{
-		Addr: addr, Name: f.name, Secret: secret, Lease: f.lease, Logger: log,
-		OnLeaseLost: d.rep.LeaseLost,
+	d.rep.Directory, err = replica.OpenDirectory(ctx, d.pool, addr, secret, &replica.Options{
+		Name: f.name, Lease: f.lease, Logger: log, OnLeaseLost: d.rep.LeaseLost,
 	})
 	if err != nil {
 		return nil, err
 	}
-	d.rep.Audit = replica.NewAuditSink(d.pool, &replica.AuditOptions{Replica: f.name, Logger: log})
-	d.rep.Notifier, err = replica.NewNotifier(ctx, d.pool, console.NotifyChannel, replica.NotifierOptions{
-		Logger: log, OnNotify: d.rep.Notified,
-	})
+	// Durable: waits at most 2 s per record while Postgres is away, rather
+	// than the 5 s default.
+	d.rep.Audit = replica.NewAuditSink(d.pool, &replica.AuditOptions{Replica: f.name, Logger: log,
+		Durable: f.durableAudit, Timeout: 2 * time.Second})
+	d.rep.Notifier, err = replica.NewNotifier(ctx, d.pool, console.NotifyChannel, d.rep.Notified,
+		&replica.NotifierOptions{Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -197,8 +197,7 @@ func New(opts Options) (*App, error) {
 		// The Host check comes first, before anything is looked up or
 		// forwarded; the owner checks it again and sets the answer's
 		// headers, which the forwarding relays.
-		a.handler = a.admit(a.rep.Directory.Forward(a.secured(a.mux), replica.ForwardOptions{
-			Token:        sessionToken,
+		a.handler = a.admit(a.rep.Directory.Forward(a.secured(a.mux), sessionToken, &replica.ForwardOptions{
 			ErrorHandler: a.forwardError,
 		}))
 		if err := a.rep.bind(a); err != nil {

@@ -34,15 +34,13 @@ const NotifyChannel = "agentsurface_devices"
 // meets a half-made App:
 //
 //	rep := &console.Replica{}
-//	dir, err := replica.OpenDirectory(ctx, pool, &replica.Options{
-//		Addr: addr, Secret: secret, OnLeaseLost: rep.LeaseLost,
-//	})
+//	dir, err := replica.OpenDirectory(ctx, pool, addr, secret,
+//		&replica.Options{OnLeaseLost: rep.LeaseLost})
 //	// ...
 //	rep.Directory = dir
-//	rep.Notifier, err = replica.NewNotifier(ctx, pool, console.NotifyChannel,
-//		replica.NotifierOptions{OnNotify: rep.Notified})
+//	rep.Notifier, err = replica.NewNotifier(ctx, pool, console.NotifyChannel, rep.Notified, nil)
 //	// ...
-//	rep.Audit = replica.NewAuditSink(pool, &replica.AuditOptions{Replica: name})
+//	rep.Audit = replica.NewAuditSink(pool, &replica.AuditOptions{Replica: name, Durable: true})
 //	app, err := console.New(console.Options{Store: store, Replica: rep})
 //
 // A callback that fires before New returns finds no session to end or

@@ -113,16 +113,15 @@ func (c *cluster) start(t testing.TB, name string) *node {
 	}
 	n := &node{name: name, pool: openPool(t, c.dbURL)}
 	rep := &console.Replica{}
-	n.dir, err = replica.OpenDirectory(bg, n.pool, &replica.Options{
-		Addr: "http://" + ln.Addr().String(), Name: name, Secret: replicaSecret,
-		Lease: testLease, Timeout: time.Second, OnLeaseLost: rep.LeaseLost,
+	n.dir, err = replica.OpenDirectory(bg, n.pool, "http://"+ln.Addr().String(), replicaSecret, &replica.Options{
+		Name: name, Lease: testLease, Timeout: time.Second, OnLeaseLost: rep.LeaseLost,
 	})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
 	}
 	rep.Directory = n.dir
-	n.notifier, err = replica.NewNotifier(bg, n.pool, console.NotifyChannel, replica.NotifierOptions{OnNotify: rep.Notified})
+	n.notifier, err = replica.NewNotifier(bg, n.pool, console.NotifyChannel, rep.Notified, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
