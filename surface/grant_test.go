@@ -667,3 +667,21 @@ func TestAgentCannotReachGrants(t *testing.T) {
 		t.Fatal("another consumer used the grant")
 	}
 }
+
+// The wire: a result of a call that needed no grant is what it always
+// was (no grantId member; the error envelopes and snapshots of the other
+// golden files are unchanged); a granted result names the grant after
+// every other member; a grant's JSON is camelCase with ISO-8601 times.
+func TestGrantGolden(t *testing.T) {
+	f := newGrantFixture(t, &surface.Options{Now: goldenClock})
+	plain := f.reg.Invoke(bg, surface.Invocation{InvocationID: "call-1", CapabilityID: gWipeID, Input: json.RawMessage(`{"ids":["d1"]}`)}, as("a"))
+	f.reg.Confirmations().Resolve(plain.Error.ConfirmationID(), surface.Resolution{Approved: true})
+	approved := f.reg.Invoke(bg, surface.Invocation{InvocationID: "call-1", CapabilityID: gWipeID, Input: json.RawMessage(`{"ids":["d1"]}`),
+		ConfirmationID: plain.Error.ConfirmationID()}, as("a"))
+	g := f.create(t, wipeGrant("mcp-bridge:a", surface.ValueIn("ids", "d1", "d2"), surface.InRange("count", 1, 5),
+		surface.HasPrefix("site", "eu-"), surface.OnlyKeys("", "ids", "count", "site")))
+	res := f.reg.Invoke(bg, surface.Invocation{InvocationID: "call-2", CapabilityID: gWipeID, Input: json.RawMessage(`{"ids":["d1"],"count":2,"site":"eu-1"}`)}, as("a"))
+	granted(t, res, g.GrantID)
+	g, _ = f.reg.Grants().Get(g.GrantID)
+	requireGolden(t, "grant.json", map[string]any{"askedResult": plain, "approvedResult": approved, "grantedResult": res, "grant": g})
+}
