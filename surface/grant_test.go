@@ -685,3 +685,102 @@ func TestGrantGolden(t *testing.T) {
 	g, _ = f.reg.Grants().Get(g.GrantID)
 	requireGolden(t, "grant.json", map[string]any{"askedResult": plain, "approvedResult": approved, "grantedResult": res, "grant": g})
 }
+
+// Concurrent calls never spend more uses than a grant has: with one use
+// left, exactly one of many simultaneous calls runs unasked.
+func TestGrantUsesUnderConcurrency(t *testing.T) {
+	f := newGrantFixture(t, nil)
+	g := f.create(t, surface.GrantSpec{ConsumerKey: surface.AllConsumers, CapabilityID: gDisableID, TTL: time.Minute, MaxUses: 1})
+	const n = 16
+	results := make(chan surface.Result, n)
+	start := make(chan struct{})
+	for i := range n {
+		go func() {
+			<-start
+			results <- f.reg.Invoke(bg, surface.Invocation{CapabilityID: gDisableID, Input: json.RawMessage(`{}`)}, as(string(rune('a'+i))))
+		}()
+	}
+	close(start)
+	grantedN := 0
+	for range n {
+		res := <-results
+		switch {
+		case res.GrantID == g.GrantID && res.Status == surface.StatusOK:
+			grantedN++
+		case res.Error != nil && res.Error.Code == surface.CodeConfirmationRequired:
+		default:
+			t.Fatalf("%+v", res)
+		}
+	}
+	if got, _ := f.reg.Grants().Get(g.GrantID); grantedN != 1 || got.Uses != 1 || got.State != surface.GrantUsedUp {
+		t.Fatalf("%d calls ran unasked; grant %+v", grantedN, got)
+	}
+}
+
+// The Telemetry hook hears every grant change, with the invocation a use
+// let through and the host's context, and the phase that says a grant
+// skipped the question; a resolution's change carries the channel, the
+// approver, the digest's SHA-256 and the grant it made.
+func TestGrantTelemetry(t *testing.T) {
+	type key struct{}
+	var changes []surface.GrantChange
+	var ctxValues []any
+	var phases []surface.PhaseEvent
+	var confirmations []surface.ConfirmationChange
+	rec := recorderFunc(func(e surface.PhaseEvent) { phases = append(phases, e) })
+	tel := &surface.Telemetry{
+		Grant: func(ctx context.Context, c surface.GrantChange) {
+			changes = append(changes, c)
+			ctxValues = append(ctxValues, ctx.Value(key{}))
+		},
+		Invocation: func(ctx context.Context, _ surface.InvocationInfo) (context.Context, surface.InvocationRecorder) {
+			return context.WithValue(ctx, key{}, "invocation"), rec
+		},
+		Confirmation: func(c surface.ConfirmationChange) { confirmations = append(confirmations, c) },
+	}
+	f := newGrantFixture(t, &surface.Options{Telemetry: tel})
+	host := context.WithValue(bg, key{}, "host")
+	g, err := f.reg.Grants().Create(host, wipeGrant("mcp-bridge:a"), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := f.call("a", gWipeID, `{}`)
+	granted(t, res, g.GrantID)
+	f.reg.Grants().Revoke(host, g.GrantID, "bob")
+
+	cid := requireConfirmationOf(t, f.call("a", gWipeID, `{"ids":["d1"]}`))
+	made, err := f.reg.Confirmations().ResolveGrant(cid, surface.Resolution{Approved: true, Channel: surface.ChannelWebhook, Approver: surface.ApproverUser,
+		Grant: &surface.GrantSpec{TTL: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	kinds := []string{}
+	for _, c := range changes {
+		kinds = append(kinds, string(c.Kind))
+	}
+	if strings.Join(kinds, ",") != "created,used,revoked,created" || changes[1].InvocationID != res.InvocationID || changes[1].Uses != 1 ||
+		ctxValues[0] != "host" || ctxValues[1] != "invocation" || ctxValues[2] != "host" || changes[3].ConfirmationID != cid {
+		t.Fatalf("changes %+v, contexts %v", changes, ctxValues)
+	}
+	var sawGranted bool
+	for _, p := range phases {
+		if p.Phase == surface.PhaseConfirmationGranted {
+			sawGranted = p.GrantID == g.GrantID
+		}
+	}
+	if !sawGranted || surface.PhaseConfirmationGranted.String() != "confirmation-granted" {
+		t.Fatalf("phases %+v", phases)
+	}
+	last := confirmations[len(confirmations)-1]
+	if last.Outcome != surface.OutcomeApproved || last.Channel != surface.ChannelWebhook || last.Approver != surface.ApproverUser ||
+		last.GrantID != made.GrantID || len(last.Digest) != 64 || last.Digest != confirmations[len(confirmations)-2].Digest {
+		t.Fatalf("confirmation changes %+v", confirmations)
+	}
+}
+
+// recorderFunc is an InvocationRecorder that hands phases to a func.
+type recorderFunc func(surface.PhaseEvent)
+
+func (f recorderFunc) Phase(e surface.PhaseEvent) { f(e) }
+func (recorderFunc) Settle(surface.Settlement)    {}
