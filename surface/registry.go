@@ -197,11 +197,13 @@ type Registry struct {
 	// The lock order. A goroutine holding one of these locks takes only
 	// locks to its right:
 	//
-	//	Confirmations.mu → Registry.mu → registration.xmu → execution.mu
-	//	                               → Registry.evMu
+	//	Confirmations.mu → Grants.mu → Registry.mu → registration.xmu → execution.mu
+	//	                                            → Registry.evMu
 	//
-	// Confirmations.request takes Registry.mu while holding its own lock
-	// (to refuse after Close and count the expiry timer in ctxWG); an
+	// Confirmations.request and Grants.insertLocked take Registry.mu while
+	// holding their own lock (to refuse after Close and count the expiry
+	// timer in ctxWG); ResolveGrant holds Confirmations.mu while it stores
+	// the grant, so that the approval and the grant are one step; an
 	// unregistration holds Registry.mu while it aborts the registration's
 	// executions (xmu, then each execution's mu) and while it queues
 	// events (evMu). Every other lock (the dedupe cache's, the
@@ -235,6 +237,7 @@ type Registry struct {
 	obs     obsPool        // observation admission (own lock)
 	dedupe  *dedupeCache   // idempotency keys (own lock)
 	confirm Confirmations  // confirmation store (own lock)
+	grants  Grants         // standing grants (own lock)
 	execWG  sync.WaitGroup // isolated handlers: goroutines of our own
 	ctxWG   sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
 }
@@ -326,6 +329,7 @@ func New(opts *Options) *Registry {
 		r.console = &consoleSink{w: os.Stderr}
 	}
 	r.confirm.r = r
+	r.grants.r = r
 	r.dedupe = newDedupeCache(o.Limits.DedupeCacheSize)
 	return r
 }
@@ -529,6 +533,7 @@ func (r *Registry) Close() error {
 	r.unlockAndDrain()
 	r.observeClosed(gone) // observe: the registrations removed
 	r.confirm.closeAll()  // pending confirmations expire; their events still go out
+	r.grants.closeAll()   // standing grants end with the session
 	r.evMu.Lock()
 	r.listeners = nil
 	r.evMu.Unlock()

@@ -165,6 +165,9 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 	if a.reg != nil {
 		ev.RegistrationID = a.reg.id
 	}
+	if a.grant != nil && a.consumed {
+		ev.GrantID = a.grant.view.GrantID
+	}
 	if a.queued {
 		ev.QueueWaitMs = &ms[1]
 	}
