@@ -516,13 +516,17 @@ func (c *Confirmations) unreserve(rec *confirmRecord) {
 	c.mu.Unlock()
 }
 
-// consume spends a reserved approval as execution starts.
-func (c *Confirmations) consume(rec *confirmRecord) {
+// consume spends a reserved approval as execution of invocation starts;
+// ctx is the call's. The confirmation-consumed record names the
+// invocation, so that what became of an approval can be found.
+func (c *Confirmations) consume(ctx context.Context, rec *confirmRecord, invocation string) {
 	c.mu.Lock()
 	rec.state = cConsumed
 	view := rec.view
 	c.mu.Unlock()
-	c.r.audit(c.auditEvent(AuditConfirmationConsumed, view, rec.level))
+	ev := c.auditEvent(AuditConfirmationConsumed, view, rec.level)
+	ev.InvocationID = invocation
+	c.r.auditCtx(ctx, ev)
 }
 
 // closeAll expires every pending request (Close).

@@ -87,7 +87,7 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	}
 	defer r.endExecution(a.reg, x)
 	if a.evidence != nil { // execution starts: the evidence is spent
-		r.confirm.consume(a.evidence)
+		r.confirm.consume(ctx, a.evidence, a.id())
 		a.consumed = true
 	}
 	if a.grant != nil { // … or the use of the grant

@@ -158,7 +158,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	res := r.run(ctx, a)
 
 	// Phase 10: settlement.
-	return r.settle(a, entry, res)
+	return r.settle(ctx, a, entry, res)
 }
 
 // attempt is the state of one invocation, made by Invoke and passed from
@@ -324,7 +324,7 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	a.reg, a.cap = t.reg, t.cap
 	r.observeResolved(a) // observe: kind, effect, registration and instance are known
 	if a.level() != AuditLevelNone {
-		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.capabilityID(),
+		r.auditCtx(ctx, AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.capabilityID(),
 			RegistrationID: a.reg.id, InvocationID: a.id(), ConsumerID: a.consumerKey})
 	}
 	// An approval reserved for a call that fails before it executes stands.

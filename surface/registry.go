@@ -282,6 +282,7 @@ type registration struct {
 	actions queueGroup  // the instance's queue: concurrency mode instance (own lock)
 	keyed   keyedGroups // concurrency mode key: the queues by key (own lock)
 	stopCtx func() bool
+	ctxDone <-chan struct{} // RegisterContext's context's: once closed, the registration is on its way out
 }
 
 type regCap struct {
@@ -388,7 +389,12 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	}
 	old := r.instanceLocked(reg.typ, reg.instance)
 	if old != nil {
-		if r.opts.OnDuplicate == DuplicateReject {
+		// A registration whose RegisterContext context has ended is being
+		// unregistered (on another goroutine, ctx's AfterFunc): it is
+		// replaced, never a duplicate, so that a component unmounted by
+		// its context can mount again at once.
+		leaving := closedChan(old.ctxDone)
+		if r.opts.OnDuplicate == DuplicateReject && !leaving {
 			r.opts.Logger.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
 			return r.rejectLocked(reg, RejectReasonDuplicate)
 		}
@@ -411,7 +417,20 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	return reg.handle(r), nil
 }
 
-// RegisterContext is Register, and unregisters the component when ctx ends.
+// closedChan reports whether ch is closed; a nil ch never is.
+func closedChan(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// RegisterContext is Register, and unregisters the component when ctx
+// ends. The unregistration runs on a goroutine of its own; meanwhile the
+// component is already on its way out: registering the same type and
+// instance again replaces it, whatever [Options.OnDuplicate] says.
 func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, error) {
 	h, err := r.Register(c)
 	if err != nil {
@@ -423,6 +442,7 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 	defer r.mu.Unlock()
 	// ctxWG lets Close wait for an unregistration already triggered by ctx.
 	r.ctxWG.Add(1)
+	h.reg.ctxDone = ctx.Done()
 	h.reg.stopCtx = context.AfterFunc(ctx, func() {
 		defer r.ctxWG.Done()
 		h.Unregister()
@@ -553,14 +573,7 @@ func (r *Registry) Done() <-chan struct{} { return r.closingCh }
 func (r *Registry) closing() bool { return isClosed(r.closingCh) }
 
 // isClosed reports whether ch is closed, without blocking.
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+func isClosed(ch chan struct{}) bool { return closedChan(ch) }
 
 // freezeMeta encodes a meta record as canonical JSON within the byte limit.
 func freezeMeta(m map[string]any, field string, max int) (JSONText, *DefinitionError) {
