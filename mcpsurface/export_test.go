@@ -47,9 +47,7 @@ func ListedSessions(h *HTTPHandler) int {
 	defer h.mu.Unlock()
 	n := 0
 	for _, c := range h.servers {
-		c.srv.mu.Lock()
-		n += len(c.srv.listed)
-		c.srv.mu.Unlock()
+		n += c.srv.pins.sessionCount()
 	}
 	return n
 }

@@ -551,7 +551,7 @@ func (h *HTTPHandler) sweepByTimer() {
 	h.mu.Unlock()
 	closeAll(idle)
 	for _, s := range kept { // sessions that timed out leave nothing behind
-		s.forgetEnded()
+		s.pins.forgetEnded()
 	}
 }
 

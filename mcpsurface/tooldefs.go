@@ -70,3 +70,39 @@ func defSignature(t surface.Tool) toolSig {
 	}
 	return toolSig(h.Sum(nil))
 }
+
+// jsonText is JSON text held as a string: the registry's schema text,
+// shared rather than copied into every server's tool definitions.
+type jsonText string
+
+// MarshalJSON implements json.Marshaler.
+func (j jsonText) MarshalJSON() ([]byte, error) { return []byte(j), nil }
+
+// toolDef is the MCP definition of a tool; ok is false when its input
+// schema is not an object schema (the SDK would panic).
+func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
+	if !t.ObjectInput() {
+		return nil, false
+	}
+	h := t.Hints()
+	ann := &mcp.ToolAnnotations{ReadOnlyHint: h.ReadOnly, DestructiveHint: ptr(h.Destructive), IdempotentHint: h.Idempotent, OpenWorldHint: ptr(h.OpenWorld)}
+	meta := mcp.Meta{MetaAvailable: t.State.Available, MetaKind: string(t.Kind)}
+	if t.CapabilityID != "" {
+		meta[MetaCapabilityID] = t.CapabilityID
+	}
+	if t.Effect != "" {
+		meta[MetaEffect] = string(t.Effect)
+	}
+	if t.State.UnavailableReason != "" {
+		meta[MetaUnavailableReason] = t.State.UnavailableReason
+	}
+	if t.State.Note != "" {
+		meta[MetaNote] = t.State.Note
+	}
+	return &mcp.Tool{
+		Name: t.Name, Description: t.Description,
+		InputSchema:  jsonText(t.InputSchema),
+		OutputSchema: envelope{output: t.OutputSchema, anyOutput: t.CapabilityID == ""},
+		Annotations:  ann, Meta: meta,
+	}, true
+}

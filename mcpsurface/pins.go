@@ -1,0 +1,148 @@
+package mcpsurface
+
+import (
+	"sync"
+
+	"github.com/agentsurface/agentsurface/surface"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A call acts on what its client was shown (DESIGN decision 16): it
+// resolves against the catalog of the last tools/list answered to that
+// client, so that a tool whose component was replaced or unmounted since
+// is answered as stale rather than run against what the client never
+// saw. pins remembers those catalogs: per MCP session, and for requests
+// without a session (over HTTP: 2026-07-28 clients, and every client of a
+// stateless handler) one catalog, the last listed to any of them.
+
+// pins is what each client of a Server was last shown. It is safe for
+// concurrent use.
+type pins struct {
+	srv *mcp.Server // whose sessions these are
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
+	shared   *surface.Catalog                        // the last tools/list answered session-less
+}
+
+// record makes cat the catalog the client of req was shown.
+func (p *pins) record(req mcp.Request, cat *surface.Catalog) {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || cat == nil {
+		return
+	}
+	if sessionless(req) {
+		p.mu.Lock()
+		if !p.closed {
+			p.shared = cat
+		}
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Lock()
+	_, known := p.sessions[ss]
+	p.mu.Unlock()
+	if !known {
+		p.forgetEnded()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		if p.sessions == nil {
+			p.sessions = map[*mcp.ServerSession]*surface.Catalog{}
+		}
+		p.sessions[ss] = cat
+	}
+}
+
+// shownTo returns the catalog of the last tools/list answered to the
+// client of req, or nil if it has not listed.
+func (p *pins) shownTo(req mcp.Request) *surface.Catalog {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sessionless(req) {
+		return p.shared
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		return p.sessions[ss]
+	}
+	return nil
+}
+
+// forgetEnded drops the catalogs of the sessions that have ended, and
+// with them the last references this package held to those sessions.
+func (p *pins) forgetEnded() {
+	p.mu.Lock()
+	if len(p.sessions) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	// Only sessions known before the SDK is asked which are live: one
+	// recorded meanwhile is live, whatever the answer says.
+	known := make([]*mcp.ServerSession, 0, len(p.sessions))
+	for k := range p.sessions {
+		known = append(known, k)
+	}
+	p.mu.Unlock()
+	live := map[*mcp.ServerSession]bool{}
+	for x := range p.srv.Sessions() {
+		live[x] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range known {
+		if !live[k] {
+			delete(p.sessions, k)
+		}
+	}
+	p.sessions = orNil(p.sessions) // an emptied map keeps its memory
+}
+
+// forgetSession drops the catalog of the session with id, which has
+// ended (the SDK may still list it for a moment), and those of the other
+// sessions that have ended.
+func (p *pins) forgetSession(id string) {
+	p.mu.Lock()
+	for ss := range p.sessions {
+		if ss.ID() == id {
+			delete(p.sessions, ss)
+		}
+	}
+	p.sessions = orNil(p.sessions)
+	p.mu.Unlock()
+	p.forgetEnded()
+}
+
+// close forgets every catalog and records none after.
+func (p *pins) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	p.sessions, p.shared = nil, nil
+}
+
+// sessionCount returns how many sessions' catalogs p keeps.
+func (p *pins) sessionCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sessions)
+}
+
+// sessionless reports whether req came without a session: over HTTP with
+// no session id (2026-07-28 clients, and every client of a stateless
+// handler), each request on a temporary MCP session of its own.
+func sessionless(req mcp.Request) bool {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	e := req.GetExtra()
+	return ok && ss.ID() == "" && e != nil && e.Header != nil
+}
+
+// orNil returns m, or nil if it is empty, so that a map that grew and
+// emptied again frees its memory.
+func orNil[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
