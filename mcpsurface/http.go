@@ -242,6 +242,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.stateful == nil || modern || (sid == "" && sessionlessHTTP(r, body)) {
 		if (body != nil && body.listens()) || (modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen") {
 			if !h.listen(c) {
+				if body == nil { // a 2026-07-28 request: read it, to answer its id
+					body = peek(r)
+				}
 				h.tooManySessions(w, body)
 				return
 			}
