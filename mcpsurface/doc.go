@@ -96,10 +96,14 @@
 // list), and a destructive or external-side-effect procedure called after
 // a surface change STALE_CAPABILITY surface-version-mismatch. Each such
 // change is announced with notifications/tools/list_changed; the client
-// lists again and calls. Requests without a session (over HTTP:
-// 2026-07-28 clients, and every client of a stateless handler) share one
-// catalog per (registry, consumer): the last tools/list answered to any
-// of them.
+// lists again and calls. A client is its MCP session; requests without a
+// session (over HTTP: 2026-07-28 clients, and every client of a
+// stateless handler) are told apart by the credential they present (see
+// Confirmations below), so that one client's listing never changes what
+// another's calls resolve against. Of those, the catalogs of the 64
+// clients of a (registry, consumer) that listed or called last are
+// remembered; an older one's calls resolve against the current catalog,
+// as those of a client that never listed.
 //
 // [Options.TraceContext] runs first on every tools/call with the
 // request's _meta, so a tracing library continues the client's trace

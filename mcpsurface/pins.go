@@ -11,9 +11,17 @@ import (
 // resolves against the catalog of the last tools/list answered to that
 // client, so that a tool whose component was replaced or unmounted since
 // is answered as stale rather than run against what the client never
-// saw. pins remembers those catalogs: per MCP session, and for requests
-// without a session (over HTTP: 2026-07-28 clients, and every client of a
-// stateless handler) one catalog, the last listed to any of them.
+// saw. pins remembers those catalogs per client: per MCP session, and for
+// requests without a session (over HTTP: 2026-07-28 clients, and every
+// client of a stateless handler) per credential, the client a
+// confirmation binds to (clientOf). The session-less clients remembered
+// are bounded by maxListedClients: beyond it, the one that listed or
+// called the longest ago is forgotten, and its calls resolve against the
+// current catalog, as those of a client that never listed.
+
+// maxListedClients bounds the session-less clients of a Server whose
+// last catalog is remembered.
+const maxListedClients = 64
 
 // pins is what each client of a Server was last shown. It is safe for
 // concurrent use.
@@ -23,7 +31,15 @@ type pins struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
-	shared   *surface.Catalog                        // the last tools/list answered session-less
+	clients  map[string]*clientPin                   // each session-less client's, by clientOf
+	tick     uint64                                  // counts the uses of clients
+}
+
+// clientPin is the catalog a session-less client was last shown, and
+// when it last listed or called (a tick of pins).
+type clientPin struct {
+	cat  *surface.Catalog
+	used uint64
 }
 
 // record makes cat the catalog the client of req was shown.
@@ -34,10 +50,10 @@ func (p *pins) record(req mcp.Request, cat *surface.Catalog) {
 	}
 	if sessionless(req) {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		if !p.closed {
-			p.shared = cat
+			p.pinClient(clientOf(req), cat)
 		}
-		p.mu.Unlock()
 		return
 	}
 	p.mu.Lock()
@@ -62,12 +78,42 @@ func (p *pins) shownTo(req mcp.Request) *surface.Catalog {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if sessionless(req) {
-		return p.shared
+		c := p.clients[clientOf(req)]
+		if c == nil {
+			return nil
+		}
+		p.tick++
+		c.used = p.tick
+		return c.cat
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		return p.sessions[ss]
 	}
 	return nil
+}
+
+// pinClient makes cat the catalog of the session-less client, and
+// forgets the client used the longest ago if there are too many. p.mu is
+// held.
+func (p *pins) pinClient(client string, cat *surface.Catalog) {
+	p.tick++
+	if c := p.clients[client]; c != nil {
+		c.cat, c.used = cat, p.tick
+		return
+	}
+	if len(p.clients) >= maxListedClients {
+		oldest, at := "", uint64(0)
+		for k, c := range p.clients {
+			if oldest == "" || c.used < at {
+				oldest, at = k, c.used
+			}
+		}
+		delete(p.clients, oldest)
+	}
+	if p.clients == nil {
+		p.clients = map[string]*clientPin{}
+	}
+	p.clients[client] = &clientPin{cat: cat, used: p.tick}
 }
 
 // forgetEnded drops the catalogs of the sessions that have ended, and
@@ -119,14 +165,15 @@ func (p *pins) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	p.sessions, p.shared = nil, nil
+	p.sessions, p.clients = nil, nil
 }
 
-// sessionCount returns how many sessions' catalogs p keeps.
-func (p *pins) sessionCount() int {
+// counts returns how many sessions' and session-less clients' catalogs p
+// keeps.
+func (p *pins) counts() (sessions, clients int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.sessions)
+	return len(p.sessions), len(p.clients)
 }
 
 // sessionless reports whether req came without a session: over HTTP with

@@ -171,8 +171,9 @@ type Extension struct {
 // after a surface change STALE_CAPABILITY surface-version-mismatch: the
 // client lists the tools again (every such change sends
 // notifications/tools/list_changed). Requests without a session (over
-// HTTP, 2026-07-28 clients, and every client of a stateless handler)
-// share one catalog: the last tools/list answered to any of them.
+// HTTP, 2026-07-28 clients, and every client of a stateless handler) are
+// one client per credential: each resolves against the last tools/list
+// answered to its own client.
 type Server struct {
 	reg      *surface.Registry
 	consumer surface.Consumer
