@@ -267,7 +267,9 @@
 // for [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and
 // dropped, with what it held. When a session's registry closes, its
 // servers go on their next request or sweep; [HTTPHandler.Forget] drops
-// them at once.
+// them at once. [HTTPHandler.Stats] counts what a handler holds open
+// (servers, stateful sessions, listen streams) and what it refused or
+// reclaimed, for an application's metrics.
 //
 // # Beyond tools
 //

@@ -114,6 +114,8 @@ type HTTPHandler struct {
 	mu        sync.Mutex
 	servers   map[serverKey]*cached
 	closed    bool
+	refused   uint64 // requests answered 429 (Stats)
+	reclaimed uint64 // idle sessions closed to make room (Stats)
 	lastSweep time.Time
 	sweeper   *time.Timer // sweeps idle servers while any is cached
 	// sweeping is held by a running sweep timer, so that Close can wait
