@@ -77,8 +77,10 @@
 //
 // # Tools
 //
-// Each tool has the toolset's name, description and input schema. Its
-// annotations come from the capability: readOnlyHint for observations and
+// Each tool has the toolset's name, description and input schema, and a
+// title for people to read, such as "Devices table: select rows"
+// ([surface.Tool.Title]), as title and annotations.title. Its annotations
+// come from the capability: readOnlyHint for observations and
 // server-query procedures; destructiveHint true only for destructive
 // capabilities (false for the other effects); idempotentHint from the
 // declared idempotency; openWorldHint true only for external side effects.
@@ -88,6 +90,13 @@
 // is part of the definition, so an availability flip pushed by the app
 // ([surface.Handle.Update], [surface.Handle.Refresh]) reaches clients as a
 // list change. Hints are hints: the registry enforces policy on every call.
+//
+// Schemas are shown in the form clients map most widely, equivalent to
+// the registry's: a type array (["array","null"], which a Go slice a
+// program may leave nil gets) as anyOf of one schema per type, and a
+// schema that accepts anything as anyOf of the JSON types, so that the
+// MCP Inspector's --strict portability lint finds nothing; the registry
+// validates as declared.
 //
 // A call acts on what its session was shown: it resolves against the
 // catalog of the last tools/list answered to that MCP session, so a tool

@@ -3,6 +3,7 @@ package mcpsurface
 import (
 	"encoding/json"
 
+	"github.com/agentsurface/agentsurface/internal/schema"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -10,7 +11,8 @@ import (
 // the registry's result envelope, with the capability's own output schema
 // under "output" (any value for the meta tools, which reach many
 // capabilities). It holds for error results too, whose "error" is the
-// agent-facing payload.
+// agent-facing payload. The output schema is shown portable
+// (schema.Portable), as the input schema is.
 
 // envelopeRetries are the retry categories an error carries.
 var envelopeRetries = []surface.Retry{
@@ -62,7 +64,7 @@ func envelopeSchema(output surface.JSONText, anyOutput bool) json.RawMessage {
 	}
 	switch {
 	case anyOutput:
-		props["output"] = map[string]any{}
+		props["output"] = json.RawMessage(schema.Portable([]byte(`{}`)))
 	case output != "":
 		var o map[string]json.RawMessage
 		if json.Unmarshal([]byte(output), &o) == nil {
