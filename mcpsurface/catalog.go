@@ -239,6 +239,12 @@ func (l *toolList) catalogName(name string, shown func() *surface.Catalog) strin
 	return firstNonEmpty(found, name)
 }
 
+// catalogName returns the catalog name of the tool a request calls by
+// its MCP name: the same unless Options.ToolNames renamed it.
+func (s *Server) catalogName(req mcp.Request, name string) string {
+	return s.list.catalogName(name, func() *surface.Catalog { return s.pins.shownTo(req) })
+}
+
 // namedTool is a catalog entry under its MCP name (Options.ToolNames),
 // with its name in the catalog.
 type namedTool struct {

@@ -1,6 +1,7 @@
 package mcpsurface
 
 import (
+	"context"
 	"sync"
 
 	"github.com/agentsurface/agentsurface/surface"
@@ -22,6 +23,48 @@ import (
 // maxListedClients bounds the session-less clients of a Server whose
 // last catalog is remembered.
 const maxListedClients = 64
+
+// pin is receiving middleware: a tools/list answered to a client records
+// the catalog it showed, which the client's later calls resolve against.
+func (s *Server) pin(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/list" || s.meta() {
+			return next(ctx, method, req)
+		}
+		res, err, cat := s.list.list(func() (mcp.Result, error) { return next(ctx, method, req) })
+		if err == nil {
+			s.pins.record(req, cat)
+		}
+		return res, err
+	}
+}
+
+// catalogFor returns the catalog the calls of req's client resolve
+// against: the one of its last tools/list, else the current one.
+func (s *Server) catalogFor(req mcp.Request) *surface.Catalog {
+	if cat := s.pins.shownTo(req); cat != nil {
+		return cat
+	}
+	if cat := s.list.catalog(); cat != nil {
+		return cat
+	}
+	return s.ts.Catalog()
+}
+
+// shownOnly reports whether req's client was shown a tool called name
+// that the SDK's tool set no longer has: only this package can answer
+// its call.
+func (s *Server) shownOnly(req mcp.Request, name string) bool {
+	if s.list.serves(name) {
+		return false
+	}
+	cat := s.pins.shownTo(req)
+	if cat == nil {
+		return false
+	}
+	_, ok := cat.Tool(name)
+	return ok
+}
 
 // pins is what each client of a Server was last shown. It is safe for
 // concurrent use.
