@@ -12,23 +12,16 @@ import (
 // under "output" (any value for the meta tools, which reach many
 // capabilities). It holds for error results too, whose "error" is the
 // agent-facing payload. The output schema is shown portable
-// (schema.Portable), as the input schema is.
+// (schema.Portable), as the input schema is. The schema is written once
+// per tool definition, which an HTTPHandler's servers share (toolDefs):
+// not again for every server that adds the tool, nor for every
+// tools/list.
 
 // envelopeRetries are the retry categories an error carries.
 var envelopeRetries = []surface.Retry{
 	surface.RetryNo, surface.RetryYes, surface.RetryAfterRefresh,
 	surface.RetryAfterDelay, surface.RetryWithConfirmation, surface.RetryWithChanges,
 }
-
-// envelope is a tool's outputSchema: the schema is written when a tools/list
-// is answered, so that a server does not hold its bytes for every tool.
-type envelope struct {
-	output    surface.JSONText
-	anyOutput bool
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e envelope) MarshalJSON() ([]byte, error) { return envelopeSchema(e.output, e.anyOutput), nil }
 
 // envelopeSchema is the output schema of a tool whose capability's output
 // schema is output: "" for a capability without output, nil for any

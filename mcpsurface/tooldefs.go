@@ -105,7 +105,7 @@ func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
 	return &mcp.Tool{
 		Name: t.Name, Title: title, Description: t.Description,
 		InputSchema:  portable(t.InputSchema),
-		OutputSchema: envelope{output: surface.JSONText(portable(t.OutputSchema)), anyOutput: t.CapabilityID == ""},
+		OutputSchema: jsonText(envelopeSchema(surface.JSONText(portable(t.OutputSchema)), t.CapabilityID == "")),
 		Annotations:  ann, Meta: meta,
 	}, true
 }
