@@ -36,9 +36,11 @@ type toolCall struct {
 // and through it the application's) is recovered as an EXECUTION_FAILED
 // result.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result *mcp.CallToolResult, err error) {
-	c := &toolCall{s: s, req: req, name: s.catalogName(req, req.Params.Name), client: clientOf(req), f: inflightFrom(ctx), at: &attempt{}}
+	c := &toolCall{s: s, req: req, name: s.catalogName(req, req.Params.Name), client: clientOf(req), f: inflightFrom(ctx)}
 	if c.f != nil {
 		c.at = &c.f.at
+	} else { // outside guard (never, as the SDK calls it)
+		c.at = &attempt{}
 	}
 	defer func() {
 		if rec := recover(); rec != nil {
