@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/examples/devices/domain/pgdomain"
 	"github.com/agentsurface/agentsurface/replica"
 )
 
@@ -65,7 +66,7 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 			d.close(log)
 		}
 	}()
-	if d.store, err = domain.OpenPostgres(ctx, f.postgres); err != nil {
+	if d.store, err = pgdomain.Open(ctx, f.postgres); err != nil {
 		return nil, err
 	}
 	if err = d.store.Seed(ctx); err != nil {
