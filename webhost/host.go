@@ -328,6 +328,14 @@ type SessionOptions struct {
 	// demo). Without it they mount when a page opens and unmount when it
 	// closes.
 	KeepShown bool
+	// Credentials, if set, makes the session under the credentials of a
+	// session of an earlier run ([Session.Credentials]): its id, and the
+	// token, join link and cookie that were handed out then. The session
+	// is otherwise new (its registry, its views); its Token and JoinPath
+	// are "", as the Host knows them by their hashes only. NewSession
+	// fails with [ErrCredentialsInUse] while a live session has one of
+	// them.
+	Credentials *Credentials
 }
 
 // NewSession makes a session as a browser's first visit does, but in
@@ -336,7 +344,7 @@ type SessionOptions struct {
 // [Session.Token] an MCP client. With Options.Replicas it fails with
 // [ErrUnavailable] when the directory cannot claim it.
 func (h *Host) NewSession(o SessionOptions) (*Session, error) {
-	return h.create(context.Background(), o.User, o.KeepShown, true)
+	return h.create(context.Background(), o.User, o.KeepShown, true, o.Credentials)
 }
 
 // Sessions returns the live sessions, used or not, in no order.

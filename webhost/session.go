@@ -59,10 +59,10 @@ var ErrNoFragment = errors.New("webhost: no such fragment")
 // its pages. Its methods are safe for concurrent use.
 type Session struct {
 	h         *Host
-	id        string // public, for pages and logs; random, unrelated to the secrets
-	cookie    string // the browser's secret
-	token     string // the MCP bearer token
-	join      string // the join code
+	id        string       // public, for pages and logs; random, unrelated to the secrets
+	keys      [3]secretKey // the SHA-256 of the cookie, the token and the join code, by credential (directory.go)
+	token     string       // the MCP bearer token; "" when made from Credentials
+	join      string       // the join code; "" when made from Credentials
 	user      string
 	keepShown bool
 	hosted    bool // made by Host.NewSession
@@ -155,13 +155,53 @@ func (s *Session) ID() string { return s.id }
 
 // Token returns the session's MCP bearer token, which an agent presents
 // to act on this session (Options.MCP). Show it to the session's user
-// only; it ends with the session.
+// only; it ends with the session. It is "" for a session made from
+// [Credentials]: the Host knows its token by its hash only.
 func (s *Session) Token() string { return s.token }
 
 // JoinPath returns the path of the link that binds a browser to this
 // session (Options.Prefix + "join/…"); it works until the session ends.
-// It is a credential: show it to the session's user only.
-func (s *Session) JoinPath() string { return s.h.opts.Prefix + "join/" + s.join }
+// It is a credential: show it to the session's user only. It is "" for a
+// session made from [Credentials].
+func (s *Session) JoinPath() string {
+	if s.join == "" {
+		return ""
+	}
+	return s.h.opts.Prefix + "join/" + s.join
+}
+
+// Credentials are what a Host keeps of a session's secrets: their
+// SHA-256, never the secrets, and its public id. An application that
+// keeps them (in its database) can make the session again in a later
+// run, with [SessionOptions].Credentials: the same MCP bearer token, join
+// link and browser cookie then reach it, so that an agent configured with
+// the token, a saved link and a page left open all work across restarts.
+// They are not secrets (nobody can present a hash), but keep them where
+// only the application writes: whoever can change them can choose a
+// session's token.
+type Credentials struct {
+	// ID is the session's public id ([Session.ID]).
+	ID string
+	// Cookie, Token and Join are the SHA-256 of the browser cookie, the
+	// MCP bearer token and the join code.
+	Cookie, Token, Join [32]byte
+}
+
+// Credentials returns what the Host keeps of the session's secrets, for
+// an application that makes the session again in a later run.
+func (s *Session) Credentials() Credentials {
+	return Credentials{ID: s.id, Cookie: s.keys[credCookie], Token: s.keys[credToken], Join: s.keys[credJoin]}
+}
+
+// replicaTokens names the session's credentials to the replicas'
+// directory.
+func (s *Session) replicaTokens() []string {
+	out := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		out[i] = replicaToken(k)
+	}
+	return out
+}
 
 // User returns the session's user ([Options.User]), "" for an anonymous
 // one.
