@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -221,6 +222,42 @@ func TestDecisionOutcomes(t *testing.T) {
 	if err := s.RenderApprovals(&html); err != nil || !strings.Contains(html.String(), "expired before anyone decided") ||
 		!strings.Contains(html.String(), "approved by ann → <strong class=\"result\">done</strong>") {
 		t.Fatalf("the card: %v\n%s", err, html.String())
+	}
+}
+
+// The page deciding a request of its own session that is no longer
+// pending is told what became of it: approved or denied already (by
+// whom), or expired; an id the session never had gets "There is no such
+// approval request in this session." AS-CONFIRM-006 (a decision is
+// final).
+func TestDecideSaysWhatBecameOfTheRequest(t *testing.T) {
+	a := newApp(t, webhost.Options{})
+	br := a.browser(t)
+	s := br.page()
+	br.open(false)
+	cs := a.dial(t, s.Token(), sessionless)
+	boardOf(s).add("x")
+	requireCode(t, callTool(t, cs, "view:notes.board.clear", "", nil), string(surface.CodeConfirmationRequired))
+	p := awaitPending(t, s)
+	decide := func(id, decision string) (int, string) {
+		return br.post("/agentsurface/decide", url.Values{"id": {id}, "decision": {decision}})
+	}
+	if code, msg := decide(p.ConfirmationID, "deny"); code != http.StatusNoContent {
+		t.Fatalf("deny: %d %s", code, msg)
+	}
+	if code, msg := decide(p.ConfirmationID, "approve"); code != http.StatusConflict || msg != "This request was denied already by anonymous (page)." {
+		t.Fatalf("approving a denied request: %d %q", code, msg)
+	}
+	// Another consumer's request, which expires.
+	requireCode(t, s.Registry().Invoke(bg, surface.Invocation{CapabilityID: "view:notes.board.clear"}, surface.InvokeOptions{}), string(surface.CodeConfirmationRequired))
+	p2 := awaitPending(t, s)
+	s.Registry().Confirmations().Expire(p2.ConfirmationID)
+	eventually(t, "the expiry is recorded", func() bool { return len(s.Decisions()) == 2 })
+	if code, msg := decide(p2.ConfirmationID, "approve"); code != http.StatusConflict || !strings.Contains(msg, "expired") {
+		t.Fatalf("approving an expired request: %d %q", code, msg)
+	}
+	if code, msg := decide("cnf_nosuchthing1", "approve"); code != http.StatusNotFound || msg != "There is no such approval request in this session." {
+		t.Fatalf("an unknown id: %d %q", code, msg)
 	}
 }
 
