@@ -231,7 +231,8 @@ func (h *Host) requestSession(w http.ResponseWriter, r *http.Request, ended int)
 }
 
 // serveJoin binds the browser to the session of a join code. A code that
-// names no session gets 404, and no session.
+// names no session gets 404, a page saying so with a link to
+// Options.Home, and no session.
 func (h *Host) serveJoin(w http.ResponseWriter, r *http.Request) {
 	user, ok := h.requestUser(w, r)
 	if !ok {
@@ -244,8 +245,10 @@ func (h *Host) serveJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	if s == nil || s.user != user {
 		h.stats.add(&h.stats.ended)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		http.Error(w, "This link names no session: the session it joined has ended, or the link is mistyped.", http.StatusNotFound)
+		w.WriteHeader(http.StatusNotFound)
+		_ = templates.ExecuteTemplate(w, "nojoin", h.opts.Home)
 		return
 	}
 	h.setCookie(w, r, cookieOf(r.PathValue("code"))) // the session's cookie, also for a session of an earlier run

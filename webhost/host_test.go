@@ -310,3 +310,22 @@ func TestStreamHeartbeatAndCrossSite(t *testing.T) {
 		t.Fatalf("%d heartbeats: %v", beats, sc.Err())
 	}
 }
+
+// A join link that names no session (its session ended, or a typo) is
+// answered with a page that says so and leads to Options.Home, in the
+// browser that followed it: 404, no session, no cookie.
+func TestJoinLinkOfNoSession(t *testing.T) {
+	a := newApp(t, webhost.Options{Home: "/app/"})
+	res := a.raw(t, http.MethodGet, "/agentsurface/join/bogus", "", nil, "")
+	if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || len(res.Cookies()) > 0 {
+		t.Fatalf("%d %q %v", res.StatusCode, res.Header.Get("Content-Type"), res.Cookies())
+	}
+	b := a.browser(t)
+	code, body := b.get("/agentsurface/join/bogus")
+	if code != http.StatusNotFound || !strings.Contains(body, "This link names no session") || !strings.Contains(body, `<a href="/app/">`) {
+		t.Fatalf("%d %s", code, body)
+	}
+	if st := a.h.Stats(); st.Sessions+st.UnusedSessions != 0 {
+		t.Fatalf("a session was made: %+v", st)
+	}
+}
