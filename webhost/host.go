@@ -34,7 +34,11 @@ type Options struct {
 	// OnDuplicate is surface.DuplicateReplace, so that a page that opens
 	// again while the components of its previous mount are still being
 	// unregistered mounts them anew instead of being refused. It is called
-	// outside every lock of the Host.
+	// outside every lock of the Host, for each session right before
+	// NewViews and on the same goroutine (s.Registry() is nil until it
+	// returns), so that views whose state the registry's options read
+	// (an audit sink that feeds the page, a host context from the view's
+	// user) can be made here and handed to NewViews.
 	Registry func(s *Session, o *surface.Options)
 	// Executor, if set, is the procedure executor of every session's
 	// registry (surface.Registry.SetProcedureExecutor); it reads who
