@@ -22,6 +22,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	modversion "github.com/agentsurface/agentsurface/internal/version"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -121,14 +122,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer ln.Close()
 
-	opts := console.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}
+	opts := console.Options{Host: webhost.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}}
 	var dep *deployment
 	if rf.postgres != "" {
 		if dep, err = openDeployment(ctx, rf, ln, log); err != nil {
 			return fail(stderr, "demo", err)
 		}
-		defer dep.close(log) // after the console has closed (deferred below)
-		opts.Store, opts.Replica = dep.store, &dep.rep
+		defer dep.close() // after the console has closed (deferred below)
+		opts.Store, opts.Host.Replicas = dep.store, dep.rep
 	} else {
 		dbSet := false
 		fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
@@ -166,6 +167,9 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	defer app.Close()
+	if dep != nil {
+		log.Info("replica joined", "id", dep.rep.Directory().ID(), "name", rf.name, "addr", dep.addr)
+	}
 
 	log.Info("serving the devices console", "addr", ln.Addr().String(), "version", modversion.Module())
 	srv := newServer(handler, log)

@@ -51,9 +51,31 @@ func (a *activity) Record(_ context.Context, e surface.AuditEvent) error {
 	if a.askingAgain(e) {
 		return nil
 	}
-	a.add(feedEntry{AuditEvent: e})
+	a.mu.Lock()
+	if !a.replaceReadLocked(e) {
+		a.addLocked(feedEntry{AuditEvent: e})
+	}
+	a.mu.Unlock()
 	a.recorded(e)
 	return nil
+}
+
+// replaceReadLocked puts the audit record e of a read in place of the line its
+// invocation events made, if they came first, and reports whether it
+// did; a.mu is held. A read is audited when it fails before reaching the component (it
+// was unmounted, for one): its line is shown once, from the record.
+func (a *activity) replaceReadLocked(e surface.AuditEvent) bool {
+	if e.Type != surface.AuditInvocationSettled || e.InvocationID == "" {
+		return false
+	}
+	for i := range a.ring {
+		if k := &a.ring[i]; k.read && k.InvocationID == e.InvocationID {
+			a.seq++
+			*k = feedEntry{AuditEvent: e, seq: a.seq, component: a.labels[e.RegistrationID]}
+			return true
+		}
+	}
+	return false
 }
 
 // askingAgain reports whether e settles a call as CONFIRMATION_REQUIRED
@@ -82,6 +104,10 @@ func (a *activity) askingAgain(e surface.AuditEvent) bool {
 func (a *activity) add(e feedEntry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.addLocked(e)
+}
+
+func (a *activity) addLocked(e feedEntry) {
 	a.seq++
 	e.seq = a.seq
 	if e.component == "" && e.RegistrationID != "" {
@@ -105,17 +131,23 @@ func (a *activity) readStarted(e surface.InvocationStarted, consumerKey string) 
 	}
 }
 
-func (a *activity) readSettled(e surface.InvocationSettled) {
+// readSettled reports whether it added a line: not for a read whose
+// audit record (a read that failed before reaching the component) came
+// first.
+func (a *activity) readSettled(e surface.InvocationSettled) bool {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	consumer, ok := a.reading[e.InvocationID]
 	delete(a.reading, e.InvocationID)
-	a.mu.Unlock()
-	if !ok {
-		return
+	if !ok || slices.ContainsFunc(a.ring, func(k feedEntry) bool {
+		return !k.read && k.Type == surface.AuditInvocationSettled && k.InvocationID == e.InvocationID
+	}) {
+		return false
 	}
 	d := e.DurationMs
-	a.add(feedEntry{read: true, AuditEvent: surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+	a.addLocked(feedEntry{read: true, AuditEvent: surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
 		CapabilityID: e.CapabilityID, InvocationID: e.InvocationID, ConsumerID: consumer, Status: e.Status, Code: e.Code, DurationMs: &d}})
+	return true
 }
 
 // label names the component of registration id on its entries, those

@@ -15,6 +15,8 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/mcpsurface"
+	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -27,7 +29,7 @@ import (
 func BenchmarkToolsCall(b *testing.B) {
 	for _, sessions := range []int{1, 100} {
 		b.Run(fmt.Sprintf("server=console/sessions=%d", sessions), func(b *testing.B) {
-			d := newDemo(b, console.Options{MaxMCPSessions: 2})
+			d := newDemo(b, console.Options{Host: webhost.Options{MCP: webhost.MCPOptions{HTTP: mcpsurface.HTTPOptions{MaxSessions: 2}}}})
 			calls := make([]func(context.Context) error, sessions)
 			for i := range calls {
 				calls[i] = caller(b, d.dial(b, d.session(b).Token()), "view_devices__table__sortBy")

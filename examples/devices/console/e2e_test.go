@@ -15,6 +15,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -76,10 +77,10 @@ func TestScriptedTaskOverMCP(t *testing.T) {
 		IDs    []string `json:"ids"`
 		Reason string   `json:"reason"`
 	}
-	if err := json.Unmarshal(dec.Input, &in); err != nil {
+	if err := json.Unmarshal([]byte(dec.Input), &in); err != nil {
 		t.Fatal(err)
 	}
-	if !dec.Approved || dec.Actor != approver || dec.CapabilityID != domain.DisableID || dec.Consumer != "mcp-bridge:agent" ||
+	if dec.Outcome != surface.OutcomeApproved || dec.Call == nil || !dec.Call.Executed || dec.Call.Status != surface.StatusOK || dec.Actor != approver || dec.CapabilityID != domain.DisableID || dec.Consumer != "mcp-bridge:agent" ||
 		!slices.Equal(in.IDs, []string{"d9", "d10"}) || in.Reason != "offline during the maintenance window" {
 		t.Fatalf("decision %+v (input %s)", dec, dec.Input)
 	}
@@ -149,8 +150,12 @@ func TestSessionsIsolated(t *testing.T) {
 	if code, _ := bb.get(b.JoinPath()); code != http.StatusSeeOther {
 		t.Fatalf("join: %d", code)
 	}
-	if code, _ := bb.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict {
-		t.Fatalf("B's page approving A's confirmation: %d", code)
+	// B's page is told plainly that B's session has no such request, as
+	// for an id nobody has: not that A's is "no longer pending".
+	code, msg := bb.post("/agentsurface/decide", url.Values{"id": {cid}, "decision": {"approve"}})
+	unknownCode, unknown := bb.post("/agentsurface/decide", url.Values{"id": {"cnf_nosuchthing1"}, "decision": {"approve"}})
+	if code != http.StatusNotFound || msg != "There is no such approval request in this session." || unknownCode != code || unknown != msg {
+		t.Fatalf("B's page approving A's confirmation: %d %q (an unknown id: %d %q)", code, msg, unknownCode, unknown)
 	}
 	if p := a.Pending(); len(p) != 1 || p[0].ConfirmationID != cid {
 		t.Fatalf("A's confirmation is no longer pending: %+v", p)
@@ -235,7 +240,7 @@ func TestMCPTokens(t *testing.T) {
 // Malformed JSON-RPC is a protocol error, an oversized body is refused
 // with 413 before it is read, and neither reaches the registry.
 func TestMCPBadInput(t *testing.T) {
-	d := newDemo(t, console.Options{MaxBodyBytes: 4 << 10})
+	d := newDemo(t, console.Options{Host: webhost.Options{MaxBodyBytes: 4 << 10}})
 	s := d.session(t)
 	send := func(body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, d.mcpURL(), strings.NewReader(body))
@@ -290,7 +295,7 @@ func TestPageAndForms(t *testing.T) {
 	if code, _ := b.post("/ui/filter", url.Values{"status": {"offline"}}); code != http.StatusUnauthorized {
 		t.Fatalf("no session: %d", code)
 	}
-	res, err := b.client.Get(d.srv.URL + "/events")
+	res, err := b.client.Get(d.srv.URL + eventsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +319,7 @@ func TestPageAndForms(t *testing.T) {
 	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || len(c.Value) < 40 {
 		t.Fatalf("cookie %+v", c)
 	}
-	for _, want := range []string{"badge-reader-lon-02", "Pending approvals", "claude mcp add --transport http devices " + d.srv.URL + "/mcp", "/static/app.js"} {
+	for _, want := range []string{"badge-reader-lon-02", "Pending approvals", "claude mcp add --transport http devices " + d.srv.URL + "/mcp", "/agentsurface/page.js"} {
 		if !strings.Contains(string(page), want) {
 			t.Fatalf("the page lacks %q", want)
 		}
@@ -369,22 +374,22 @@ func TestTwoTabs(t *testing.T) {
 	requireCode(t, res, string(surface.CodeConfirmationRequired))
 	cid := res.Error.Details["confirmationId"].(string)
 	for _, tab := range []*stream{tab1, tab2} {
-		tab.await(t, "approvals", func(h string) bool {
+		tab.await(t, "agentsurface-approvals", func(h string) bool {
 			return strings.Contains(h, cid) && strings.Contains(h, "camera-lobby-ams-04") && strings.Contains(h, "lobby camera broken")
 		})
 	}
-	if code, msg := b.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusNoContent {
+	if code, msg := b.post("/agentsurface/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusNoContent {
 		t.Fatalf("approve: %d %s", code, msg)
 	}
-	tab2.await(t, "approvals", func(h string) bool { return !strings.Contains(h, cid) && strings.Contains(h, "approved by olivia") })
+	tab2.await(t, "agentsurface-approvals", func(h string) bool { return !strings.Contains(h, cid) && strings.Contains(h, "approved by olivia") })
 	requireCode(t, call(t, m, domain.DisableID, `{"reason":"lobby camera broken"}`), "ok")
 	for _, tab := range []*stream{tab1, tab2} {
 		tab.await(t, "table", func(h string) bool {
 			return strings.Contains(rowHTML(h, "d4"), `<span class="status s-disabled">disabled</span>`)
 		})
 	}
-	if code, _ := b.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict {
-		t.Fatalf("approving twice: %d", code)
+	if code, msg := b.post("/agentsurface/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict || msg != "This request was approved already by olivia (operator, browser)." {
+		t.Fatalf("approving twice: %d %q", code, msg)
 	}
 }
 
@@ -486,7 +491,7 @@ func TestEmbeddedConsoleScripted(t *testing.T) {
 // unmount (COMPONENT_UNMOUNTED), executing nothing. AS-LIFE-001,
 // AS-STALE-001 (tombstone without a live candidate).
 func TestTabClosedWhileAgentWaits(t *testing.T) {
-	d := newDemo(t, console.Options{PageGrace: 1}) // closed as soon as the stream ends
+	d := newDemo(t, console.Options{Host: webhost.Options{PageGrace: 1}}) // closed as soon as the stream ends
 	b := d.browser(t)
 	b.get("/")
 	tab := b.events()
