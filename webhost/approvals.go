@@ -102,6 +102,9 @@ func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool)
 		return Decision{}, false
 	}
 	s.mu.Lock()
+	if s.deciding == nil {
+		s.deciding = map[string]string{}
+	}
 	s.deciding[id] = actor
 	s.mu.Unlock()
 	ok := s.reg.Confirmations().Resolve(id, surface.Resolution{Approved: approve, Actor: actor})
@@ -176,6 +179,9 @@ func (s *Session) requested(id string) {
 	for _, p := range s.reg.Confirmations().Pending() {
 		if p.ConfirmationID == id {
 			s.mu.Lock()
+			if s.known == nil {
+				s.known = map[string]surface.PendingConfirmation{}
+			}
 			if len(s.known) < 4*s.reg.Limits().MaxPendingConfirmations+16 {
 				s.known[id] = p
 			}
@@ -270,6 +276,9 @@ func (p *presented) Settle(st surface.Settlement) {
 // called records what became of the call that presented confirmation id.
 func (s *Session) called(id string, c CallOutcome) {
 	s.mu.Lock()
+	if s.calls == nil {
+		s.calls = map[string]CallOutcome{}
+	}
 	s.calls[id] = c
 	s.mu.Unlock()
 	s.Changed(ApprovalsID)

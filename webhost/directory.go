@@ -105,7 +105,7 @@ func (h *Host) create(ctx context.Context, user string, keepShown, hosted bool, 
 	s := &Session{
 		h: h, id: "s_" + randomToken()[:12], token: randomToken(), join: randomToken(),
 		user: user, keepShown: keepShown, want: keepShown, hosted: hosted, unused: !hosted,
-		created: time.Now(), done: make(chan struct{}),
+		created: time.Now(),
 	}
 	s.keys = [...]secretKey{credCookie: keyOf(cookieOf(s.join)), credToken: keyOf(s.token), credJoin: keyOf(s.join)}
 	if cr != nil {

@@ -124,7 +124,7 @@ func TestDirectoryProperty(t *testing.T) {
 			checkDirectory(rt, h)
 			for _, s := range known {
 				select {
-				case <-s.done:
+				case <-s.Done():
 					for kind, secret := range []string{cookieOf(s.join), s.token, s.join} {
 						if got, _ := h.lookup(credential(kind), secret, false); got != nil {
 							rt.Fatalf("an ended session's credential %d finds %s", kind, got.id)

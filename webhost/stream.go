@@ -108,6 +108,9 @@ func (s *Session) streamOpened(ids []string, webmcp bool) (*stream, bool) {
 		close(oldest.evicted)
 		s.h.stats.add(&s.h.stats.pushedOut)
 	}
+	if s.streams == nil {
+		s.streams = map[*stream]struct{}{}
+	}
 	s.streams[st] = struct{}{}
 	s.lastSeen = time.Now()
 	s.want = true
@@ -233,7 +236,7 @@ func (h *Host) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if !tools {
 			return true
 		}
-		list, err := s.webmcp.list()
+		list, err := s.tools().list()
 		if err != nil {
 			return true // the session is ending: "ended" follows
 		}
@@ -258,7 +261,7 @@ func (h *Host) serveEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.done:
+		case <-s.Done():
 			// The page reconnects: a fresh session where this one is gone.
 			write([]byte("event: ended\ndata: This session has ended.\n\n"))
 			return
