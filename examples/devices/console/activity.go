@@ -20,7 +20,7 @@ type activity struct {
 	next     int // the oldest entry, once the ring is full
 	max      int
 	reading  map[string]string // invocation id → consumer key, of reads in progress
-	labels   map[string]string // registration id → component, of recent registrations
+	labels   []label           // the components of recent registrations, oldest first
 	seq      uint64            // numbers the entries
 	recorded func(surface.AuditEvent)
 }
@@ -41,7 +41,7 @@ type feedEntry struct {
 // newActivity keeps capacity entries; recorded is called, without locks
 // held, after each audit record.
 func newActivity(capacity int, recorded func(surface.AuditEvent)) *activity {
-	return &activity{max: capacity, reading: map[string]string{}, labels: map[string]string{}, recorded: recorded} // the ring grows as entries come
+	return &activity{max: capacity, recorded: recorded} // the ring grows as entries come; reading is made on the first read
 }
 
 // Record implements surface.AuditSink; it never fails. A call that asks
@@ -71,7 +71,7 @@ func (a *activity) replaceReadLocked(e surface.AuditEvent) bool {
 	for i := range a.ring {
 		if k := &a.ring[i]; k.read && k.InvocationID == e.InvocationID {
 			a.seq++
-			*k = feedEntry{AuditEvent: e, seq: a.seq, component: a.labels[e.RegistrationID]}
+			*k = feedEntry{AuditEvent: e, seq: a.seq, component: a.labelOf(e.RegistrationID)}
 			return true
 		}
 	}
@@ -111,7 +111,7 @@ func (a *activity) addLocked(e feedEntry) {
 	a.seq++
 	e.seq = a.seq
 	if e.component == "" && e.RegistrationID != "" {
-		e.component = a.labels[e.RegistrationID]
+		e.component = a.labelOf(e.RegistrationID)
 	}
 	if len(a.ring) < a.max {
 		a.ring = append(a.ring, e)
@@ -126,6 +126,9 @@ func (a *activity) addLocked(e feedEntry) {
 func (a *activity) readStarted(e surface.InvocationStarted, consumerKey string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.reading == nil {
+		a.reading = map[string]string{}
+	}
 	if len(a.reading) < 1024 { // a bound; every started read settles
 		a.reading[e.InvocationID] = consumerKey
 	}
@@ -157,21 +160,32 @@ func (a *activity) label(id, component string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.labels) >= 2*a.max { // keep those the ring refers to
-		keep := map[string]string{}
-		for _, e := range a.ring {
-			if l, ok := a.labels[e.RegistrationID]; ok {
-				keep[e.RegistrationID] = l
-			}
-		}
-		a.labels = keep
+		a.labels = slices.DeleteFunc(a.labels, func(l label) bool {
+			return !slices.ContainsFunc(a.ring, func(e feedEntry) bool { return e.RegistrationID == l.id })
+		})
 	}
-	a.labels[id] = component
+	a.labels = append(slices.DeleteFunc(a.labels, func(l label) bool { return l.id == id }), label{id, component})
 	for i := range a.ring {
 		if e := &a.ring[i]; e.RegistrationID == id && e.component == "" {
 			a.seq++
 			e.component, e.seq = component, a.seq
 		}
 	}
+}
+
+// label is the component of a registration, for its entries.
+type label struct{ id, component string }
+
+// labelOf returns the component of registration id, or ""; a.mu is
+// held. (A session has few registrations at a time: a slice is smaller
+// than a map, and as quick.)
+func (a *activity) labelOf(id string) string {
+	for i := len(a.labels) - 1; i >= 0; i-- {
+		if a.labels[i].id == id {
+			return a.labels[i].component
+		}
+	}
+	return ""
 }
 
 // newestFirst returns the kept entries, newest first.

@@ -31,7 +31,7 @@ var ErrStopped = errors.New("console: the agent was stopped")
 // context is cancelled (a model request in flight ends at once) and its
 // pending approvals expire. The run's channel receives ErrStopped. It
 // reports whether a run was stopped.
-func (s *Session) StopAgent() bool { return s.console.stop() }
+func (s *Session) StopAgent() bool { return s.agent().stop() }
 
 // agentConsole is the page's embedded agent: a model loop (or the scripted
 // agent) over the session's toolset in the embedded topology, where a call
@@ -58,11 +58,11 @@ func newAgentConsole(s *Session, r agent.Runner, name string) *agentConsole {
 
 // Ask starts the embedded agent on prompt. The returned channel receives
 // the run's error (nil on success) when it ends.
-func (s *Session) Ask(prompt string) (<-chan error, error) { return s.console.ask(prompt) }
+func (s *Session) Ask(prompt string) (<-chan error, error) { return s.agent().ask(prompt) }
 
 // Chat returns the agent console's entries, oldest first.
 func (s *Session) Chat() []ChatEntry {
-	c := s.console
+	c := s.agent()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.entries)

@@ -145,7 +145,7 @@ func (s *Session) pageData(ctx context.Context, parts part) pageData {
 		d.Activity = s.activityHTML(40)
 	}
 	if parts&partAgent != 0 {
-		d.Agent = agentData{Name: s.app.opts.AgentName, Busy: s.console.busy(), Entries: s.Chat(), Scripted: s.console.scripted()}
+		d.Agent = agentData{Name: s.app.opts.AgentName, Busy: s.agent().busy(), Entries: s.Chat(), Scripted: s.agent().scripted()}
 		if n := len(d.Agent.Entries); n > 30 {
 			d.Agent.Entries = d.Agent.Entries[n-30:]
 		}

@@ -32,7 +32,6 @@ type Session struct {
 	app      *App
 	ws       *webhost.Session
 	activity *activity
-	console  *agentConsole
 
 	// mount serializes mounting, navigation and unmounting of the views'
 	// components; it is held while calling Register and Unregister,
@@ -44,7 +43,8 @@ type Session struct {
 
 	mu       sync.Mutex
 	user     domain.User
-	kept     bool // made with KeepShown
+	kept     bool          // made with KeepShown
+	console  *agentConsole // made on first use (agent)
 	view     viewState
 	rowCache map[uint64]template.HTML // rendered Activity lines, by entry number
 }
@@ -60,8 +60,18 @@ type viewState struct {
 func newSession(a *App, ws *webhost.Session) *Session {
 	s := &Session{app: a, ws: ws, user: Operator, view: viewState{sort: Sorting{Column: "name", Direction: "asc"}}}
 	s.activity = newActivity(200, s.audited)
-	s.console = newAgentConsole(s, a.opts.Agent, a.opts.AgentName)
 	return s
+}
+
+// agent returns the session's agent console, made on first use: most
+// sessions never show it.
+func (s *Session) agent() *agentConsole {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.console == nil {
+		s.console = newAgentConsole(s, s.app.opts.Agent, s.app.opts.AgentName)
+	}
+	return s.console
 }
 
 // start follows the registry once it exists: its events re-render the

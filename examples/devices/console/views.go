@@ -225,40 +225,32 @@ func (s *Session) detailComponent(d domain.Device) surface.Component {
 // Mount registers the components of the views on screen (it is the
 // webhost.Views of the session): the table, and the detail panel if one
 // is open, under ctx, which ends when the page has been closed for the
-// grace period or the session ends: they unmount then, and the detail
-// panel closes. Approvals of an unmounted component expire (package
-// webhost expires them: they could not let a call through any more).
+// grace period or the session ends: they unmount then, and a page that
+// opens later shows no detail panel. Approvals of an unmounted component
+// expire (package webhost expires them: they could not let a call
+// through any more).
 func (s *Session) Mount(ctx context.Context, _ *webhost.Session) error {
 	s.mount.Lock()
 	defer s.mount.Unlock()
 	s.mu.Lock()
+	if s.mountCtx != nil { // mounted before: the page was closed, and its panel with it
+		s.view.detail = ""
+	}
 	open := s.view.detail
 	s.mu.Unlock()
 	s.mountCtx = ctx
 	s.table = s.register(ctx, s.tableComponent())
+	s.detail = nil
 	if open != "" {
 		if d, err := s.app.store.Get(ctx, s.User(), open); err == nil {
 			s.detail = s.register(ctx, s.detailComponent(d))
 		}
 	}
-	context.AfterFunc(ctx, func() { s.unmounted(ctx) })
 	return nil
 }
 
-// unmounted forgets the mount of ctx, which ended: its components
-// unregister by themselves; the detail panel closes.
-func (s *Session) unmounted(ctx context.Context) {
-	s.mount.Lock()
-	defer s.mount.Unlock()
-	if s.mountCtx != ctx { // mounted again meanwhile
-		return
-	}
-	s.mountCtx, s.table, s.detail = nil, nil, nil
-	s.mu.Lock()
-	s.view.detail = ""
-	s.mu.Unlock()
-	s.changed(partView)
-}
+// mountedLocked reports whether the views are mounted; s.mount is held.
+func (s *Session) mountedLocked() bool { return s.mountCtx != nil && s.mountCtx.Err() == nil }
 
 // Notified implements webhost.Listener: another session's procedure
 // changed devices, on this replica or another.
@@ -295,7 +287,7 @@ func (s *Session) openDevice(ctx context.Context, id string) error {
 	}
 	s.mount.Lock()
 	defer s.mount.Unlock()
-	if s.mountCtx == nil || s.mountCtx.Err() != nil {
+	if !s.mountedLocked() {
 		return surface.Precondition("The page is closed.", nil)
 	}
 	s.mu.Lock()
