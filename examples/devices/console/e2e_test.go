@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
@@ -648,4 +649,92 @@ func TestScriptedAgentSaysItIgnoresThePrompt(t *testing.T) {
 	if len(chat) < 2 || chat[1].Step == nil || chat[1].Step.Title != agent.IgnoresPrompt {
 		t.Fatalf("%+v", chat[:2])
 	}
+}
+
+// The Activity card shows a read once, also one that fails before
+// reaching the component: such a read is both audited and announced by
+// the registry's invocation events, and the card used to show it twice.
+// An agent reads the table after the page closed (COMPONENT_UNMOUNTED):
+// one line. (Issue 37 item 8.)
+func TestActivityShowsAFailedReadOnce(t *testing.T) {
+	d := newDemo(t, console.Options{Host: webhost.Options{PageGrace: 1}}) // closed as soon as the stream ends
+	s, err := d.app.NewSession(console.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.browser(t)
+	b.get(s.JoinPath())
+	tab := b.events()
+	m := d.dial(t, s.Token())
+	tools, err := m.List(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := tools[slices.IndexFunc(tools, func(x agent.Tool) bool { return x.CapabilityID == "view:devices.table.readState" })].Name
+	requireCode(t, must(m.Call(bg, read, nil)), "ok")
+	tab.close() // the page closes: the table unmounts
+	deadline := time.Now().Add(30 * time.Second)
+	for len(s.Registry().Snapshot(surface.SnapshotOptions{}).Components) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the table did not unmount")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := must(m.Call(bg, read, nil))
+	requireCode(t, res, string(surface.CodeComponentUnmounted))
+	var audited bool
+	for _, e := range s.Activity() {
+		audited = audited || e.InvocationID == res.InvocationID
+	}
+	if !audited {
+		t.Fatal("the failed read was not audited: the test no longer shows what it is about")
+	}
+	var card strings.Builder
+	if err := s.Fragment(bg, &card, "activity"); err != nil {
+		t.Fatal(err)
+	}
+	var reads, failed int
+	for _, row := range strings.Split(card.String(), "<tr") {
+		if strings.Contains(row, "readState") {
+			reads++
+			if strings.Contains(row, "UNMOUNTED") && strings.Contains(row, `data-label="Event">read<`) {
+				failed++
+			}
+		}
+	}
+	if reads != 2 || failed != 1 {
+		t.Fatalf("%d lines of reads, %d of the failed one, want 2 and 1:\n%s", reads, failed, card.String())
+	}
+}
+
+// An approval that expires unanswered does not vanish from the card: the
+// card says it expired and that nothing ran, and the Activity card has
+// the expiry. (Issue 37 item 8.)
+func TestApprovalCardSaysItExpired(t *testing.T) {
+	d := newDemo(t, console.Options{Host: webhost.Options{ConfirmationTTL: 300 * time.Millisecond}})
+	s := d.session(t)
+	b := d.browser(t)
+	b.get(s.JoinPath())
+	tab := b.events()
+	m := d.dial(t, s.Token())
+	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d4"]}`), "ok")
+	res := call(t, m, domain.DisableID, `{"reason":"lobby camera broken"}`)
+	requireCode(t, res, string(surface.CodeConfirmationRequired))
+	cid := res.Error.ConfirmationID()
+	tab.await(t, "agentsurface-approvals", func(h string) bool { return strings.Contains(h, cid) && strings.Contains(h, "Approve") })
+	card := tab.await(t, "agentsurface-approvals", func(h string) bool { return !strings.Contains(h, "Approve") })
+	if !strings.Contains(card, "⌛ expired") || !strings.Contains(card, "expired before anyone decided: nothing ran") || !strings.Contains(card, "camera-lobby-ams-04") {
+		t.Fatalf("the card after the expiry:\n%s", card)
+	}
+	tab.await(t, "activity", func(h string) bool { return strings.Contains(h, "approval expired") })
+	if st := d.status(t); st["d4"] != "offline" {
+		t.Fatalf("d4 %s", st["d4"])
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

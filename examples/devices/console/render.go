@@ -381,8 +381,8 @@ func (s *Session) feedRow(e feedEntry) activityRow {
 	if r.Event == "" {
 		r.Event = string(e.Type)
 	}
-	if e.read {
-		r.Event = "read"
+	if e.read || e.Type == surface.AuditInvocationSettled && isRead(e.CapabilityID) {
+		r.Event = "read" // also one that failed before reaching the component, which is audited
 	}
 	if r.What == "" {
 		// A registration: the component, once its event named it.
