@@ -212,8 +212,11 @@ func (h *Host) serveEvents(w http.ResponseWriter, r *http.Request) {
 	for i := range sent {
 		sent[i] = "\x00" // no HTML: the first render sends every fragment, empty ones too
 	}
-	var buf bytes.Buffer
 	send := func(fragments uint64, tools bool) bool {
+		// A buffer per render, not per stream: a page open for hours
+		// would otherwise hold its largest fragment's size between
+		// renders.
+		var buf bytes.Buffer
 		patch := map[string]string{}
 		for i, id := range st.ids {
 			if fragments&(1<<i) == 0 {
