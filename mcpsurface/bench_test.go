@@ -476,3 +476,66 @@ func BenchmarkToolsetTools(b *testing.B) {
 		})
 	}
 }
+
+// Creating the Server of a user's (registry, consumer), as an
+// HTTPHandler does on the user's first request (here a ping), with n
+// other users' Servers already cached (existing=0, 1000, 4000): the cost
+// of the n+1-th must not grow with n. Each user has a registry of their
+// own (the devices table), made before the timer starts. cpu-ns/op is the CPU
+// time of the whole process per creation, the collector's included.
+//
+//	go test ./mcpsurface -run '^$' -bench ServerCreation -benchtime 400x -count 6 > create.txt
+//	benchstat -col /existing create.txt
+func BenchmarkServerCreation(b *testing.B) {
+	for _, n := range []int{0, 1000, 4000} {
+		b.Run(fmt.Sprint("existing=", n), func(b *testing.B) {
+			var mu sync.Mutex
+			users := map[string]*surface.Registry{}
+			h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return users[r.Header.Get("Authorization")], surface.Consumer{ID: "agent"}, nil
+			}, nil)
+			b.Cleanup(func() { _ = h.Close() })
+			next := 0
+			create := func() {
+				r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+				r.Header.Set("Authorization", fmt.Sprint("tok-", next))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Accept", "application/json, text/event-stream")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Fatalf("ping: %d %s", w.Code, w.Body)
+				}
+				next++
+			}
+			newUser := func() {
+				reg := surfacetest.NewRegistry(b, nil)
+				surfacetest.MustRegister(b, reg, (&app{}).table("main"))
+				mu.Lock()
+				users[fmt.Sprint("tok-", next)] = reg
+				mu.Unlock()
+			}
+			for range n {
+				newUser()
+				create()
+			}
+			if got := mcpsurface.CachedServers(h); got != n {
+				b.Fatalf("%d servers cached, want %d", got, n)
+			}
+			for range b.N { // the registries of the users to come
+				newUser()
+				next++
+			}
+			next = n
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := cpuTime()
+			for range b.N {
+				create()
+			}
+			b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}

@@ -15,39 +15,64 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// toolCall is one round of a tools/call as this package handles it: the
+// request, the tool it calls (by its catalog name), the client it comes
+// from, and what the call has learned of its invocation. The SDK calls a
+// tool's handler once per round: again, in the same call, for each round
+// an older client answers.
+type toolCall struct {
+	s      *Server
+	req    *mcp.CallToolRequest
+	name   string // the tool's name in the catalog
+	client string // clientOf(req)
+	f      *inflight
+	at     *attempt         // what the call learned of its invocation: f.at, or its own
+	cat    *surface.Catalog // the catalog it resolves against, once read (catalog)
+}
+
 // callTool is the raw handler of every tool. Capability failures are
-// results with IsError; it never returns a Go error. A panic in the code it
-// runs (the registry, and through it the application's) is recovered as
-// an EXECUTION_FAILED result.
+// results with IsError; it never returns a Go error but the protocol
+// errors this package defines. A panic in the code it runs (the registry,
+// and through it the application's) is recovered as an EXECUTION_FAILED
+// result.
 func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result *mcp.CallToolResult, err error) {
-	p := req.Params
-	name := s.catalogName(req, p.Name) // the catalog's name of the tool
-	f := inflightFrom(ctx)
-	at := &attempt{}
-	if f != nil {
-		at = &f.at
+	c := &toolCall{s: s, req: req, name: s.catalogName(req, req.Params.Name), client: clientOf(req), f: inflightFrom(ctx)}
+	if c.f != nil {
+		c.at = &c.f.at
+	} else { // outside guard (never, as the SDK calls it)
+		c.at = &attempt{}
 	}
 	defer func() {
 		if rec := recover(); rec != nil {
-			result, err = toolResult(s.panicked(rec, name, p.Arguments, at)), nil
+			result, err = toolResult(s.panicked(rec, c.name, req.Params.Arguments, c.at)), nil
 		}
 	}()
+	return c.run(ctx)
+}
+
+// run answers the call: it reads what an earlier round sent, calls the
+// registry and turns its result into the MCP answer.
+func (c *toolCall) run(ctx context.Context) (*mcp.CallToolResult, error) {
+	p := c.req.Params
 	var in input // the client's answers to an earlier round
 	if p.RequestState != "" || len(p.InputResponses) > 0 {
-		var done bool
-		if in, result, err, done = s.laterRound(ctx, f, at, req, name); done {
+		var (
+			result *mcp.CallToolResult
+			err    error
+			done   bool
+		)
+		if in, result, err, done = c.laterRound(ctx); done {
 			return result, err
 		}
 	}
-	if f != nil {
-		f.round(req, in)
+	if c.f != nil {
+		c.f.round(c.req, in)
 	}
-	cat := s.catalogFor(req)
-	res := s.call(ctx, at, cat, clientOf(req), name, p.Arguments, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
-	if res.Status == surface.StatusOK && s.content == nil {
+	res := c.invoke(ctx, metaString(p.Meta, MetaInvocationID), metaString(p.Meta, MetaConfirmationID))
+	if res.Status == surface.StatusOK && c.s.opts.Content == nil {
 		return toolResult(res), nil
 	}
-	return s.respond(ctx, f, at, req, cat, name, res)
+	return c.respond(ctx, res)
 }
 
 // laterRound reads what a call carries from an earlier round: the
@@ -55,48 +80,79 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (result
 // confirmation elicitation is handled here (done): the registry's record
 // is resolved and the call retried with it. A request state this server
 // did not issue for this call is refused (done, with the protocol error).
-func (s *Server) laterRound(ctx context.Context, f *inflight, at *attempt, req *mcp.CallToolRequest, name string) (in input, result *mcp.CallToolResult, err error, done bool) {
-	p := req.Params
+func (c *toolCall) laterRound(ctx context.Context) (in input, result *mcp.CallToolResult, err error, done bool) {
+	p := c.req.Params
 	if p.RequestState == "" {
 		return input{responses: p.InputResponses}, nil, nil, false
 	}
-	st, ok := s.verifyFor(p.RequestState, name, p.Arguments)
+	st, ok := c.s.verifyFor(p.RequestState, c.name, p.Arguments)
 	if !ok {
-		s.log.Warn("mcpsurface: refused a tool call with an invalid request state", "tool", name)
+		c.s.opts.Logger.Warn("mcpsurface: refused a tool call with an invalid request state", "tool", c.name)
 		return input{}, nil, errBadRequestState, true
 	}
 	if st.Use == stateConfirm {
-		if f != nil {
-			f.answered()
+		if c.f != nil {
+			c.f.answered()
 		}
-		return input{}, toolResult(s.resume(ctx, at, req, name, st)), nil, true
+		return input{}, toolResult(c.resume(ctx, st)), nil, true
 	}
 	return input{responses: p.InputResponses, state: st.App}, nil, nil, false
 }
 
-// respond is callTool's answer to a result that is not simply relayed:
-// the input request or protocol error a handler asked for, a confirmation
+// catalog returns the catalog the call resolves against: the one its
+// client was last shown, else the current one; the same for the whole
+// round.
+func (c *toolCall) catalog() *surface.Catalog {
+	if c.cat == nil {
+		c.cat = c.s.catalogFor(c.req)
+	}
+	return c.cat
+}
+
+// invoke calls the registry for this round: through the catalog its
+// client was shown (direct mode), or the toolset's meta tools. sentID is
+// the client's invocation id, if it sent one; cid a confirmation id sent
+// in _meta. In direct mode the toolset presents the confirmation the
+// client was asked for when it repeats the call
+// (surface.ToolsetOptions.RememberConfirmations). c.at learns the
+// invocation id used.
+func (c *toolCall) invoke(ctx context.Context, sentID, cid string) surface.Result {
+	args := c.req.Params.Arguments
+	if c.s.meta() {
+		if cid != "" && c.name == surface.MetaAct {
+			args = withFields(args, map[string]string{"confirmationId": cid})
+		}
+		c.at.invocationID = firstNonEmpty(sentID, c.s.newInvocationID())
+		return c.s.ts.Call(ctx, c.name, args, surface.CallOptions{ToolCallID: c.at.invocationID, Client: c.client})
+	}
+	res := c.catalog().Call(ctx, c.name, args, surface.CallOptions{ToolCallID: sentID, ConfirmationID: cid, Client: c.client})
+	c.at.invocationID, c.at.capabilityID = res.InvocationID, res.CapabilityID
+	return res
+}
+
+// respond is the answer to a result that is not simply relayed: the
+// input request or protocol error a handler asked for, a confirmation
 // elicitation, or a result with Options.Content's blocks.
-func (s *Server) respond(ctx context.Context, f *inflight, at *attempt, req *mcp.CallToolRequest, cat *surface.Catalog, name string, res surface.Result) (*mcp.CallToolResult, error) {
-	args := req.Params.Arguments
-	if answer, err, ok := s.answerOf(f, name, args, res); ok {
+func (c *toolCall) respond(ctx context.Context, res surface.Result) (*mcp.CallToolResult, error) {
+	s := c.s
+	if answer, err, ok := c.answerOf(res); ok {
 		return answer, err
 	}
-	if code(res) == surface.CodeConfirmationRequired && s.elicit && elicitable(req) && ctx.Value(noElicitKey{}) == nil {
+	if code(res) == surface.CodeConfirmationRequired && s.opts.Elicit && elicitable(c.req) && ctx.Value(noElicitKey{}) == nil {
 		cid := res.Error.ConfirmationID()
 		if expiresAt, pending := s.expiry(cid); pending {
-			at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
-			if f != nil { // older clients are asked while this call waits: until expiry at most
-				f.expireAt(s, cid, expiresAt)
+			c.at.invocationID, c.at.capabilityID = res.InvocationID, res.CapabilityID
+			if c.f != nil { // older clients are asked while this call waits: until expiry at most
+				c.f.expireAt(s, cid, expiresAt)
 			}
-			return s.elicitation(cat, name, args, res), nil
+			return c.elicitation(res), nil
 		}
 	}
 	out := toolResult(res)
-	if s.content != nil && res.Status == surface.StatusOK {
-		if t, ok := cat.Tool(name); ok || s.meta {
+	if s.opts.Content != nil && res.Status == surface.StatusOK {
+		if t, ok := c.catalog().Tool(c.name); ok || s.meta() {
 			if !ok {
-				t = surface.Tool{Name: name}
+				t = surface.Tool{Name: c.name}
 			}
 			out.Content = append(s.contentOf(t, res.Output), out.Content...)
 		}
@@ -108,11 +164,11 @@ func (s *Server) respond(ctx context.Context, f *inflight, at *attempt, req *mcp
 func (s *Server) contentOf(t surface.Tool, output surface.JSONText) (blocks []mcp.Content) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			s.log.Error("mcpsurface: Options.Content panicked", "tool", t.Name, "panic", fmt.Sprint(rec))
+			s.opts.Logger.Error("mcpsurface: Options.Content panicked", "tool", t.Name, "panic", fmt.Sprint(rec))
 			blocks = nil
 		}
 	}()
-	return slices.DeleteFunc(s.content(t, output), func(c mcp.Content) bool { return c == nil })
+	return slices.DeleteFunc(s.opts.Content(t, output), func(c mcp.Content) bool { return c == nil })
 }
 
 // expiry returns when the pending confirmation cid expires; pending is
@@ -127,28 +183,6 @@ func (s *Server) expiry(cid string) (at time.Time, pending bool) {
 		}
 	}
 	return time.Time{}, false
-}
-
-// call runs one tool call of client through cat, the catalog the
-// session was shown (direct mode). sentID is the client's invocation id,
-// if it sent one; cid a confirmation id sent in _meta. In direct mode the
-// toolset presents the confirmation the client was asked for when it
-// repeats the call (surface.ToolsetOptions.RememberConfirmations). at
-// learns the invocation id used.
-func (s *Server) call(ctx context.Context, at *attempt, cat *surface.Catalog, client, name string, args json.RawMessage, sentID, cid string) surface.Result {
-	if s.meta {
-		if cid != "" && name == surface.MetaAct {
-			args = withFields(args, map[string]string{"confirmationId": cid})
-		}
-		at.invocationID = firstNonEmpty(sentID, s.newInvocationID())
-		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: at.invocationID, Client: client})
-	}
-	if cat == nil {
-		cat = s.ts.Catalog()
-	}
-	res := cat.Call(ctx, name, args, surface.CallOptions{ToolCallID: sentID, ConfirmationID: cid, Client: client})
-	at.invocationID, at.capabilityID = res.InvocationID, res.CapabilityID
-	return res
 }
 
 // clientOf names the client a request comes from, among those of its

@@ -77,8 +77,10 @@
 //
 // # Tools
 //
-// Each tool has the toolset's name, description and input schema. Its
-// annotations come from the capability: readOnlyHint for observations and
+// Each tool has the toolset's name, description and input schema, and a
+// title for people to read, such as "Devices table: select rows"
+// ([surface.Tool.Title]), as title and annotations.title. Its annotations
+// come from the capability: readOnlyHint for observations and
 // server-query procedures; destructiveHint true only for destructive
 // capabilities (false for the other effects); idempotentHint from the
 // declared idempotency; openWorldHint true only for external side effects.
@@ -89,6 +91,13 @@
 // ([surface.Handle.Update], [surface.Handle.Refresh]) reaches clients as a
 // list change. Hints are hints: the registry enforces policy on every call.
 //
+// Schemas are shown in the form clients map most widely, equivalent to
+// the registry's: a type array (["array","null"], which a Go slice a
+// program may leave nil gets) as anyOf of one schema per type, and a
+// schema that accepts anything as anyOf of the JSON types, so that the
+// MCP Inspector's --strict portability lint finds nothing; the registry
+// validates as declared.
+//
 // A call acts on what its session was shown: it resolves against the
 // catalog of the last tools/list answered to that MCP session, so a tool
 // whose component was replaced or unmounted since is answered
@@ -96,10 +105,14 @@
 // list), and a destructive or external-side-effect procedure called after
 // a surface change STALE_CAPABILITY surface-version-mismatch. Each such
 // change is announced with notifications/tools/list_changed; the client
-// lists again and calls. Requests without a session (over HTTP:
-// 2026-07-28 clients, and every client of a stateless handler) share one
-// catalog per (registry, consumer): the last tools/list answered to any
-// of them.
+// lists again and calls. A client is its MCP session; requests without a
+// session (over HTTP: 2026-07-28 clients, and every client of a
+// stateless handler) are told apart by the credential they present (see
+// Confirmations below), so that one client's listing never changes what
+// another's calls resolve against. Of those, the catalogs of the 64
+// clients of a (registry, consumer) that listed or called last are
+// remembered; an older one's calls resolve against the current catalog,
+// as those of a client that never listed.
 //
 // [Options.TraceContext] runs first on every tools/call with the
 // request's _meta, so a tracing library continues the client's trace
@@ -263,7 +276,9 @@
 // for [HTTPOptions.IdleTimeout] (default 30 minutes) is closed and
 // dropped, with what it held. When a session's registry closes, its
 // servers go on their next request or sweep; [HTTPHandler.Forget] drops
-// them at once.
+// them at once. [HTTPHandler.Stats] counts what a handler holds open
+// (servers, stateful sessions, listen streams) and what it refused or
+// reclaimed, for an application's metrics.
 //
 // # Beyond tools
 //

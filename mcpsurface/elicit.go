@@ -59,7 +59,7 @@ func (s *Server) sign(st requestState) string {
 }
 
 func (s *Server) mac(payload []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
+	m := hmac.New(sha256.New, s.opts.SigningKey)
 	m.Write(stateDomain)
 	m.Write(payload)
 	return m.Sum(nil)
@@ -81,7 +81,7 @@ func (s *Server) verify(token string) (requestState, error) {
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.mac(payload)) {
 		return st, errBadState
 	}
-	if json.Unmarshal(payload, &st) != nil || st.V != stateVersion || st.Srf != s.reg.SurfaceID() || st.Con != s.consumerID ||
+	if json.Unmarshal(payload, &st) != nil || st.V != stateVersion || st.Srf != s.reg.SurfaceID() || st.Con != s.consumerKey ||
 		(st.Use == stateConfirm && st.CID == "") || (st.Use != stateConfirm && st.Use != stateInput) {
 		return requestState{}, errBadState
 	}
@@ -120,18 +120,18 @@ func elicitable(req *mcp.CallToolRequest) bool {
 	return e.Form != nil || e.URL == nil // neither means form, for compatibility
 }
 
-// elicitation turns a CONFIRMATION_REQUIRED of a call of tool name of
-// cat into an input request for the client, with the signed state the
-// re-call needs.
-func (s *Server) elicitation(cat *surface.Catalog, name string, args json.RawMessage, res surface.Result) *mcp.CallToolResult {
+// elicitation turns the CONFIRMATION_REQUIRED res of the call into an
+// input request for the client, with the signed state the re-call needs.
+func (c *toolCall) elicitation(res surface.Result) *mcp.CallToolResult {
+	s := c.s
 	cid := res.Error.ConfirmationID()
 	summary := res.Error.Summary()
 	st := requestState{
-		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID,
-		Tool: name, Args: argsDigest(args), CID: cid, Inv: res.InvocationID, Cap: res.CapabilityID,
+		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerKey,
+		Tool: c.name, Args: argsDigest(c.req.Params.Arguments), CID: cid, Inv: res.InvocationID, Cap: res.CapabilityID,
 	}
-	if cat != nil && !s.meta {
-		if t, ok := cat.Tool(name); ok {
+	if !s.meta() {
+		if t, ok := c.catalog().Tool(c.name); ok {
 			st.Reg, st.Kind, st.Cap = t.RegistrationID, t.Kind, t.CapabilityID
 		}
 	}
@@ -148,13 +148,13 @@ func (s *Server) elicitation(cat *surface.Catalog, name string, args json.RawMes
 // resume handles the re-call that carries the client's answer to a
 // confirmation, with st its verified state: it resolves the registry's
 // record and retries with the evidence, as the asking call (the toolset
-// remembers it; see Server.call). It never asks again.
-func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolRequest, name string, st requestState) surface.Result {
-	p := req.Params
-	at.invocationID, at.capabilityID = st.Inv, st.Cap
+// remembers it; see toolCall.invoke). It never asks again.
+func (c *toolCall) resume(ctx context.Context, st requestState) surface.Result {
+	s, p := c.s, c.req.Params
+	c.at.invocationID, c.at.capabilityID = st.Inv, st.Cap
 	approve, action := answer(p.InputResponses[confirmKey])
 	actor := "mcp-elicitation"
-	if ci := req.ClientInfo(); ci != nil && ci.Name != "" {
+	if ci := c.req.ClientInfo(); ci != nil && ci.Name != "" {
 		actor += ":" + ci.Name
 	}
 	resolution := surface.Resolution{Approved: approve, Actor: actor}
@@ -168,15 +168,11 @@ func (s *Server) resume(ctx context.Context, at *attempt, req *mcp.CallToolReque
 		return surface.Result{Status: surface.StatusError, InvocationID: st.Inv, CapabilityID: st.Cap,
 			Error: surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonDenied, ""), SurfaceVersion: s.reg.Version()}
 	}
-	if s.meta {
+	if s.meta() {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})
-		return s.ts.Call(ctx, name, args, surface.CallOptions{ToolCallID: st.Inv, Client: clientOf(req)})
+		return s.ts.Call(ctx, c.name, args, surface.CallOptions{ToolCallID: st.Inv, Client: c.client})
 	}
-	cat := s.catalogFor(req)
-	if cat == nil {
-		cat = s.ts.Catalog()
-	}
-	return cat.Call(ctx, name, p.Arguments, surface.CallOptions{ToolCallID: st.Inv, ConfirmationID: st.CID, Client: clientOf(req)})
+	return c.catalog().Call(ctx, c.name, p.Arguments, surface.CallOptions{ToolCallID: st.Inv, ConfirmationID: st.CID, Client: c.client})
 }
 
 // answer reads the client's answer to the confirmation form.

@@ -47,12 +47,28 @@ func ListedSessions(h *HTTPHandler) int {
 	defer h.mu.Unlock()
 	n := 0
 	for _, c := range h.servers {
-		c.srv.mu.Lock()
-		n += len(c.srv.listed)
-		c.srv.mu.Unlock()
+		sessions, _ := c.srv.pins.counts()
+		n += sessions
 	}
 	return n
 }
+
+// ListedClients returns how many session-less clients' catalogs the
+// Servers h holds keep.
+func ListedClients(h *HTTPHandler) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.servers {
+		_, clients := c.srv.pins.counts()
+		n += clients
+	}
+	return n
+}
+
+// MaxListedClients is the bound on the session-less clients a Server
+// remembers the catalog of.
+const MaxListedClients = maxListedClients
 
 // SharedToolDefs returns how many tool definitions the Servers of h
 // share.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -180,6 +181,16 @@ func TestHTTPListenStreamsCapped(t *testing.T) {
 			t.Fatalf("a listen stream beyond MaxSessions: %d", status)
 		}
 		_ = over.Close()
+		// The refusal answers the request: a JSON-RPC error with its id.
+		raw := rawClient{p.client, "http://pipe/mcp", "tok-alice"}
+		status, _, msg, err := raw.postVersion(bg, "", v2026,
+			`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":`+meta2026+`}}`)
+		resp, _ := msg.(*jsonrpc.Response)
+		var wire *jsonrpc.Error
+		if err != nil || status != http.StatusTooManyRequests || resp == nil || !errors.As(resp.Error, &wire) ||
+			wire.Code != mcpsurface.CodeTooManySessions || resp.ID.Raw() != int64(7) {
+			t.Fatalf("a refused listen: %d %v %+v", status, err, msg)
+		}
 		plain := dial("tok-alice", nil) // no stream: not refused
 		listTools(t, plain)
 		_ = plain.Close()

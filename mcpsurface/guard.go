@@ -81,19 +81,19 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 			f.session = ss.ID()
 		}
 		ctx, f.cancel = context.WithCancelCause(ctx)
-		if err := s.begin(f); err != nil {
+		if err := s.calls.begin(f); err != nil {
 			f.cancel(err)
 			return toolResult(s.closedResult(f.at, err)), nil
 		}
-		defer s.end(f)
+		defer s.calls.end(f)
 		defer func() {
 			if rec := recover(); rec != nil {
 				result, err = toolResult(s.panicked(rec, name, args, &f.at)), nil
 			}
 		}()
 		ctx = context.WithValue(ctx, inflightKey{}, f)
-		if call, ok := req.(*mcp.CallToolRequest); ok && !s.meta && s.shownOnly(req, name) {
-			// A tool the session was shown but the list has dropped: the
+		if call, ok := req.(*mcp.CallToolRequest); ok && !s.meta() && s.shownOnly(req, name) {
+			// A tool the client was shown but the list has dropped: the
 			// SDK no longer knows it, the registry answers (stale or
 			// unmounted) without asking the client anything.
 			return s.callTool(withoutElicitation(ctx), call)
@@ -116,16 +116,16 @@ func (s *Server) guard(next mcp.MethodHandler) mcp.MethodHandler {
 // traceContext applies Options.TraceContext; a panic there is logged and
 // leaves ctx as it was.
 func (s *Server) traceContext(ctx context.Context, meta map[string]any) (out context.Context) {
-	if s.traceCtx == nil {
+	if s.opts.TraceContext == nil {
 		return ctx
 	}
 	defer func() {
 		if rec := recover(); rec != nil {
-			s.log.Error("mcpsurface: TraceContext panicked", "panic", fmt.Sprint(rec))
+			s.opts.Logger.Error("mcpsurface: TraceContext panicked", "panic", fmt.Sprint(rec))
 			out = ctx
 		}
 	}()
-	if c := s.traceCtx(ctx, meta); c != nil {
+	if c := s.opts.TraceContext(ctx, meta); c != nil {
 		return c
 	}
 	return ctx
@@ -139,29 +139,38 @@ func withoutElicitation(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noElicitKey{}, true)
 }
 
+// calls are the tool calls of a Server in progress, and the sessions
+// being closed, whose calls are refused. It is safe for concurrent use.
+type calls struct {
+	mu       sync.Mutex
+	closed   bool
+	inflight map[*inflight]struct{}
+	closing  map[string]int // sessions being closed: refuse their calls
+}
+
 // begin registers a call, unless the server or the call's session is
 // closing.
-func (s *Server) begin(f *inflight) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (c *calls) begin(f *inflight) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	switch {
-	case s.closed:
+	case c.closed:
 		return errServerClosed
-	case f.session != "" && s.closing[f.session] > 0:
+	case f.session != "" && c.closing[f.session] > 0:
 		return errSessionClosed
 	}
-	if s.calls == nil {
-		s.calls = map[*inflight]struct{}{}
+	if c.inflight == nil {
+		c.inflight = map[*inflight]struct{}{}
 	}
-	s.calls[f] = struct{}{}
+	c.inflight[f] = struct{}{}
 	return nil
 }
 
 // end unregisters a finished call and releases its context and timer.
-func (s *Server) end(f *inflight) {
-	s.mu.Lock()
-	delete(s.calls, f)
-	s.mu.Unlock()
+func (c *calls) end(f *inflight) {
+	c.mu.Lock()
+	delete(c.inflight, f)
+	c.mu.Unlock()
 	f.mu.Lock()
 	f.done = true
 	if f.timer != nil {
@@ -172,6 +181,67 @@ func (s *Server) end(f *inflight) {
 	f.req, f.in, f.out = nil, input{}, nil
 	f.mu.Unlock()
 	f.cancel(nil)
+}
+
+// close refuses new calls and ends those in progress: their context ends
+// with errServerClosed.
+func (c *calls) close() {
+	c.mu.Lock()
+	c.closed = true
+	running := make([]*inflight, 0, len(c.inflight))
+	for f := range c.inflight {
+		running = append(running, f)
+	}
+	c.mu.Unlock()
+	for _, f := range running {
+		f.cancel(errServerClosed)
+	}
+}
+
+// closeSession ends the calls of a session that is being closed and
+// refuses new ones until sessionClosed.
+func (c *calls) closeSession(id string) {
+	c.mu.Lock()
+	if c.closing == nil {
+		c.closing = map[string]int{}
+	}
+	c.closing[id]++
+	var running []*inflight
+	for f := range c.inflight {
+		if f.session == id {
+			running = append(running, f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range running {
+		f.cancel(errSessionClosed)
+	}
+}
+
+// sessionClosed undoes closeSession's refusal once the session is gone.
+func (c *calls) sessionClosed(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing[id]--; c.closing[id] <= 0 {
+		delete(c.closing, id)
+	}
+	c.closing = orNil(c.closing)
+}
+
+// closeSession ends the calls of a session that is being closed and
+// refuses new ones until sessionClosed.
+func (s *Server) closeSession(id string) { s.calls.closeSession(id) }
+
+// sessionClosed undoes closeSession's refusal once the session is gone.
+// If ended is set, the session is gone: what this Server kept of it goes
+// too (the SDK may still list it for a moment).
+func (s *Server) sessionClosed(id string, ended bool) {
+	s.calls.sessionClosed(id)
+	if ended {
+		s.pins.forgetSession(id)
+	} else {
+		s.pins.forgetEnded()
+	}
 }
 
 // inflightFrom returns the call ctx belongs to, or nil outside guard.
@@ -205,47 +275,6 @@ func (f *inflight) answered() {
 	}
 }
 
-// closeSession ends the calls of a session that is being closed and
-// refuses new ones until reopen.
-func (s *Server) closeSession(id string) {
-	s.mu.Lock()
-	if s.closing == nil {
-		s.closing = map[string]int{}
-	}
-	s.closing[id]++
-	var calls []*inflight
-	for f := range s.calls {
-		if f.session == id {
-			calls = append(calls, f)
-		}
-	}
-	s.mu.Unlock()
-	for _, f := range calls {
-		f.cancel(errSessionClosed)
-	}
-}
-
-// sessionClosed undoes closeSession's refusal once the session is gone.
-// If ended is set, the session is gone: what this Server kept of it goes
-// too (the SDK may still list it for a moment).
-func (s *Server) sessionClosed(id string, ended bool) {
-	s.mu.Lock()
-	if s.closing[id]--; s.closing[id] <= 0 {
-		delete(s.closing, id)
-	}
-	s.closing = orNil(s.closing)
-	if ended {
-		for ss := range s.listed {
-			if ss.ID() == id {
-				delete(s.listed, ss)
-			}
-		}
-		s.listed = orNil(s.listed)
-	}
-	s.mu.Unlock()
-	s.forgetEnded()
-}
-
 // expiredResult is the result of a call whose confirmation expired while
 // the client was asked: the registry's CONFIRMATION_INVALID expired.
 func (s *Server) expiredResult(at attempt) surface.Result {
@@ -271,11 +300,13 @@ func (s *Server) closedResult(at attempt, cause error) surface.Result {
 func (s *Server) panicked(rec any, name string, args json.RawMessage, at *attempt) surface.Result {
 	capID := at.capabilityID
 	if capID == "" {
-		if t, ok := s.tool(name); ok {
-			capID = t.CapabilityID
+		if cat := s.list.catalog(); cat != nil {
+			if t, ok := cat.Tool(name); ok {
+				capID = t.CapabilityID
+			}
 		}
 	}
-	if capID == "" && s.meta { // surface_read, surface_act: the capability asked for
+	if capID == "" && s.meta() { // surface_read, surface_act: the capability asked for
 		var in struct {
 			CapabilityID string `json:"capabilityId"`
 		}
@@ -284,7 +315,7 @@ func (s *Server) panicked(rec any, name string, args json.RawMessage, at *attemp
 	}
 	capID = firstNonEmpty(capID, name)
 	invID := firstNonEmpty(at.invocationID, s.newInvocationID())
-	s.log.Error("mcpsurface: a tool call panicked; answered EXECUTION_FAILED",
+	s.opts.Logger.Error("mcpsurface: a tool call panicked; answered EXECUTION_FAILED",
 		"tool", name, "capabilityId", capID, "invocationId", invID,
 		"panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
 	return surface.Result{

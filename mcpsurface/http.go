@@ -114,6 +114,8 @@ type HTTPHandler struct {
 	mu        sync.Mutex
 	servers   map[serverKey]*cached
 	closed    bool
+	refused   uint64 // requests answered 429 (Stats)
+	reclaimed uint64 // idle sessions closed to make room (Stats)
 	lastSweep time.Time
 	sweeper   *time.Timer // sweeps idle servers while any is cached
 	// sweeping is held by a running sweep timer, so that Close can wait
@@ -242,6 +244,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.stateful == nil || modern || (sid == "" && sessionlessHTTP(r, body)) {
 		if (body != nil && body.listens()) || (modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen") {
 			if !h.listen(c) {
+				if body == nil { // a 2026-07-28 request: read it, to answer its id
+					body = peek(r)
+				}
 				h.tooManySessions(w, body)
 				return
 			}
@@ -551,7 +556,7 @@ func (h *HTTPHandler) sweepByTimer() {
 	h.mu.Unlock()
 	closeAll(idle)
 	for _, s := range kept { // sessions that timed out leave nothing behind
-		s.forgetEnded()
+		s.pins.forgetEnded()
 	}
 }
 

@@ -23,8 +23,9 @@ const inspectorPackage = "@modelcontextprotocol/inspector@2.12.0"
 const inspectorEnv = "AGENTSURFACE_INSPECTOR"
 
 // The HTTP endpoint works with the reference client: the MCP Inspector
-// CLI (TypeScript SDK) lists the tools and calls one, with the session's
-// token as a bearer token. It runs only when AGENTSURFACE_INSPECTOR=1
+// CLI (TypeScript SDK) lists the tools (with their titles, and schemas its
+// --strict portability lint finds nothing in) and calls one, with the
+// session's token as a bearer token. It runs only when AGENTSURFACE_INSPECTOR=1
 // (.ci/run sets it) and then needs npx, under Node.js >= 22.19 first on
 // PATH (.ci/run puts one there); the first run downloads the Inspector,
 // hence the generous bound.
@@ -47,10 +48,15 @@ func TestInspectorCLI(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	// run runs the Inspector CLI with args and returns its stdout, its
-	// stderr and how it exited.
+	// stderr and how it exited; runAs does as the user of token.
+	var runAs func(token string, args ...string) (stdout, stderr []byte, err error)
 	run := func(args ...string) (stdout, stderr []byte, err error) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, npx, append([]string{"-y", inspectorPackage, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer tok-alice"}, args...)...)
+		return runAs("tok-alice", args...)
+	}
+	runAs = func(token string, args ...string) (stdout, stderr []byte, err error) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, npx, append([]string{"-y", inspectorPackage, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer " + token}, args...)...)
 		cmd.Dir = dir
 		cmd.WaitDelay = 5 * time.Second
 		var out, errOut bytes.Buffer
@@ -70,6 +76,7 @@ func TestInspectorCLI(t *testing.T) {
 	var list struct {
 		Tools []struct {
 			Name        string         `json:"name"`
+			Title       string         `json:"title"`
 			Description string         `json:"description"`
 			InputSchema map[string]any `json:"inputSchema"`
 			Annotations map[string]any `json:"annotations"`
@@ -96,6 +103,21 @@ func TestInspectorCLI(t *testing.T) {
 	}
 	if m := list.Tools[read].Meta; m["agentsurface/capabilityId"] != "view:devices.table.readState" {
 		t.Fatalf("_meta %v", m)
+	}
+	if title := list.Tools[read].Title; title != "Devices table: read state" || list.Tools[read].Annotations["title"] != title {
+		t.Fatalf("title %q, annotations %v", title, list.Tools[read].Annotations)
+	}
+
+	// The schemas are portable: the Inspector's --strict lint finds
+	// nothing (no type arrays, no schema that constrains nothing) in the
+	// tools of either user (views with nullable slices in their output,
+	// domain procedures).
+	for _, token := range []string{"tok-alice", "tok-bob"} {
+		stdout, stderr, err := runAs(token, "--method", "tools/list", "--strict")
+		if err != nil || bytes.Contains(stderr, []byte("Warning")) || bytes.Contains(stderr, []byte("Error")) ||
+			bytes.Contains(stderr, []byte("portability")) {
+			t.Fatalf("tools/list --strict as %s: %v\nstdout: %s\nstderr: %s", token, err, stdout, stderr)
+		}
 	}
 
 	var call struct {

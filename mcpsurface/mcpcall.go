@@ -124,7 +124,8 @@ func (f *inflight) round(req *mcp.CallToolRequest, in input) {
 // answerOf returns the MCP answer the handler asked for instead of res,
 // if it did: an input request, or the protocol error of a missing client
 // capability.
-func (s *Server) answerOf(f *inflight, name string, args json.RawMessage, res surface.Result) (*mcp.CallToolResult, error, bool) {
+func (c *toolCall) answerOf(res surface.Result) (*mcp.CallToolResult, error, bool) {
+	f, s := c.f, c.s
 	if f == nil || code(res) != surface.CodePreconditionFailed {
 		return nil, nil, false
 	}
@@ -140,7 +141,7 @@ func (s *Server) answerOf(f *inflight, name string, args json.RawMessage, res su
 		return nil, &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities,
 			Message: "the client lacks a capability this tool needs", Data: data}, true
 	case o.requests != nil && reason == reasonInputRequired:
-		st := requestState{V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerID, Tool: name, Args: argsDigest(args),
+		st := requestState{V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerKey, Tool: c.name, Args: argsDigest(c.req.Params.Arguments),
 			Use: stateInput, App: o.state, Cap: res.CapabilityID}
 		return &mcp.CallToolResult{InputRequests: o.requests, RequestState: s.sign(st)}, nil, true
 	}

@@ -3,6 +3,7 @@ package mcpsurface
 import (
 	"encoding/json"
 
+	"github.com/agentsurface/agentsurface/internal/schema"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -10,23 +11,17 @@ import (
 // the registry's result envelope, with the capability's own output schema
 // under "output" (any value for the meta tools, which reach many
 // capabilities). It holds for error results too, whose "error" is the
-// agent-facing payload.
+// agent-facing payload. The output schema is shown portable
+// (schema.Portable), as the input schema is. The schema is written once
+// per tool definition, which an HTTPHandler's servers share (toolDefs):
+// not again for every server that adds the tool, nor for every
+// tools/list.
 
 // envelopeRetries are the retry categories an error carries.
 var envelopeRetries = []surface.Retry{
 	surface.RetryNo, surface.RetryYes, surface.RetryAfterRefresh,
 	surface.RetryAfterDelay, surface.RetryWithConfirmation, surface.RetryWithChanges,
 }
-
-// envelope is a tool's outputSchema: the schema is written when a tools/list
-// is answered, so that a server does not hold its bytes for every tool.
-type envelope struct {
-	output    surface.JSONText
-	anyOutput bool
-}
-
-// MarshalJSON implements json.Marshaler.
-func (e envelope) MarshalJSON() ([]byte, error) { return envelopeSchema(e.output, e.anyOutput), nil }
 
 // envelopeSchema is the output schema of a tool whose capability's output
 // schema is output: "" for a capability without output, nil for any
@@ -62,7 +57,7 @@ func envelopeSchema(output surface.JSONText, anyOutput bool) json.RawMessage {
 	}
 	switch {
 	case anyOutput:
-		props["output"] = map[string]any{}
+		props["output"] = json.RawMessage(schema.Portable([]byte(`{}`)))
 	case output != "":
 		var o map[string]json.RawMessage
 		if json.Unmarshal([]byte(output), &o) == nil {

@@ -3,7 +3,6 @@ package mcpsurface
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -172,54 +171,32 @@ type Extension struct {
 // after a surface change STALE_CAPABILITY surface-version-mismatch: the
 // client lists the tools again (every such change sends
 // notifications/tools/list_changed). Requests without a session (over
-// HTTP, 2026-07-28 clients, and every client of a stateless handler)
-// share one catalog: the last tools/list answered to any of them.
+// HTTP, 2026-07-28 clients, and every client of a stateless handler) are
+// one client per credential: each resolves against the last tools/list
+// answered to its own client.
 type Server struct {
-	reg        *surface.Registry
-	consumer   surface.Consumer
-	ts         *surface.Toolset
-	mcp        *mcp.Server
-	meta       bool
-	elicit     bool
-	key        []byte
-	log        *slog.Logger
-	idPrefix   string
-	seq        atomic.Uint64
-	unsub      func()
-	handler    mcp.ToolHandler
-	consumerID string            // the consumer's Key, bound into request state
-	names      map[string]string // Options.ToolNames
-	byName     map[string]string // its inverse: MCP name → capability id
-	content    func(surface.Tool, surface.JSONText) []mcp.Content
-	scope      []string
-	traceCtx   func(context.Context, map[string]any) context.Context
+	reg      *surface.Registry
+	consumer surface.Consumer
+	// opts are the Options as given, with the defaults filled in: a
+	// SigningKey, a Logger (quieted by Close).
+	opts        Options
+	consumerKey string // the consumer's Key, bound into request state
+	ts          *surface.Toolset
+	mcp         *mcp.Server
+	idPrefix    string
+	seq         atomic.Uint64
+	unsub       func() // stops following the registry (direct mode)
 
-	// listing is held for reading while the SDK answers tools/list and
-	// for writing while apply changes the SDK's tool set, so that a
-	// session's recorded catalog is exactly the list it was sent.
-	listing sync.RWMutex
+	list  *toolList // the SDK's tool set, following the catalog
+	pins  pins      // what each client was last shown
+	calls calls     // the tool calls in progress
+
 	// quiet is shut by Close: what is logged and sent for this Server
 	// passes it.
 	quiet gate
 
-	mu      sync.Mutex
-	closed  bool
-	dirty   bool             // the catalog may have changed since the last sync
-	syncing bool             // some goroutine runs the sync loop
-	current *surface.Catalog // the catalog the SDK's tool set shows
-	served  map[string]bool  // catalog names of the tools in the SDK's tool set
-	// toCatalog maps the MCP name of every renamed tool of the SDK's
-	// tool set to its catalog name.
-	toCatalog map[string]string
-	listed    map[*mcp.ServerSession]*surface.Catalog // each session's last tools/list
-	shared    *surface.Catalog                        // the last tools/list answered session-less
-	calls     map[*inflight]struct{}                  // tool calls in progress
-	closing   map[string]int                          // sessions being closed: refuse their calls
-	// defs is every tool this Server put on the MCP server, by name.
-	// Only the goroutine running the sync loop uses it, and Close once
-	// the loop has stopped.
-	defs  map[string]shown
-	tools *toolDefs // the definitions, shared with the handler's other servers
+	mu     sync.Mutex
+	closed bool
 }
 
 // NewServer returns an MCP server for reg as seen by consumer. A consumer
@@ -231,79 +208,102 @@ func NewServer(reg *surface.Registry, consumer surface.Consumer, opts *Options) 
 
 // newServer is NewServer; a non-empty sessionPrefix makes every session id
 // start with sessionPrefix + ".", which binds HTTP sessions to this Server.
-// Tool definitions are shared with the other servers of tools (nil: none).
-func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, sessionPrefix string, tools *toolDefs) (*Server, error) {
+// Tool definitions are shared with the other servers of shared (nil:
+// none).
+func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, sessionPrefix string, shared *toolDefs) (*Server, error) {
 	if reg == nil {
 		return nil, errors.New("mcpsurface: nil registry")
 	}
-	var o Options
+	s := &Server{reg: reg}
 	if opts != nil {
-		o = *opts
+		s.opts = *opts
+	}
+	if s.opts.Mode == surface.ToolsetMeta && len(s.opts.ToolNames) > 0 {
+		return nil, errors.New("mcpsurface: Options.ToolNames applies in direct mode only")
 	}
 	if consumer.Kind == "" {
 		consumer.Kind = surface.ConsumerMCPBridge
 	}
 	consumer.Grants = slices.Clone(consumer.Grants)
-	s := &Server{
-		reg: reg, consumer: consumer,
-		meta: o.Mode == surface.ToolsetMeta, elicit: o.Elicit,
-		key: slices.Clone(o.SigningKey), log: o.Logger,
-		idPrefix: "mcp_" + randid.Text() + "_", consumerID: consumer.Key(),
-		traceCtx: o.TraceContext, scope: slices.Clone(o.Scope), content: o.Content,
-		served: map[string]bool{}, defs: map[string]shown{}, tools: tools,
+	s.consumer, s.consumerKey = consumer, consumer.Key()
+	s.idPrefix = "mcp_" + randid.Text() + "_"
+	s.opts.Scope = slices.Clone(s.opts.Scope)
+	s.opts.SigningKey = slices.Clone(s.opts.SigningKey)
+	if len(s.opts.SigningKey) == 0 {
+		s.opts.SigningKey = make([]byte, 32)
+		_, _ = rand.Read(s.opts.SigningKey)
+	}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.New(slog.DiscardHandler)
+	} else {
+		s.opts.Logger = quieted(s.opts.Logger, &s.quiet) // nothing is logged after Close
 	}
 	// The toolset remembers the confirmations it asks each client for,
 	// so that a client that calls the same tool again presents its own.
 	ts, err := surface.NewToolset(reg, surface.ToolsetOptions{
-		Consumer: consumer, Mode: o.Mode, Topology: surface.TopologyRemote, Scope: o.Scope,
+		Consumer: consumer, Mode: s.opts.Mode, Topology: surface.TopologyRemote, Scope: s.opts.Scope,
 		RememberConfirmations: true, NewInvocationID: s.newInvocationID,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.ts = ts
-	if s.tools == nil {
-		s.tools = &toolDefs{}
+	var ext *Extension
+	if s.opts.Extend != nil {
+		ext = s.extension(s.opts.Extend)
 	}
-	if len(o.ToolNames) > 0 {
-		if s.meta {
-			return nil, errors.New("mcpsurface: Options.ToolNames applies in direct mode only")
-		}
-		s.names, s.byName = map[string]string{}, map[string]string{}
-		for capID, name := range o.ToolNames {
-			if !validToolName(name) {
-				return nil, fmt.Errorf("mcpsurface: Options.ToolNames: %q is not a valid MCP tool name", name)
-			}
-			if other, dup := s.byName[name]; dup {
-				return nil, fmt.Errorf("mcpsurface: Options.ToolNames: %q names both %s and %s", name, other, capID)
-			}
-			s.names[capID], s.byName[name] = name, capID
-		}
+	s.mcp = mcp.NewServer(s.implementation(), s.serverOptions(sessionPrefix, ext))
+	s.pins.srv = s.mcp
+	if shared == nil {
+		shared = &toolDefs{}
 	}
-	if len(s.key) == 0 {
-		s.key = make([]byte, 32)
-		_, _ = rand.Read(s.key)
+	if s.list, err = newToolList(s.mcp, ts, s.callTool, shared, s.opts.Logger, s.opts.ToolNames); err != nil {
+		_ = ts.Close()
+		return nil, err
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	} else {
-		s.log = quieted(s.log, &s.quiet) // nothing is logged after Close
+	s.mcp.AddReceivingMiddleware(s.guard, s.pin) // outermost: around the SDK's elicitation round trip too
+	s.mcp.AddSendingMiddleware(s.outgoing)
+	if !s.meta() {
+		// Follow the registry's surface-changed events and read the
+		// catalog with Catalog(), which is always current, rather than
+		// rely on Toolset.Subscribe: its notification is lost when any
+		// Tools() call runs between a change and the toolset's own
+		// refresh.
+		s.unsub = reg.SubscribeTo(func(surface.Event) { s.list.sync() }, surface.SurfaceChanged{})
 	}
+	s.list.sync()
+	if ext != nil && ext.Setup != nil {
+		s.setup(ext.Setup)
+	}
+	return s, nil
+}
+
+// meta reports whether s serves the meta tools (Options.Mode).
+func (s *Server) meta() bool { return s.opts.Mode == surface.ToolsetMeta }
+
+// implementation is what s tells clients it is (Options.Implementation).
+func (s *Server) implementation() *mcp.Implementation {
 	impl := &mcp.Implementation{Name: "agentsurface"}
-	if o.Implementation != nil {
-		c := *o.Implementation
+	if s.opts.Implementation != nil {
+		c := *s.opts.Implementation
 		impl = &c
 	}
 	if impl.Version == "" {
 		impl.Version = version.Module()
 	}
-	instructions := o.Instructions
+	return impl
+}
+
+// serverOptions are the go-sdk options of s, with the handlers of ext
+// (nil: none).
+func (s *Server) serverOptions(sessionPrefix string, ext *Extension) *mcp.ServerOptions {
+	instructions := s.opts.Instructions
 	if instructions == "" {
-		instructions = defaultInstructions(o.Mode)
+		instructions = defaultInstructions(s.opts.Mode)
 	}
 	sopts := &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       infoAsDebug(newSDKLog(s.log)),
+		Logger:       infoAsDebug(newSDKLog(s.opts.Logger)),
 		// Advertise tools.listChanged even while the catalog is empty:
 		// 2026-07-28 clients only listen for changes a server announced.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
@@ -314,10 +314,6 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 	if sessionPrefix != "" {
 		sopts.GetSessionID = func() string { return sessionPrefix + "." + randid.Text() }
 	}
-	var ext *Extension
-	if o.Extend != nil {
-		ext = s.extension(o.Extend)
-	}
 	if ext != nil {
 		sopts.CompletionHandler = ext.Complete
 		sopts.SubscribeHandler, sopts.UnsubscribeHandler = ext.Subscribe, ext.Unsubscribe
@@ -325,29 +321,14 @@ func newServer(reg *surface.Registry, consumer surface.Consumer, opts *Options, 
 			sopts.Capabilities.Logging = &mcp.LoggingCapabilities{}
 		}
 	}
-	s.mcp = mcp.NewServer(impl, sopts)
-	s.mcp.AddReceivingMiddleware(s.guard, s.pin) // outermost: around the SDK's elicitation round trip too
-	s.mcp.AddSendingMiddleware(s.outgoing)
-	s.handler = s.callTool
-	if !s.meta {
-		// Follow the registry's surface-changed events and read the
-		// catalog with Tools(), which is always current, rather than rely
-		// on Toolset.Subscribe: its notification is lost when any Tools()
-		// call runs between a change and the toolset's own refresh.
-		s.unsub = reg.SubscribeTo(func(surface.Event) { s.sync() }, surface.SurfaceChanged{})
-	}
-	s.sync()
-	if ext != nil && ext.Setup != nil {
-		s.setup(ext.Setup)
-	}
-	return s, nil
+	return sopts
 }
 
 // extension calls Options.Extend; a panic is logged and adds nothing.
 func (s *Server) extension(extend func(*surface.Registry, surface.Consumer) *Extension) (ext *Extension) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			s.log.Error("mcpsurface: Options.Extend panicked", "panic", fmt.Sprint(rec))
+			s.opts.Logger.Error("mcpsurface: Options.Extend panicked", "panic", fmt.Sprint(rec))
 			ext = nil
 		}
 	}()
@@ -358,24 +339,10 @@ func (s *Server) extension(extend func(*surface.Registry, surface.Consumer) *Ext
 func (s *Server) setup(fn func(*mcp.Server)) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			s.log.Error("mcpsurface: Extension.Setup panicked", "panic", fmt.Sprint(rec))
+			s.opts.Logger.Error("mcpsurface: Extension.Setup panicked", "panic", fmt.Sprint(rec))
 		}
 	}()
 	fn(s.mcp)
-}
-
-// validToolName reports whether name is a valid MCP tool name.
-func validToolName(name string) bool {
-	if name == "" || len(name) > 128 {
-		return false
-	}
-	for i := range len(name) {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // MCP returns the underlying go-sdk server, e.g. to add prompts or
@@ -401,23 +368,14 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	clear(s.listed)
-	s.shared = nil
-	calls := make([]*inflight, 0, len(s.calls))
-	for f := range s.calls {
-		calls = append(calls, f)
-	}
 	s.mu.Unlock()
-	for _, f := range calls {
-		f.cancel(errServerClosed)
-	}
+	s.calls.close()
 	if s.unsub != nil {
 		s.unsub()
 	}
 	_ = s.ts.Close()
-	s.listing.Lock()
-	s.releaseDefs()
-	s.listing.Unlock()
+	s.list.close()
+	s.pins.close()
 	for range 3 { // and those that connect meanwhile
 		n := 0
 		for ss := range s.mcp.Sessions() {
@@ -431,379 +389,6 @@ func (s *Server) Close() error {
 	s.cancelChangeNotifications()
 	s.quiet.close() // a log record or message being written is written
 	return nil
-}
-
-// sync brings the MCP tool list up to date with the toolset. Calls
-// coalesce: while one goroutine runs the loop, others only mark the
-// catalog dirty, so a registry change made from inside user code called by
-// Tools() cannot deadlock, and no change is lost.
-func (s *Server) sync() {
-	s.mu.Lock()
-	s.dirty = true
-	if s.syncing {
-		s.mu.Unlock()
-		return
-	}
-	s.syncing = true
-	for s.dirty && !s.closed {
-		s.dirty = false
-		s.mu.Unlock()
-		s.apply()
-		s.mu.Lock()
-	}
-	s.syncing = false
-	s.mu.Unlock()
-}
-
-// releaseDefs gives the shared tool definitions back. It runs once, in
-// Close, with s.listing held: an apply in progress has finished, and the
-// next one sees the Server closed.
-func (s *Server) releaseDefs() {
-	for _, d := range s.defs {
-		s.tools.release(d.key)
-	}
-	clear(s.defs)
-}
-
-// apply reads the catalog, adds the tools that are new or whose
-// definition changed and removes the ones that are gone.
-func (s *Server) apply() {
-	defer func() {
-		if rec := recover(); rec != nil { // never take the app's goroutine down
-			s.log.Error("mcpsurface: updating the tool list panicked", "panic", fmt.Sprint(rec))
-		}
-	}()
-	cat := s.ts.Catalog() // runs app code: outside every lock
-	tools := s.rename(cat.Tools())
-	s.listing.Lock()
-	defer s.listing.Unlock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return // Close gave the definitions back: add none
-	}
-	served := make(map[string]bool, len(tools))
-	toCatalog := make(map[string]string)
-	for _, t := range tools {
-		if t.Name != t.catalog {
-			toCatalog[t.Name] = t.catalog
-		}
-		sig := signature(t.Tool)
-		if s.defs[t.catalog].sig == sig {
-			served[t.catalog] = true
-			continue
-		}
-		def, key, ok := s.tools.acquire(t.Tool)
-		if !ok {
-			s.log.Error("mcpsurface: tool left out: MCP requires an object input schema", "tool", t.Name, "capabilityId", t.CapabilityID)
-			continue
-		}
-		if old, ok := s.defs[t.catalog]; ok {
-			s.tools.release(old.key)
-			if old.name != t.Name {
-				s.mcp.RemoveTools(old.name)
-			}
-		}
-		s.defs[t.catalog] = shown{sig: sig, key: key, name: t.Name}
-		served[t.catalog] = true
-		s.mcp.AddTool(def, s.handler)
-	}
-	var gone []string
-	for name, d := range s.defs {
-		if !served[name] {
-			gone = append(gone, d.name)
-			delete(s.defs, name)
-			s.tools.release(d.key)
-		}
-	}
-	if len(gone) > 0 {
-		slices.Sort(gone)
-		s.mcp.RemoveTools(gone...)
-	}
-	s.mu.Lock()
-	s.current, s.served, s.toCatalog = cat, served, toCatalog
-	s.mu.Unlock()
-}
-
-// namedTool is a catalog entry under its MCP name (Options.ToolNames),
-// with its name in the catalog.
-type namedTool struct {
-	surface.Tool
-	catalog string
-}
-
-// rename gives the tools the names Options.ToolNames asks for. A name
-// applies to a capability with exactly one tool in the catalog, and only
-// if no other tool has that name; otherwise the tool keeps its catalog
-// name (and the conflict is logged).
-func (s *Server) rename(tools []surface.Tool) []namedTool {
-	out := make([]namedTool, len(tools))
-	if len(s.names) == 0 {
-		for i, t := range tools {
-			out[i] = namedTool{t, t.Name}
-		}
-		return out
-	}
-	perCap := map[string]int{}
-	taken := map[string]bool{}
-	for _, t := range tools {
-		perCap[t.CapabilityID]++
-		taken[t.Name] = true
-	}
-	for i, t := range tools {
-		out[i] = namedTool{t, t.Name}
-		name, ok := s.names[t.CapabilityID]
-		switch {
-		case !ok || name == t.Name:
-		case perCap[t.CapabilityID] > 1 || taken[name]:
-			s.log.Warn("mcpsurface: tool keeps its name: Options.ToolNames would make it ambiguous", "tool", t.Name, "capabilityId", t.CapabilityID, "name", name)
-		default:
-			taken[name] = true
-			out[i].Name = name
-		}
-	}
-	return out
-}
-
-// catalogName returns the catalog name of the tool a request calls by
-// its MCP name: the same unless Options.ToolNames renamed it. A renamed
-// tool that has left the list is found by its capability in the catalog
-// the request's session was shown.
-func (s *Server) catalogName(req mcp.Request, name string) string {
-	if len(s.names) == 0 {
-		return name
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.toCatalog[name]; ok {
-		return c
-	}
-	capID, ok := s.byName[name]
-	cat := s.shownTo(req)
-	if !ok || cat == nil {
-		return name
-	}
-	found := ""
-	for _, t := range cat.Tools() {
-		if t.CapabilityID == capID {
-			if found != "" {
-				return name // ambiguous: it was not renamed
-			}
-			found = t.Name
-		}
-	}
-	return firstNonEmpty(found, name)
-}
-
-// shown is a tool this Server put on the MCP server: its signature, the
-// key of its shared definition and its MCP name.
-type shown struct {
-	sig, key toolSig
-	name     string // its MCP name
-}
-
-// toolSig is a digest of everything of a tool that its MCP definition
-// shows, and of what a call of it targets.
-type toolSig [sha256.Size]byte
-
-// signature identifies everything of a tool that its MCP definition shows,
-// and what a call of it targets: a new registration, and for a procedure
-// the surface version gates (destructive, external side effect) a new
-// version, re-add the tool, so that clients hear tools/list_changed and
-// list again rather than call a stale entry.
-func signature(t surface.Tool) toolSig {
-	target := t.RegistrationID
-	if t.Kind == surface.KindProcedure && (t.Effect == surface.EffectDestructive || t.Effect == surface.EffectExternalSideEffect) {
-		target += "@" + t.SurfaceVersion
-	}
-	h := sha256.New()
-	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, string(t.Kind), string(t.Effect),
-		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note, target} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return toolSig(h.Sum(nil))
-}
-
-// jsonText is JSON text held as a string: the registry's schema text,
-// shared rather than copied into every server's tool definitions.
-type jsonText string
-
-// MarshalJSON implements json.Marshaler.
-func (j jsonText) MarshalJSON() ([]byte, error) { return []byte(j), nil }
-
-// toolDef is the MCP definition of a tool; ok is false when its input
-// schema is not an object schema (the SDK would panic).
-func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
-	if !t.ObjectInput() {
-		return nil, false
-	}
-	h := t.Hints()
-	ann := &mcp.ToolAnnotations{ReadOnlyHint: h.ReadOnly, DestructiveHint: ptr(h.Destructive), IdempotentHint: h.Idempotent, OpenWorldHint: ptr(h.OpenWorld)}
-	meta := mcp.Meta{MetaAvailable: t.State.Available, MetaKind: string(t.Kind)}
-	if t.CapabilityID != "" {
-		meta[MetaCapabilityID] = t.CapabilityID
-	}
-	if t.Effect != "" {
-		meta[MetaEffect] = string(t.Effect)
-	}
-	if t.State.UnavailableReason != "" {
-		meta[MetaUnavailableReason] = t.State.UnavailableReason
-	}
-	if t.State.Note != "" {
-		meta[MetaNote] = t.State.Note
-	}
-	return &mcp.Tool{
-		Name: t.Name, Description: t.Description,
-		InputSchema:  jsonText(t.InputSchema),
-		OutputSchema: envelope{output: t.OutputSchema, anyOutput: t.CapabilityID == ""},
-		Annotations:  ann, Meta: meta,
-	}, true
-}
-
-// pin is receiving middleware: a tools/list answered to a session records
-// the catalog it showed, which the session's later calls resolve against.
-func (s *Server) pin(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method != "tools/list" || s.meta {
-			return next(ctx, method, req)
-		}
-		s.listing.RLock()
-		res, err := next(ctx, method, req)
-		s.mu.Lock()
-		cat := s.current
-		s.mu.Unlock()
-		s.listing.RUnlock()
-		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil && cat != nil {
-			if sessionless(req) {
-				s.mu.Lock()
-				s.shared = cat
-				s.mu.Unlock()
-			} else {
-				s.record(ss, cat)
-			}
-		}
-		return res, err
-	}
-}
-
-// sessionless reports whether req came without a session: over HTTP with
-// no session id (2026-07-28 clients, and every client of a stateless
-// handler), each request on a temporary MCP session of its own.
-func sessionless(req mcp.Request) bool {
-	ss, ok := req.GetSession().(*mcp.ServerSession)
-	e := req.GetExtra()
-	return ok && ss.ID() == "" && e != nil && e.Header != nil
-}
-
-// record makes cat the catalog of session ss, and forgets the catalogs of
-// sessions that have ended.
-func (s *Server) record(ss *mcp.ServerSession, cat *surface.Catalog) {
-	s.mu.Lock()
-	_, known := s.listed[ss]
-	s.mu.Unlock()
-	if !known {
-		s.forgetEnded()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		if s.listed == nil {
-			s.listed = map[*mcp.ServerSession]*surface.Catalog{}
-		}
-		s.listed[ss] = cat
-	}
-}
-
-// forgetEnded drops the catalogs of the sessions that have ended, and
-// with them the last references this package held to those sessions.
-func (s *Server) forgetEnded() {
-	s.mu.Lock()
-	if len(s.listed) == 0 {
-		s.mu.Unlock()
-		return
-	}
-	// Only sessions known before the SDK is asked which are live: one
-	// recorded meanwhile is live, whatever the answer says.
-	known := make([]*mcp.ServerSession, 0, len(s.listed))
-	for k := range s.listed {
-		known = append(known, k)
-	}
-	s.mu.Unlock()
-	live := map[*mcp.ServerSession]bool{}
-	for x := range s.mcp.Sessions() {
-		live[x] = true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, k := range known {
-		if !live[k] {
-			delete(s.listed, k)
-		}
-	}
-	s.listed = orNil(s.listed) // an emptied map keeps its memory
-}
-
-// orNil returns m, or nil if it is empty, so that a map that grew and
-// emptied again frees its memory.
-func orNil[K comparable, V any](m map[K]V) map[K]V {
-	if len(m) == 0 {
-		return nil
-	}
-	return m
-}
-
-// catalogFor returns the catalog the calls of req's session resolve
-// against: the one of its last tools/list, else the current one.
-// Session-less requests share one: the last listed to any of them.
-func (s *Server) catalogFor(req mcp.Request) *surface.Catalog {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cat := s.shownTo(req); cat != nil {
-		return cat
-	}
-	return s.current
-}
-
-// shownTo returns the catalog of the last tools/list answered to req's
-// session (or to the session-less requests), or nil. s.mu is held.
-func (s *Server) shownTo(req mcp.Request) *surface.Catalog {
-	if sessionless(req) {
-		return s.shared
-	}
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		return s.listed[ss]
-	}
-	return nil
-}
-
-// shownOnly reports whether req's session was shown a tool called name
-// that the SDK's tool set no longer has: only this package can answer
-// its call.
-func (s *Server) shownOnly(req mcp.Request, name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.served[name] {
-		return false
-	}
-	cat := s.shownTo(req)
-	if cat == nil {
-		return false
-	}
-	_, ok := cat.Tool(name)
-	return ok
-}
-
-// tool returns the entry called name of the current catalog.
-func (s *Server) tool(name string) (surface.Tool, bool) {
-	s.mu.Lock()
-	cat := s.current
-	s.mu.Unlock()
-	if cat == nil {
-		return surface.Tool{}, false
-	}
-	return cat.Tool(name)
 }
 
 // newInvocationID mints an invocation id unique to this Server.

@@ -158,6 +158,7 @@ func (h *HTTPHandler) reclaim(c *cached, victims []string) {
 		delete(c.reclaiming, id)
 	}
 	c.reclaiming = orNil(c.reclaiming)
+	h.reclaimed += uint64(len(victims))
 	h.mu.Unlock()
 	h.log.Info("mcpsurface: closed idle sessions to make room for a new one", "closed", len(victims), "maxSessions", h.opts.MaxSessions)
 }
@@ -216,6 +217,9 @@ func (h *HTTPHandler) tooManySessions(w http.ResponseWriter, body *peeked) {
 			"End one with an HTTP DELETE of its Mcp-Session-Id, or close a subscriptions/listen stream.", h.opts.MaxSessions),
 		Data: data,
 	}})
+	h.mu.Lock()
+	h.refused++
+	h.mu.Unlock()
 	h.log.Warn("mcpsurface: refused a session beyond MaxSessions", "maxSessions", h.opts.MaxSessions)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusTooManyRequests)

@@ -54,12 +54,18 @@ func (c rawClient) postVersion(ctx context.Context, sid, version, body string) (
 	if version != "" {
 		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	if version >= v2026 { // 2026-07-28 requests name their method in a header too
+	if version >= v2026 { // 2026-07-28 requests name their method (and tool) in headers too
 		var m struct {
 			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
 		}
 		_ = json.Unmarshal([]byte(body), &m)
 		req.Header.Set("Mcp-Method", m.Method)
+		if m.Method == "tools/call" {
+			req.Header.Set("Mcp-Name", m.Params.Name)
+		}
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -2,12 +2,19 @@ package mcpsurface_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -140,7 +147,7 @@ func TestTraceContextPanicContained(t *testing.T) {
 
 // Over HTTP, in every mode, a call acts on what was listed: session-less
 // requests (2026-07-28 clients, and every client of a stateless handler)
-// resolve against the last tools/list answered session-less, so a
+// resolve against the last tools/list answered to their client, so a
 // component replaced since is STALE_CAPABILITY registration-replaced
 // until the client lists again. AS-STALE-001.
 func TestHTTPStaleCatalog_AS_STALE_001(t *testing.T) {
@@ -162,4 +169,76 @@ func TestHTTPStaleCatalog_AS_STALE_001(t *testing.T) {
 			requireOK(t, callTool(t, cs, "view_devices__table__selectRows", sel, nil))
 		})
 	}
+}
+
+// Session-less 2026-07-28 clients of one user (one registry and
+// consumer, a credential each) are told apart: each call refers to the
+// catalog its own client was last shown (DESIGN decision 16), so one
+// client's listing neither makes another's stale catalog current nor
+// another's current catalog stale. What is remembered is bounded: beyond
+// MaxListedClients clients, the one used the longest ago is forgotten
+// and resolves against the current catalog, as a client that never
+// listed. AS-STALE-001.
+func TestSessionlessCatalogPerClient_AS_STALE_001(t *testing.T) {
+	reg, a, _ := newAppWith(t, &surface.Options{OnDuplicate: surface.DuplicateReplace})
+	ann := surface.Consumer{ID: "ann", Kind: surface.ConsumerMCPBridge}
+	h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer tok-") {
+			return nil, surface.Consumer{}, errors.New("unknown token")
+		}
+		return reg, ann, nil
+	}, nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		_ = h.Close()
+		srv.Close()
+	})
+	client := func(i int) rawClient { return rawClient{srv.Client(), srv.URL, fmt.Sprint("tok-", i)} }
+	list := func(c rawClient) {
+		t.Helper()
+		status, _, msg, err := c.postVersion(bg, "", v2026, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":`+meta2026+`}}`)
+		if resp, _ := msg.(*jsonrpc.Response); err != nil || status != http.StatusOK || resp == nil || resp.Error != nil {
+			t.Fatalf("tools/list: %d %v %+v", status, err, msg)
+		}
+	}
+	call := func(c rawClient) envelope {
+		t.Helper()
+		status, _, msg, err := c.postVersion(bg, "", v2026, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"view_devices__table__selectRows","arguments":{"ids":["d1"]},"_meta":`+meta2026+`}}`)
+		resp, _ := msg.(*jsonrpc.Response)
+		if err != nil || status != http.StatusOK || resp == nil || resp.Error != nil {
+			t.Fatalf("tools/call: %d %v %+v", status, err, msg)
+		}
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(resp.Result, &res); err != nil {
+			t.Fatal(err)
+		}
+		return decode(t, &res)
+	}
+	remount := func() { surfacetest.MustRegister(t, reg, a.table("main")) }
+
+	// One client's listing does not make another's catalog current.
+	list(client(0))
+	remount()
+	list(client(1))
+	if e := requireCode(t, call(client(0)), surface.CodeStaleCapability); e.Details["reason"] != "registration-replaced" {
+		t.Fatalf("%+v", e)
+	}
+	requireOK(t, call(client(1)))
+	// Nor another's current catalog stale.
+	remount()
+	list(client(1))
+	list(client(0))
+	requireOK(t, call(client(1)))
+	requireOK(t, call(client(0)))
+
+	// Bounded: one client more than remembered, and the first is forgotten.
+	for i := range mcpsurface.MaxListedClients + 1 {
+		list(client(i))
+	}
+	if n := mcpsurface.ListedClients(h); n != mcpsurface.MaxListedClients {
+		t.Fatalf("%d clients remembered, want %d", n, mcpsurface.MaxListedClients)
+	}
+	remount()
+	requireOK(t, call(client(0))) // forgotten: the current catalog
+	requireCode(t, call(client(mcpsurface.MaxListedClients)), surface.CodeStaleCapability)
 }

@@ -1,10 +1,12 @@
 package mcpsurface
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"strconv"
 	"sync"
 
+	"github.com/agentsurface/agentsurface/internal/schema"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -63,10 +65,61 @@ func (d *toolDefs) release(key toolSig) {
 // defSignature identifies everything toolDef puts in a definition.
 func defSignature(t surface.Tool) toolSig {
 	h := sha256.New()
-	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, string(t.Kind), string(t.Effect),
+	for _, s := range []string{t.Name, t.Description, string(t.InputSchema), t.CapabilityID, t.InstanceID, string(t.Kind), string(t.Effect),
 		strconv.FormatBool(t.Idempotent), strconv.FormatBool(t.State.Available), t.State.UnavailableReason, t.State.Note, string(t.OutputSchema)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
 	return toolSig(h.Sum(nil))
+}
+
+// jsonText is JSON text held as a string: the registry's schema text,
+// shared rather than copied into every server's tool definitions.
+type jsonText string
+
+// MarshalJSON implements json.Marshaler.
+func (j jsonText) MarshalJSON() ([]byte, error) { return []byte(j), nil }
+
+// toolDef is the MCP definition of a tool; ok is false when its input
+// schema is not an object schema (the SDK would panic).
+func toolDef(t surface.Tool) (def *mcp.Tool, ok bool) {
+	if !t.ObjectInput() {
+		return nil, false
+	}
+	h := t.Hints()
+	title := t.Title()
+	ann := &mcp.ToolAnnotations{Title: title, ReadOnlyHint: h.ReadOnly, DestructiveHint: ptr(h.Destructive), IdempotentHint: h.Idempotent, OpenWorldHint: ptr(h.OpenWorld)}
+	meta := mcp.Meta{MetaAvailable: t.State.Available, MetaKind: string(t.Kind)}
+	if t.CapabilityID != "" {
+		meta[MetaCapabilityID] = t.CapabilityID
+	}
+	if t.Effect != "" {
+		meta[MetaEffect] = string(t.Effect)
+	}
+	if t.State.UnavailableReason != "" {
+		meta[MetaUnavailableReason] = t.State.UnavailableReason
+	}
+	if t.State.Note != "" {
+		meta[MetaNote] = t.State.Note
+	}
+	return &mcp.Tool{
+		Name: t.Name, Title: title, Description: t.Description,
+		InputSchema:  portable(t.InputSchema),
+		OutputSchema: jsonText(envelopeSchema(surface.JSONText(portable(t.OutputSchema)), t.CapabilityID == "")),
+		Annotations:  ann, Meta: meta,
+	}, true
+}
+
+// portable is a schema as clients map it most widely (schema.Portable):
+// without type arrays, and without schemas that constrain nothing. A
+// schema with neither stays the registry's text, shared.
+func portable(s surface.JSONText) jsonText {
+	if s == "" {
+		return ""
+	}
+	b := []byte(s)
+	if p := schema.Portable(b); !bytes.Equal(p, b) {
+		return jsonText(p)
+	}
+	return jsonText(s)
 }

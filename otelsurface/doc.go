@@ -41,6 +41,7 @@
 //	agentsurface.error.retry        e.g. after-refresh                  (errors)
 //	agentsurface.confirmation.id    the confirmation requested or presented
 //	agentsurface.confirmation.wait  seconds from the request to the approval
+//	agentsurface.grant.id           the standing grant that let the call skip its question
 //
 // Span events mark the phases that matter: "queued" and "admitted" (with
 // agentsurface.queue.wait in seconds) when the call waited for its
@@ -63,6 +64,25 @@
 // confirmation, and carries agentsurface.confirmation.wait: how long the
 // human took. (The link needs the requesting span still remembered: one
 // per request awaiting its retry, at most 4096.)
+//
+// The wait itself is a span of its own, "confirmation <capability id>",
+// from the request to the decision (on the registry's clock), a child of
+// the span that asked when that span is remembered:
+//
+//	agentsurface.confirmation.decision  approved | denied | expired (granted: see below)
+//	agentsurface.confirmation.channel   page | url | form | link | webhook, as the host's Resolution says
+//	agentsurface.confirmation.approver  user | client | host, likewise
+//	agentsurface.confirmation.digest    hex SHA-256 of the canonical digest (the digest holds the input: never on a span)
+//	agentsurface.grant.id               the standing grant the approval made, if any (with a "grant.created" event)
+//
+// A call that a standing grant lets skip the question has, as a child of
+// its own span, a "confirmation <capability id>" span of no duration with
+// decision "granted" and the grant id, and a "grant.used" event
+// (agentsurface.grant.uses, agentsurface.grant.max_uses). A grant
+// created or revoked by the host is an event ("grant.created",
+// "grant.revoked") of the span in the context the host passed to
+// Grants.Create or Grants.Revoke; without one, and for an expiry, it is a
+// span of its own ("grant created", "grant revoked", "grant expired").
 //
 // # Metrics
 //

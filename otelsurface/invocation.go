@@ -34,7 +34,18 @@ const (
 	keyConfirmationExpiresAt attribute.Key = "agentsurface.confirmation.expires_at"
 	keyQueueWait             attribute.Key = "agentsurface.queue.wait"
 	keyComponentType         attribute.Key = "agentsurface.component.type"
+	keyConfirmationDecision  attribute.Key = "agentsurface.confirmation.decision"
+	keyConfirmationChannel   attribute.Key = "agentsurface.confirmation.channel"
+	keyConfirmationApprover  attribute.Key = "agentsurface.confirmation.approver"
+	keyConfirmationDigest    attribute.Key = "agentsurface.confirmation.digest"
+	keyGrantID               attribute.Key = "agentsurface.grant.id"
+	keyGrantUses             attribute.Key = "agentsurface.grant.uses"
+	keyGrantMaxUses          attribute.Key = "agentsurface.grant.max_uses"
 )
+
+// decisionGranted is the decision of a confirmation span whose question a
+// standing grant skipped.
+const decisionGranted = "granted"
 
 // Span event names.
 const (
@@ -43,7 +54,13 @@ const (
 	eventConfirmationRequested = "confirmation.requested"
 	eventConfirmationPresented = "confirmation.presented"
 	eventExecutionStarted      = "execution.started"
+	eventGrantPrefix           = "grant." // + created, used, revoked, expired
 )
+
+// confirmationSpanPrefix begins the name of a confirmation span; the
+// capability id follows (always of a registered capability: only
+// resolved calls ask).
+const confirmationSpanPrefix = "confirmation "
 
 // otherCapability stands, in metric attributes, for every capability id
 // that is not of a registered capability: callers choose the ids they
@@ -67,7 +84,8 @@ type invocation struct {
 	asked    string             // the confirmation this call requested
 	wait     time.Duration      // the human's, when evidence was accepted
 	accepted bool
-	named    bool // the span's name carries the capability id
+	named    bool   // the span's name carries the capability id
+	grant    string // the standing grant that let the call skip its question
 }
 
 // startInvocation is the Telemetry's Invocation hook: it starts the span,
@@ -183,7 +201,24 @@ func (v *invocation) Phase(e surface.PhaseEvent) {
 		if recording {
 			v.span.AddEvent(eventExecutionStarted)
 		}
+	case surface.PhaseConfirmationGranted:
+		v.grant = e.GrantID
+		if recording {
+			v.i.grantedSpan(v, e.GrantID)
+		}
 	}
+}
+
+// grantedSpan records the question a standing grant skipped as the
+// call's confirmation span: a child of the invocation's, of no duration,
+// with the decision "granted" and the grant's id.
+func (i *Instrumentation) grantedSpan(v *invocation, grantID string) {
+	ctx := trace.ContextWithSpan(context.Background(), v.span)
+	_, span := i.tracer.Start(ctx, confirmationSpanPrefix+v.info.CapabilityID)
+	if span.IsRecording() {
+		span.SetAttributes(keyCapabilityID.String(v.info.CapabilityID), keyConfirmationDecision.String(decisionGranted), keyGrantID.String(grantID))
+	}
+	span.End()
 }
 
 // rename names the span after its capability when the id is registered,
@@ -275,6 +310,9 @@ func (v *invocation) attributes(s surface.Settlement, code surface.Code, resolve
 	}
 	if v.accepted {
 		attrs = append(attrs, keyConfirmationWait.Float64(seconds(v.wait)))
+	}
+	if v.grant != "" {
+		attrs = append(attrs, keyGrantID.String(v.grant))
 	}
 	if s.Error != nil {
 		attrs = append(attrs, keyErrorCode.String(string(code)), keyErrorRetry.String(string(s.Error.Retry)))

@@ -142,11 +142,12 @@ func (i *Instrumentation) Telemetry() *surface.Telemetry {
 		Invocation:    i.startInvocation,
 		Confirmation:  i.confirmationChanged,
 		Registrations: i.registrationsChanged,
+		Grant:         i.grantChanged,
 	}
 }
 
-// confirmationChanged counts pending requests and records decision
-// latency.
+// confirmationChanged counts pending requests, records decision latency
+// and, when a request is resolved, its wait as a span.
 func (i *Instrumentation) confirmationChanged(c surface.ConfirmationChange) {
 	ctx := context.Background()
 	capSet := i.sets.get(setKey{capability: c.CapabilityID})
@@ -154,11 +155,70 @@ func (i *Instrumentation) confirmationChanged(c surface.ConfirmationChange) {
 		i.pending.Add(ctx, 1, capSet.add...)
 		return
 	}
+	i.waitSpan(c)
 	i.pending.Add(ctx, -1, capSet.add...)
 	i.decision.Record(ctx, seconds(c.At.Sub(c.RequestedAt)), i.sets.get(setKey{capability: c.CapabilityID, outcome: string(c.Outcome)}).rec...)
 	if c.Outcome != surface.OutcomeApproved {
 		i.links.drop(c.ConfirmationID) // no retry can use it any more
 	}
+}
+
+// waitSpan records a resolved confirmation's wait as its own span, from
+// the request to the decision (times on the registry's clock), a child
+// of the span of the call that asked when that span is remembered: the
+// decision, the channel and the approver kind the host gave, the hash of
+// the digest, and the grant the resolution made.
+func (i *Instrumentation) waitSpan(c surface.ConfirmationChange) {
+	ctx := context.Background()
+	if sc, ok := i.links.get(c.ConfirmationID); ok {
+		ctx = trace.ContextWithSpanContext(ctx, sc)
+	}
+	_, span := i.tracer.Start(ctx, confirmationSpanPrefix+c.CapabilityID, trace.WithTimestamp(c.RequestedAt))
+	if span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 7)
+		attrs = append(attrs, keyCapabilityID.String(c.CapabilityID), keyConfirmationID.String(c.ConfirmationID),
+			keyConfirmationDecision.String(string(c.Outcome)), keyConfirmationDigest.String(c.Digest))
+		if c.Channel != "" {
+			attrs = append(attrs, keyConfirmationChannel.String(string(c.Channel)))
+		}
+		if c.Approver != "" {
+			attrs = append(attrs, keyConfirmationApprover.String(string(c.Approver)))
+		}
+		if c.GrantID != "" {
+			attrs = append(attrs, keyGrantID.String(c.GrantID))
+			span.AddEvent(eventGrantPrefix+string(surface.GrantChangeCreated), trace.WithTimestamp(c.At),
+				trace.WithAttributes(keyGrantID.String(c.GrantID)))
+		}
+		span.SetAttributes(attrs...)
+	}
+	span.End(trace.WithTimestamp(c.At))
+}
+
+// grantChanged records a standing grant created, used, revoked or
+// expired as an event of the span in ctx: the host's request that made
+// or revoked it, the invocation that used it. Without a recording span
+// it gets a span of its own ("grant created", …), but for a use (whose
+// invocation's span does not record) and a creation by a confirmation's
+// resolution (whose wait span records it).
+func (i *Instrumentation) grantChanged(ctx context.Context, c surface.GrantChange) {
+	attrs := []attribute.KeyValue{keyGrantID.String(c.GrantID), keyCapabilityID.String(c.CapabilityID), keyGrantUses.Int(c.Uses)}
+	if c.MaxUses > 0 {
+		attrs = append(attrs, keyGrantMaxUses.Int(c.MaxUses))
+	}
+	event := eventGrantPrefix + string(c.Kind)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(event, trace.WithAttributes(attrs...))
+		return
+	}
+	if c.Kind == surface.GrantChangeUsed || c.Kind == surface.GrantChangeCreated && c.ConfirmationID != "" {
+		return
+	}
+	_, span := i.tracer.Start(ctx, "grant "+string(c.Kind))
+	if span.IsRecording() {
+		span.SetAttributes(attrs...)
+		span.AddEvent(event, trace.WithAttributes(attrs...))
+	}
+	span.End()
 }
 
 // registrationsChanged counts live registrations per component type.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -158,9 +159,12 @@ func TestExecutionFailedSpan(t *testing.T) {
 	}
 }
 
-// The confirmation round trip: the retry presenting the evidence links to
-// the span that asked for it and records the human's wait; the decision
-// latency and the pending count are metrics. AS-CONFIRM-003.
+// The confirmation round trip: the wait is a span of its own, a child of
+// the span that asked, from the request to the decision, with the
+// decision, the channel and approver the host gave and the digest's
+// hash; the retry presenting the evidence links to the span that asked
+// and records the human's wait; the decision latency and the pending
+// count are metrics. AS-CONFIRM-003.
 func TestConfirmationRoundTripLinks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, nil)
@@ -175,17 +179,30 @@ func TestConfirmationRoundTripLinks(t *testing.T) {
 		}
 
 		time.Sleep(45 * time.Second) // the user reads the dialog
-		if !reg.Confirmations().Resolve(cid, surface.Resolution{Approved: true}) {
+		if !reg.Confirmations().Resolve(cid, surface.Resolution{Approved: true, Channel: surface.ChannelURL, Approver: surface.ApproverUser}) {
 			t.Fatal("resolve failed")
 		}
 		retry := reg.Invoke(context.Background(), call(wipeID, wh.ID(), cid), agent)
 		surfacetest.RequireOK(t, retry)
 
 		spans := h.spans.GetSpans()
-		if len(spans) != 2 {
+		if len(spans) != 3 {
 			t.Fatalf("spans = %v", names(spans))
 		}
-		asked, presented := spans[0], spans[1]
+		asked, wait, presented := spans[0], spans[1], spans[2]
+		if wait.Name != "confirmation "+wipeID || wait.Parent.SpanID() != asked.SpanContext.SpanID() ||
+			wait.EndTime.Sub(wait.StartTime) != 45*time.Second {
+			t.Fatalf("wait span %s, parent %v (asked %v), %v long", wait.Name, wait.Parent.SpanID(), asked.SpanContext.SpanID(), wait.EndTime.Sub(wait.StartTime))
+		}
+		requireAttrs(t, "wait span", wait.Attributes, map[string]any{
+			"agentsurface.confirmation.id": cid, "agentsurface.confirmation.decision": "approved",
+			"agentsurface.confirmation.channel": "url", "agentsurface.confirmation.approver": "user",
+		})
+		digest, _ := attrs(wait.Attributes)["agentsurface.confirmation.digest"].(string)
+		if len(digest) != 64 || strings.Contains(digest, "{") {
+			t.Fatalf("digest attribute %q: want the hex SHA-256, never the input", digest)
+		}
+		requireNoAttrs(t, "wait span", wait.Attributes, "agentsurface.grant.id")
 		if asked.Status.Code != codes.Unset {
 			t.Fatalf("asking span status = %+v: CONFIRMATION_REQUIRED is no failure", asked.Status)
 		}

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -24,13 +25,35 @@ type AuditOptions struct {
 	// Replica tags every record with the replica that wrote it. Default:
 	// the host name.
 	Replica string
+	// Durable makes Record return only once its record is committed in
+	// Postgres. The registry records a call's settlement before it
+	// answers, so no answer leaves before its record is stored: a replica
+	// killed at any moment has lost no record of a call it answered.
+	// Records that arrive while a write is under way are written together
+	// by the next one, one COPY and one commit (group commit): the sink
+	// commits about as many records per second as there are Records
+	// waiting at once, divided by a commit's latency, which nears the
+	// asynchronous sink's throughput as concurrent calls grow
+	// (BenchmarkAuditSink), and a call answers a commit later. Record
+	// waits at most Timeout: a record not committed by then
+	// is withdrawn, counted as dropped and logged, and Record returns an
+	// error wrapping [surface.ErrAuditDropped], which the registry logs
+	// before it answers the call (if Postgres was committing the record
+	// when Timeout ran out, it may be stored nonetheless). This departs
+	// from [surface.AuditSink]'s "must not block" by that bound: while
+	// Postgres is unreachable every audited call waits Timeout for each of
+	// its records. Default false: Record queues the record and returns at
+	// once, and a process that dies loses what was queued (the records of
+	// the last few milliseconds).
+	Durable bool
 	// QueueSize bounds the records waiting to be written. When it is full
 	// (Postgres slow or down for long), Record drops the record, counts
 	// it and returns [surface.ErrAuditDropped]. Default 10000.
 	QueueSize int
 	// BatchSize bounds the records written in one COPY. Default 500.
 	BatchSize int
-	// Timeout bounds each write. Default 5s.
+	// Timeout bounds each write and, with Durable, how long Record waits
+	// for its record's commit. Default 5s.
 	Timeout time.Duration
 	// CloseTimeout bounds how long Close keeps trying to write what is
 	// queued; what it cannot write by then is dropped, counted and
@@ -48,10 +71,14 @@ type AuditOptions struct {
 // to the agentsurface_audit table ([Migrate] creates it), shared with
 // every other replica: the whole deployment's audit trail is one table.
 //
-// Record never blocks: it queues the record, and one goroutine writes
-// the queue in batches (COPY) as fast as Postgres takes them. While
-// Postgres is unreachable the queue holds the records and the writer
-// retries; the records beyond QueueSize are dropped, counted in
+// Record queues the record, and one goroutine writes the queue in
+// batches (COPY) as fast as Postgres takes them: each write takes every
+// record queued while the previous one ran, up to BatchSize, in one
+// statement and one commit. By default Record never blocks; with
+// AuditOptions.Durable it returns once its record is committed (or, at
+// most, after Timeout). While Postgres is unreachable the queue holds the
+// records and the writer retries; the records beyond QueueSize (and, with
+// Durable, those not committed within Timeout) are dropped, counted in
 // [AuditSink.Stats] and the agentsurface.audit.records metric, and
 // logged. A record Postgres refuses as invalid is dropped alone, not its
 // batch. Close writes what is queued. It is safe for concurrent use.
@@ -65,7 +92,7 @@ type AuditSink struct {
 	metrics metric.Registration
 
 	mu      sync.Mutex
-	queue   []auditRow
+	queue   []entry
 	closed  bool
 	written uint64
 	dropped uint64
@@ -76,6 +103,22 @@ type AuditSink struct {
 
 // auditRow is one record as written, in the column order of auditColumns.
 type auditRow []any
+
+// entry is a queued record.
+type entry struct {
+	row auditRow
+	// With Durable: when Record stops waiting, and where the writer sends
+	// its verdict (nil: committed), once (the channel has room for it).
+	deadline time.Time
+	done     chan error
+}
+
+// Verdicts of durable records that were not stored.
+var (
+	errAuditTimeout = fmt.Errorf("%w: not committed within AuditOptions.Timeout", surface.ErrAuditDropped)
+	errAuditRefused = fmt.Errorf("%w: refused by Postgres", surface.ErrAuditDropped)
+	errAuditClosing = fmt.Errorf("%w: Postgres did not take it before Close gave up", surface.ErrAuditDropped)
+)
 
 var auditColumns = []string{"replica", "session", "at", "type", "capability_id", "registration_id",
 	"invocation_id", "confirmation_id", "consumer_id", "status", "code", "duration_ms", "queue_wait_ms",
@@ -114,7 +157,8 @@ func NewAuditSink(pool *pgxpool.Pool, opts *AuditOptions) *AuditSink {
 }
 
 // Record implements surface.AuditSink for records of no particular
-// session. It never blocks.
+// session. It never blocks, unless the sink is durable (see
+// AuditOptions.Durable).
 func (s *AuditSink) Record(_ context.Context, e surface.AuditEvent) error {
 	return s.record("", e)
 }
@@ -137,20 +181,30 @@ func (ss sessionSink) Record(_ context.Context, e surface.AuditEvent) error {
 }
 
 func (s *AuditSink) record(session string, e surface.AuditEvent) error {
-	row := s.row(session, e)
+	en := entry{row: s.row(session, e)}
+	if s.opts.Durable {
+		en.done = make(chan error, 1)
+	}
 	s.mu.Lock()
 	if s.closed || len(s.queue) >= s.opts.QueueSize {
 		s.dropLocked(1, "the audit queue is full or the sink closed")
 		s.mu.Unlock()
 		return surface.ErrAuditDropped
 	}
-	s.queue = append(s.queue, row)
+	if en.done != nil {
+		// Set under the lock: the queue's deadlines never decrease.
+		en.deadline = time.Now().Add(s.opts.Timeout)
+	}
+	s.queue = append(s.queue, en)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return nil
+	if en.done == nil {
+		return nil
+	}
+	return <-en.done // the writer answers by the deadline
 }
 
 // row returns e as a table row. Text that Postgres cannot store (invalid
@@ -210,6 +264,7 @@ func (s *AuditSink) run() {
 	var failing, lastFailLog time.Time // when writes started failing; when that was last logged
 	for {
 		s.mu.Lock()
+		s.expireLocked(time.Now())
 		batch := s.queue[:min(len(s.queue), s.opts.BatchSize)]
 		s.mu.Unlock()
 		if len(batch) == 0 {
@@ -223,12 +278,21 @@ func (s *AuditSink) run() {
 			}
 			continue
 		}
-		// Record only appends, past the batch: the batch is not touched
-		// while it is written.
-		consumed, stored, err := s.write(batch, deadline)
+		// Record only appends, past the batch, and only this goroutine
+		// removes from the front: the batch is not touched while it is
+		// written.
+		verdicts, err := s.write(batch, deadline)
 		s.mu.Lock()
-		s.queue = s.queue[consumed:]
-		s.written += uint64(stored)
+		for i, v := range verdicts {
+			if v == nil {
+				s.written++
+			}
+			if done := s.queue[i].done; done != nil {
+				done <- v
+			}
+		}
+		clear(s.queue[:len(verdicts)]) // no reference to a settled record stays
+		s.queue = s.queue[len(verdicts):]
 		queued := len(s.queue)
 		s.mu.Unlock()
 		if err == nil {
@@ -251,6 +315,11 @@ func (s *AuditSink) run() {
 		if !deadline.IsZero() && !now.Before(deadline) {
 			s.mu.Lock()
 			n := len(s.queue)
+			for _, en := range s.queue {
+				if en.done != nil {
+					en.done <- errAuditClosing
+				}
+			}
 			s.queue = nil
 			s.lastDropLog = time.Time{} // say it now
 			s.dropLocked(n, "closing: Postgres did not take them within CloseTimeout")
@@ -261,11 +330,16 @@ func (s *AuditSink) run() {
 		if !deadline.IsZero() {
 			wait = min(wait, time.Until(deadline))
 		}
+		s.mu.Lock()
+		if d := s.queue[0].deadline; !d.IsZero() {
+			wait = min(wait, time.Until(d)) // its Record is waiting for a verdict
+		}
+		s.mu.Unlock()
 		stop := s.stop
 		if !deadline.IsZero() {
 			stop = nil // closing already: only the deadline counts
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(max(wait, 0))
 		select {
 		case <-t.C:
 		case <-stop:
@@ -276,52 +350,78 @@ func (s *AuditSink) run() {
 	}
 }
 
+// expireLocked withdraws the durable records at the front of the queue
+// whose Record stopped waiting at now: they are lost. Deadlines never
+// decrease along the queue.
+func (s *AuditSink) expireLocked(now time.Time) {
+	n := 0
+	for n < len(s.queue) && !s.queue[n].deadline.IsZero() && !now.Before(s.queue[n].deadline) {
+		s.queue[n].done <- errAuditTimeout
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	clear(s.queue[:n])
+	s.queue = s.queue[n:]
+	s.dropLocked(n, "not committed within Timeout (durable)")
+}
+
 // Retry intervals of a failing write.
 const (
 	minBackoff = 50 * time.Millisecond
 	maxBackoff = 2 * time.Second
 )
 
-// write writes batch. It returns how many rows from its front are done
-// with (stored, or refused and dropped) and how many were stored. A batch
-// that Postgres refuses for its data is written row by row, and the rows
-// it refuses are dropped (counted and logged); any other failure is
-// returned, and the rows not done with are retried.
-func (s *AuditSink) write(batch []auditRow, deadline time.Time) (consumed, stored int, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-	if !deadline.IsZero() {
-		cancel()
-		ctx, cancel = context.WithDeadline(context.Background(), deadline)
+// write writes batch within Timeout (or by closing, the end of
+// CloseTimeout), and by the deadline of its first durable record, whose
+// Record waits for it. It returns the verdicts of the records from its
+// front that are done with: nil for those stored, an error for those
+// Postgres refused (dropped, counted and logged). A batch that Postgres
+// refuses for its data is written row by row, and the rows it refuses are
+// dropped; any other failure is returned, and the rows not done with are
+// retried.
+func (s *AuditSink) write(batch []entry, closing time.Time) (verdicts []error, err error) {
+	end := time.Now().Add(s.opts.Timeout)
+	if !closing.IsZero() {
+		end = closing
 	}
+	if d := batch[0].deadline; !d.IsZero() && d.Before(end) {
+		end = d
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
 	rows := make([][]any, len(batch))
-	for i, r := range batch {
-		rows[i] = r
+	for i, en := range batch {
+		rows[i] = en.row
 	}
-	n, err := s.pool.CopyFrom(ctx, pgx.Identifier{"agentsurface_audit"}, auditColumns, pgx.CopyFromRows(rows))
+	_, err = s.pool.CopyFrom(ctx, pgx.Identifier{"agentsurface_audit"}, auditColumns, pgx.CopyFromRows(rows))
 	switch {
 	case err == nil:
-		return len(rows), int(n), nil
+		return make([]error, len(rows)), nil
 	case !invalidData(err):
-		again(ctx, s.pool, err) // the retry (after the backoff) gets a fresh connection
-		return 0, 0, err
+		// The retry (after the backoff) gets another connection: the pool
+		// drops one that broke.
+		return nil, err
 	}
-	for i, r := range rows {
+	verdicts = make([]error, 0, len(rows))
+	for _, r := range rows {
 		_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"agentsurface_audit"}, auditColumns, pgx.CopyFromRows([][]any{r}))
 		switch {
 		case err == nil:
-			stored++
+			verdicts = append(verdicts, nil)
 		case invalidData(err):
 			s.log.Error("replica: Postgres refused an audit record; it is dropped", "type", r[3], "invocationId", r[6], "error", err)
 			s.mu.Lock()
 			s.lastDropLog = time.Time{}
 			s.dropLocked(1, "refused by Postgres")
 			s.mu.Unlock()
+			verdicts = append(verdicts, errAuditRefused)
 		default:
-			return i, stored, err
+			return verdicts, err
 		}
 	}
-	return len(rows), stored, nil
+	return verdicts, nil
 }
 
 // invalidData reports whether Postgres refused the data itself (SQLSTATE

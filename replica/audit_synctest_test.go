@@ -68,3 +68,44 @@ func TestAuditDropLogAndCloseTiming(t *testing.T) {
 		}
 	})
 }
+
+// A durable Record with Postgres unreachable returns exactly at Timeout
+// (virtual time), its record counted as dropped; records that wait
+// together all get their answer by their own deadline. (Issue 38.4.)
+func TestDurableAuditWaitsExactlyTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg, err := pgxpool.ParseConfig("postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		sink := replica.NewAuditSink(pool, &replica.AuditOptions{Durable: true, Timeout: 3 * time.Second, CloseTimeout: time.Second})
+		start := time.Now()
+		done := make(chan time.Duration, 3)
+		for i := range 3 {
+			go func() {
+				time.Sleep(time.Duration(i) * time.Second)
+				err := sink.Record(context.Background(), surface.AuditEvent{Type: surface.AuditRegistration})
+				if !errors.Is(err, surface.ErrAuditDropped) {
+					t.Errorf("Record %d: %v", i, err)
+				}
+				done <- time.Since(start) - time.Duration(i)*time.Second
+			}()
+		}
+		for range 3 {
+			if took := <-done; took != 3*time.Second {
+				t.Errorf("a durable Record returned after %v, want the Timeout, 3s", took)
+			}
+		}
+		if st := sink.Stats(); st.Dropped != 3 || st.Written != 0 || st.Queued != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		if err := sink.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

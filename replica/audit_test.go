@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/surfacetest"
+	"github.com/jackc/pgx/v5"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -280,4 +282,115 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A durable sink's Record returns once its record is committed: a
+// reader that queries right after finds it. Records of concurrent calls
+// share commits (group commit). (Issue 38.4.)
+func TestDurableAuditCommitsBeforeRecordReturns(t *testing.T) {
+	pool, url := migrated(t)
+	reader := openPool(t, url)
+	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1", Durable: true})
+	defer sink.Close()
+	const callers, each = 16, 10
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("inv_%d_%d", c, i)
+				if err := sink.For("s1").Record(context.Background(), surface.AuditEvent{At: time.Now(),
+					Type: surface.AuditInvocationSettled, InvocationID: id, Status: surface.StatusOK}); err != nil {
+					t.Errorf("Record %s: %v", id, err)
+					return
+				}
+				var n int
+				if err := reader.QueryRow(context.Background(), `SELECT count(*) FROM agentsurface_audit WHERE invocation_id = $1`, id).Scan(&n); err != nil || n != 1 {
+					t.Errorf("%s right after Record returned: %d rows, %v", id, n, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// 64 callers at once: their records share a few transactions.
+	start := make(chan struct{})
+	for c := range 64 {
+		wg.Go(func() {
+			<-start
+			if err := sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+				InvocationID: fmt.Sprint("burst_", c), Status: surface.StatusOK}); err != nil {
+				t.Errorf("Record: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	var txs int
+	if err := reader.QueryRow(context.Background(), `SELECT count(DISTINCT xmin::text) FROM agentsurface_audit WHERE invocation_id LIKE 'burst_%'`).Scan(&txs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("64 concurrent records committed in %d transactions", txs)
+	if txs > 16 {
+		t.Errorf("64 concurrent records took %d commits: no group commit", txs)
+	}
+	if st := sink.Stats(); st.Written != callers*each+64 || st.Dropped != 0 || st.Queued != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// While Postgres is down a durable Record gives up after Timeout, counts
+// the record lost and says so; the record is not written later (the
+// count is the truth). Once Postgres is back, records are committed
+// again. (Issue 38.4.)
+func TestDurableAuditWithPostgresDown(t *testing.T) {
+	srv, pool, url := privateMigrated(t)
+	logs := new(syncWriter)
+	const timeout = 500 * time.Millisecond
+	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1", Durable: true, Timeout: timeout,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	defer sink.Close()
+	record := func(id string) error {
+		return sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+			InvocationID: id, Status: surface.StatusOK})
+	}
+	if err := record("before"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			start := time.Now()
+			err := record(fmt.Sprint("during_", i))
+			if took := time.Since(start); !errors.Is(err, surface.ErrAuditDropped) || took < timeout || took > timeout+3*time.Second {
+				t.Errorf("Record with Postgres down: %v after %v, want ErrAuditDropped after %v", err, took, timeout)
+			}
+		})
+	}
+	wg.Wait()
+	if st := sink.Stats(); st.Dropped != 5 || st.Written != 1 || st.Queued != 0 {
+		t.Fatalf("stats during the outage: %+v", st)
+	}
+	if !strings.Contains(logs.String(), "not committed within Timeout") {
+		t.Fatalf("the lost records are not in the log:\n%s", logs.String())
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "records are committed again", func() bool { return record("after") == nil })
+	var ids []string
+	rows, err := openPool(t, url).Query(context.Background(), `SELECT invocation_id FROM agentsurface_audit ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) < 2 || ids[0] != "before" || ids[len(ids)-1] != "after" || slices.ContainsFunc(ids, func(id string) bool { return strings.HasPrefix(id, "during_") }) {
+		t.Fatalf("the table holds %v", ids)
+	}
+	if st := sink.Stats(); st.Written != uint64(len(ids)) {
+		t.Fatalf("stats %+v, table %d rows", st, len(ids))
+	}
 }

@@ -2,13 +2,18 @@ package replica_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentsurface/agentsurface/replica"
+	"github.com/agentsurface/agentsurface/surface"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -140,3 +145,83 @@ func BenchmarkMCPCalls(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAuditSink measures the audit records committed per second by
+// callers recording at once (64, then 256), with the asynchronous sink
+// (Record queues; the clock stops once the writer has written every
+// record) and the durable one (each Record returns once its record is
+// committed; concurrent records share a statement). The record is a
+// call's settlement at metadata level, as most are. The durable sink's
+// throughput is its callers divided by a commit's latency, so it grows
+// with them.
+func BenchmarkAuditSink(b *testing.B) {
+	pool, _ := migrated(b)
+	ms := int64(3)
+	ev := surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled, CapabilityID: "view:devices.table.selectRows",
+		RegistrationID: "reg_0123456789", InvocationID: "inv_0123456789abcdef", ConsumerID: "mcp-bridge:agent",
+		Status: surface.StatusOK, DurationMs: &ms, ExecutionMs: &ms}
+	for _, callers := range []int{64, 256} {
+		for _, mode := range []string{"async", "durable"} {
+			b.Run(fmt.Sprintf("%s/callers=%d", mode, callers), func(b *testing.B) {
+				sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "bench", Durable: mode == "durable",
+					QueueSize: b.N + 1}) // the asynchronous sink drops nothing
+				defer sink.Close()
+				session := sink.For("s_0123456789")
+				b.ReportAllocs()
+				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := session.Record(context.Background(), ev); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				for sink.Stats().Written < uint64(b.N) {
+					time.Sleep(100 * time.Microsecond)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			})
+		}
+	}
+}
+
+// BenchmarkAuditedCalls measures calls answered per second by one
+// replica whose calls each record their settlement (the app's /hit), 64
+// clients at once, each with its own session: with the asynchronous
+// audit sink and with the durable one, whose calls are answered only once
+// their record is committed.
+func BenchmarkAuditedCalls(b *testing.B) {
+	_, url := migrated(b)
+	for _, mode := range []string{"async", "durable"} {
+		b.Run(mode, func(b *testing.B) {
+			n := startNode(b, url, "bench-"+mode, nodeOptions{audit: true, durableAudit: mode == "durable", log: quiet})
+			c := client(b)
+			const clients = 64
+			toks := make([]string, clients)
+			for i := range toks {
+				toks[i] = newSession(b, c, n.addr)
+			}
+			var next atomic.Uint64
+			b.ReportAllocs()
+			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				tok := toks[(next.Add(1)-1)%clients]
+				for pb.Next() {
+					get(b, c, n.addr+"/hit", tok)
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+			if st := n.app.audit.Stats(); st.Dropped != 0 {
+				b.Fatalf("audit: %+v", st)
+			}
+		})
+	}
+}
+
+// quiet discards a benchmark node's log.
+var quiet = slog.New(slog.DiscardHandler)

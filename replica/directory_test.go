@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,17 +39,31 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 
 func TestOpenDirectoryRefusesBadOptions(t *testing.T) {
 	pool, _ := migrated(t)
-	for name, o := range map[string]*replica.Options{
-		"nil":          nil,
-		"short secret": {Addr: "http://127.0.0.1:1", Secret: []byte("short")},
-		"no addr":      {Secret: secret},
-		"addr path":    {Addr: "http://127.0.0.1:1/base", Secret: secret},
-		"addr scheme":  {Addr: "127.0.0.1:1", Secret: secret},
+	for name, c := range map[string]struct {
+		addr   string
+		secret []byte
+	}{
+		"short secret": {"http://127.0.0.1:1", []byte("short")},
+		"no addr":      {"", secret},
+		"addr path":    {"http://127.0.0.1:1/base", secret},
+		"addr scheme":  {"127.0.0.1:1", secret},
+		"addr user":    {"http://u:p@127.0.0.1:1", secret},
 	} {
-		if d, err := replica.OpenDirectory(context.Background(), pool, o); err == nil {
+		if d, err := replica.OpenDirectory(context.Background(), pool, c.addr, c.secret, nil); err == nil {
 			d.Close()
 			t.Errorf("%s: OpenDirectory succeeded", name)
 		}
+	}
+	// Nil options mean the defaults.
+	d, err := replica.OpenDirectory(context.Background(), pool, "http://127.0.0.1:1", secret, nil)
+	if err != nil {
+		t.Fatalf("nil options: %v", err)
+	}
+	if host, _ := os.Hostname(); d.Name() != host || !strings.HasPrefix(d.ID(), "r_") || len(d.ID()) != 2+26 {
+		t.Fatalf("defaults: name %q, id %q", d.Name(), d.ID())
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -28,20 +28,19 @@ func Example() {
 		log.Fatal(err)
 	}
 	var sessions *sessionStore // the application's own
-	dir, err := replica.OpenDirectory(ctx, pool, &replica.Options{
-		Addr:        "http://" + os.Getenv("POD_IP") + ":8080",
-		Secret:      []byte(os.Getenv("REPLICA_SECRET")), // 32+ bytes, the same on every replica
-		OnLeaseLost: func() { sessions.endAll() },
-	})
+	dir, err := replica.OpenDirectory(ctx, pool,
+		"http://"+os.Getenv("POD_IP")+":8080", // where the other replicas reach this one
+		[]byte(os.Getenv("REPLICA_SECRET")),   // 32+ bytes, the same on every replica
+		&replica.Options{OnLeaseLost: func() { sessions.endAll() }})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer dir.Close()
-	audit := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: os.Getenv("POD_NAME")})
+	// Durable: a call's answer leaves once its audit record is committed.
+	audit := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: os.Getenv("POD_NAME"), Durable: true})
 	defer audit.Close()
-	changes, err := replica.NewNotifier(ctx, pool, "devices_changed", replica.NotifierOptions{
-		OnNotify: func(replica.Notification) { sessions.refreshAll() },
-	})
+	changes, err := replica.NewNotifier(ctx, pool, "devices_changed",
+		func(replica.Notification) { sessions.refreshAll() }, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,17 +58,25 @@ func Example() {
 	// Ending one: dir.Release(cookie, bearer).
 	// After a domain write: changes.Notify(ctx, "") and refresh the local sessions.
 
-	srv := &http.Server{Addr: ":8080", Handler: dir.Forward(sessions, replica.ForwardOptions{
-		Token: func(r *http.Request) string {
-			if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				return t // an MCP client
-			}
-			if c, err := r.Cookie("session"); err == nil {
-				return c.Value // the page
-			}
-			return "" // a first visit: served here, which then owns the new session
-		},
-	})}
+	token := func(r *http.Request) string {
+		if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			return t // an MCP client
+		}
+		if c, err := r.Cookie("session"); err == nil {
+			return c.Value // the page
+		}
+		return "" // a first visit: served here, which then owns the new session
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", dir.Forward(sessions, token, nil))
+	// The balancer's readiness probe: 503 from Drain on, so that it stops
+	// sending requests here before the replica stops.
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := dir.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
+	srv := &http.Server{Addr: ":8080", Handler: mux}
 	log.Fatal(srv.ListenAndServe())
 }
 

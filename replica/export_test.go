@@ -1,6 +1,10 @@
 package replica
 
-import "time"
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
 
 // KeyOf returns the stored form of token, for tests that tamper with the
 // table.
@@ -9,14 +13,19 @@ func (d *Directory) KeyOf(token string) []byte {
 	return k[:]
 }
 
-// Freeze stops the renewal loop and makes Close leave no trace, as if the
-// process had stopped dead: the lease runs out on its own.
-func (d *Directory) Freeze() {
-	d.mu.Lock()
-	d.frozen = true
-	d.mu.Unlock()
-	d.stopOnce.Do(func() { close(d.stop) })
-	<-d.done
+// StopRenewing stops the renewal loop, as a process that stalls stops
+// it: the directory goes on answering, and its lease runs out.
+func (d *Directory) StopRenewing() { d.halt() }
+
+// Crash closes the directory without leaving a trace, as if the process
+// had stopped dead: its lease runs out on its own.
+func (d *Directory) Crash() { _ = d.shutdown(false) }
+
+// LeaseDeadline returns when this replica's lease runs out unless
+// renewed, on the local clock.
+func (d *Directory) LeaseDeadline() time.Time {
+	_, deadline, _ := d.lease.state()
+	return deadline
 }
 
 // SignHop signs a hop header as the forwarder does.
@@ -28,4 +37,17 @@ func (d *Directory) SignHop(from, to string, at time.Time, method, host, uri, to
 func ParseHop(v string) error {
 	_, err := parseHop(v)
 	return err
+}
+
+// NewForwarder returns a forwarding handler of a directory that is never
+// opened, to read its options.
+func NewForwarder(opts *ForwardOptions) http.Handler {
+	return (&Directory{log: slog.New(slog.DiscardHandler)}).Forward(http.NotFoundHandler(),
+		func(*http.Request) string { return "" }, opts)
+}
+
+// ResponseHeaderTimeoutOf returns the ResponseHeaderTimeout a forwarding
+// handler applies.
+func ResponseHeaderTimeoutOf(h http.Handler) time.Duration {
+	return h.(*forwarder).opts.ResponseHeaderTimeout
 }

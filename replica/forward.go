@@ -30,59 +30,95 @@ var (
 	ErrBadHop = errors.New("replica: invalid forwarded request")
 )
 
-// ForwardOptions configure [Directory.Forward]. Token is required.
+// ServedByHeader is the response header that names the replica that
+// served a request (its Options.Name): Forward sets it on every answer
+// given on this replica — a request for a session it owns or naming
+// none, one another replica forwarded here, the ended answer, an error
+// of forwarding — and relays the owner's on a forwarded answer. It tells
+// an operator which replica's log to read; it is not authenticated.
+const ServedByHeader = "Agentsurface-Replica"
+
+// DefaultResponseHeaderTimeout is ForwardOptions.ResponseHeaderTimeout's
+// default.
+const DefaultResponseHeaderTimeout = time.Minute
+
+// ForwardOptions configure [Directory.Forward]. Nil, like every zero
+// field, means the documented defaults.
 type ForwardOptions struct {
-	// Token returns the secret by which r names its session (a cookie's
-	// value, a bearer token), or "" when r names none, e.g. a first visit
-	// or a static file. It is called once per request, on the replica the
-	// request lands on and again on the owner, which authenticates the
-	// token itself as it would without forwarding. Required.
-	Token func(r *http.Request) string
 	// Ended serves requests for a session that no live replica owns. Nil
 	// means the wrapped handler serves them: it holds no such session, so
 	// it answers exactly as it does for any ended one (its 401 with a
 	// message, or a new session for a page).
 	Ended http.Handler
 	// ErrorHandler answers a request that could not be forwarded or whose
-	// owner failed; err wraps one of ErrUnavailable, ErrOwnerUnreachable,
-	// ErrOwnerFailed, ErrOwnerGone, ErrOwnerTimeout or ErrBadHop. Nil
-	// means [DefaultErrorHandler].
+	// owner failed, or a request for a session of this replica arriving
+	// after its lease's deadline; err wraps one of ErrUnavailable,
+	// ErrOwnerUnreachable, ErrOwnerFailed, ErrOwnerGone, ErrOwnerTimeout,
+	// ErrBadHop or ErrLeaseLost. Nil means [DefaultErrorHandler].
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
-	// ResponseHeaderTimeout, if positive, bounds the wait for the owner's
-	// response headers (then ErrOwnerTimeout). Leave it zero where the
-	// application holds requests open before answering, such as a call
-	// waiting for a person's approval: a stalled owner is still found out,
-	// when its lease runs out (ErrOwnerGone).
+	// ResponseHeaderTimeout bounds the wait for the response headers of
+	// a forwarded request: an owner that is alive (it renews its lease)
+	// but sends no headers by then is cut off, and the client gets 504
+	// ([ErrOwnerTimeout]). Zero means [DefaultResponseHeaderTimeout], one
+	// minute: twice the registry's longest default execution bound (a
+	// procedure's 30 s), so no call the registry lets run is cut, while a
+	// stuck owner holds a request a minute at most. Only the wait for the
+	// headers is bounded: event streams and MCP streams send theirs at
+	// once and then stay open as long as they need. A negative value
+	// means no bound (an owner that stalls is still found out when its
+	// lease runs out: ErrOwnerGone).
 	ResponseHeaderTimeout time.Duration
+	// LongLived reports the requests that may legitimately wait longer
+	// than ResponseHeaderTimeout before the owner sends headers, such as
+	// a call held open until a person approves it, or a long poll; they
+	// are bounded only by the owner's lease and by the client. Nil means
+	// none. It is called once per forwarded request, on the replica that
+	// forwards it.
+	LongLived func(r *http.Request) bool
 	// MaxHopAge is how old (or how far in the future, for clocks apart) a
 	// forwarded request's signature may be. Default 30s.
 	MaxHopAge time.Duration
 }
 
 // Forward returns a handler that serves each request where its session
-// lives: requests for sessions this replica owns, and requests naming no
+// lives. token returns the secret by which a request names its session (a
+// cookie's value, a bearer token), or "" when it names none, such as a
+// first visit or a static file; it is called once per request, on the
+// replica the request lands on and again on the owner, which
+// authenticates the token itself as it would without forwarding. opts
+// may be nil.
+//
+// Requests for sessions this replica owns, and requests naming no
 // session, go to next; requests for a session another live replica owns
 // are proxied to it, streamed both ways (server-sent events and MCP
 // streams are flushed as they come; a client that goes away cancels the
 // forwarded request); requests for a session no live replica owns go to
 // opts.Ended. A forwarded request is authenticated ([HopHeader]) and
 // served by next on the replica it reaches: it is never forwarded again.
+// Every answer names the replica that served it ([ServedByHeader]).
 //
 // Forwarding does not authenticate the session: the owner does, as
 // without forwarding. The directory stores no token, so a forged or
 // guessed one finds no owner, or reaches the owner of its hash and is
 // refused there.
-func (d *Directory) Forward(next http.Handler, opts ForwardOptions) http.Handler {
-	if opts.Token == nil {
-		panic("replica: ForwardOptions.Token is required")
+func (d *Directory) Forward(next http.Handler, token func(r *http.Request) string, opts *ForwardOptions) http.Handler {
+	if token == nil {
+		panic("replica: Forward needs a token function")
 	}
-	if opts.MaxHopAge <= 0 {
-		opts.MaxHopAge = 30 * time.Second
+	var o ForwardOptions
+	if opts != nil {
+		o = *opts
 	}
-	if opts.ErrorHandler == nil {
-		opts.ErrorHandler = DefaultErrorHandler
+	if o.MaxHopAge <= 0 {
+		o.MaxHopAge = 30 * time.Second
 	}
-	f := &forwarder{d: d, next: next, opts: opts}
+	if o.ErrorHandler == nil {
+		o.ErrorHandler = DefaultErrorHandler
+	}
+	if o.ResponseHeaderTimeout == 0 {
+		o.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	f := &forwarder{d: d, next: next, token: token, opts: o}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite:        f.rewrite,
 		Transport:      d.transport,
@@ -97,6 +133,7 @@ func (d *Directory) Forward(next http.Handler, opts ForwardOptions) http.Handler
 type forwarder struct {
 	d     *Directory
 	next  http.Handler
+	token func(r *http.Request) string
 	opts  ForwardOptions
 	proxy *httputil.ReverseProxy
 }
@@ -129,20 +166,23 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.serveHop(w, r, v)
 		return
 	}
-	token := f.opts.Token(r)
+	token := f.token(r)
 	if token == "" {
-		f.d.stats.add(outcomeLocal)
-		f.next.ServeHTTP(w, r)
+		f.local(w, r, outcomeLocal)
 		return
 	}
 	k := f.d.key(token)
 	p, local, err := f.d.lookup(r.Context(), k)
 	switch {
 	case local:
-		f.d.stats.add(outcomeLocal)
-		f.next.ServeHTTP(w, r)
+		f.local(w, r, outcomeLocal)
 	case errors.Is(err, ErrNoOwner) || errors.Is(err, ErrClosed):
 		f.ended(w, r)
+	case errors.Is(err, ErrLeaseLost):
+		// This replica's session, but its lease may have run out: every
+		// other replica may answer it as ended already, and the
+		// application, which has not heard yet, would still serve it.
+		f.fail(w, r, err)
 	case err != nil:
 		f.fail(w, r, err)
 	default:
@@ -158,27 +198,47 @@ func (f *forwarder) serveHop(w http.ResponseWriter, r *http.Request, values []st
 		f.fail(w, r, fmt.Errorf("%w: %v", ErrBadHop, errBadHopHeader))
 		return
 	}
-	k := f.d.key(f.opts.Token(r))
+	k := f.d.key(f.token(r))
 	if !f.d.verifyHop(h, time.Now(), f.opts.MaxHopAge, r.Method, r.Host, r.RequestURI, k) {
 		f.fail(w, r, fmt.Errorf("%w: the signature does not verify or is older than %v", ErrBadHop, f.opts.MaxHopAge))
 		return
 	}
 	r.Header.Del(HopHeader)
 	r = r.WithContext(context.WithValue(r.Context(), hopCtxKey{}, h.from))
-	if to := f.d.ID(); h.to != to {
+	to, err := f.d.lease.valid(time.Now())
+	switch {
+	case err != nil && h.to == f.d.ID():
+		// For this registration, past its lease's deadline.
+		f.d.poke()
+		f.fail(w, r, fmt.Errorf("%w: a forwarded request arrived after the lease's deadline", err))
+	case err != nil || h.to != to:
 		// Meant for an earlier registration of this replica, whose
 		// sessions ended with its lease.
 		f.d.log.Warn("replica: request forwarded to a previous registration of this replica; answering as ended",
-			"from", h.from, "to", h.to, "self", to)
+			"from", h.from, "to", h.to, "self", f.d.ID())
 		f.ended(w, r)
-		return
+	default:
+		f.local(w, r, outcomeReceived)
 	}
-	f.d.stats.add(outcomeReceived)
+}
+
+// local serves r here.
+func (f *forwarder) local(w http.ResponseWriter, r *http.Request, o outcome) {
+	f.d.stats.add(o)
+	f.servedHere(w)
 	f.next.ServeHTTP(w, r)
+}
+
+// servedHere names this replica in the answer.
+func (f *forwarder) servedHere(w http.ResponseWriter) {
+	if f.d.opts.Name != "" {
+		w.Header().Set(ServedByHeader, f.d.opts.Name)
+	}
 }
 
 func (f *forwarder) ended(w http.ResponseWriter, r *http.Request) {
 	f.d.stats.add(outcomeEnded)
+	f.servedHere(w)
 	if f.opts.Ended != nil {
 		f.opts.Ended.ServeHTTP(w, r)
 		return
@@ -186,19 +246,19 @@ func (f *forwarder) ended(w http.ResponseWriter, r *http.Request) {
 	f.next.ServeHTTP(w, r)
 }
 
-// forward proxies r to p, stopping it when p's lease runs out or, if
-// set, when p sends no headers in time.
+// forward proxies r to p, stopping it when p's lease runs out or when p
+// sends no headers in time (unless r is long-lived).
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, p *peer, k key) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	untrack, ok := f.d.track(p, cancel)
+	untrack, ok := f.d.peers.track(p, cancel)
 	if !ok {
 		f.ended(w, r) // gone since the lookup
 		return
 	}
 	defer untrack()
 	fw := &forwarding{peer: p, key: k, from: f.d.ID()}
-	if t := f.opts.ResponseHeaderTimeout; t > 0 {
+	if t := f.opts.ResponseHeaderTimeout; t > 0 && (f.opts.LongLived == nil || !f.opts.LongLived(r)) {
 		fw.timer = time.AfterFunc(t, func() { cancel(ErrOwnerTimeout) })
 		defer fw.timer.Stop()
 	}
@@ -283,7 +343,7 @@ func (f *forwarder) proxyError(w http.ResponseWriter, r *http.Request, err error
 	}
 	fw, _ := r.Context().Value(fwdCtxKey{}).(*forwarding)
 	if fw != nil {
-		f.d.log.Warn("replica: forwarding failed", "to", fw.peer.id, "name", fw.peer.name,
+		f.d.log.Warn("replica: forwarding failed", "to", fw.peer.id, "name", fw.peer.name, "addr", fw.peer.addr,
 			"method", r.Method, "path", r.URL.Path, "error", err)
 	}
 	f.fail(w, r, err)
@@ -303,8 +363,11 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 		o = outcomeTimeout
 	case errors.Is(err, ErrBadHop):
 		o = outcomeBadHop
+	case errors.Is(err, ErrLeaseLost):
+		o = outcomePastLease
 	}
 	f.d.stats.add(o)
+	f.servedHere(w)
 	if o == outcomeUnavailable {
 		f.d.log.Warn("replica: cannot read the session directory", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
@@ -313,13 +376,15 @@ func (f *forwarder) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // DefaultErrorHandler answers a request that could not be forwarded with
 // a plain-text message and a status: 503 with Retry-After when the
-// directory or the owner could not be reached (trying again may work),
-// 502 when the owner failed or stopped before answering, 504 when it did
-// not answer in time, 403 for a forwarded request that does not verify.
+// directory or the owner could not be reached, or when this replica's
+// lease ran out (trying again may work: another replica answers, or this
+// one once it has ended the session), 502 when the owner failed or
+// stopped before answering, 504 when it did not answer in time, 403 for a
+// forwarded request that does not verify.
 func DefaultErrorHandler(w http.ResponseWriter, _ *http.Request, err error) {
 	status := http.StatusBadGateway
 	switch {
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrOwnerUnreachable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrOwnerUnreachable), errors.Is(err, ErrLeaseLost):
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, ErrOwnerTimeout):
@@ -328,7 +393,7 @@ func DefaultErrorHandler(w http.ResponseWriter, _ *http.Request, err error) {
 		status = http.StatusForbidden
 	}
 	msg := "the request could not be forwarded"
-	for _, s := range [...]error{ErrUnavailable, ErrOwnerUnreachable, ErrOwnerFailed, ErrOwnerGone, ErrOwnerTimeout, ErrBadHop} {
+	for _, s := range [...]error{ErrUnavailable, ErrOwnerUnreachable, ErrOwnerFailed, ErrOwnerGone, ErrOwnerTimeout, ErrBadHop, ErrLeaseLost} {
 		if errors.Is(err, s) { // its sentence; the cause is for the log
 			msg = strings.TrimPrefix(s.Error(), "replica: ")
 			break

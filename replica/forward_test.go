@@ -95,7 +95,7 @@ func TestForwardedRequestIsFaithful(t *testing.T) {
 		mu.Unlock()
 		from, ok := replica.ForwardedFrom(r.Context())
 		fmt.Fprintf(w, "%v %v", from == b.dir.ID(), ok)
-	}), replica.ForwardOptions{Token: token})
+	}), token, nil)
 	req, _ := http.NewRequest(http.MethodPut, b.addr+"/echo/x%2Fy?q=1&r=%20", strings.NewReader("the body"))
 	req.Host = "console.example:8443"
 	req.AddCookie(&http.Cookie{Name: "sid", Value: tok})
@@ -200,7 +200,7 @@ func TestEndedSessionAnswersAsEnded(t *testing.T) {
 		}
 	}
 	_, url := migrated(t)
-	ended := replica.ForwardOptions{Token: token, Ended: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ended := &replica.ForwardOptions{Ended: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "gone for good", http.StatusNotFound)
 	})}
 	a := startNode(t, url, "a", nodeOptions{forward: ended})
@@ -345,7 +345,7 @@ func TestStalledAndSlowOwners(t *testing.T) {
 	a := startNode(t, url, "a", nodeOptions{lease: lease})
 	b := startNode(t, url, "b", nodeOptions{lease: lease})
 	bt := startNode(t, url, "bt", nodeOptions{lease: lease,
-		forward: replica.ForwardOptions{Token: token, ResponseHeaderTimeout: 300 * time.Millisecond}})
+		forward: &replica.ForwardOptions{ResponseHeaderTimeout: 300 * time.Millisecond}})
 	c := client(t)
 	tok := newSession(t, c, a.addr)
 
@@ -370,7 +370,7 @@ func TestStalledAndSlowOwners(t *testing.T) {
 		}
 	}()
 	eventually(t, 5*time.Second, "the request reached the owner", func() bool { return b.dir.Stats().Forwarded >= 1 })
-	a.dir.Freeze() // the process stalls: no renewal; its server still holds the request
+	a.dir.StopRenewing() // the process stalls: no renewal; its server still holds the request
 	<-done
 	if b.dir.Stats().Gone != 1 {
 		t.Fatalf("Gone count: %+v", b.dir.Stats())
@@ -770,5 +770,102 @@ func TestForwardedBodyLeftUnreadKeepsConnection(t *testing.T) {
 		if res.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("request %d: %s, want 503 (owner unreachable)", i+1, res.Status)
 		}
+	}
+}
+
+// Every answer names the replica that served it: the owner, for a
+// request served where it landed and for one forwarded (the forwarding
+// replica relays the owner's header); the replica that answered, for
+// the ended answer and for an error of forwarding. (Issue 37.5.)
+func TestServedByHeaderNamesTheReplica(t *testing.T) {
+	_, url := migrated(t)
+	a := startNode(t, url, "a", nodeOptions{lease: time.Hour})
+	b := startNode(t, url, "b", nodeOptions{lease: time.Hour})
+	gone := startNode(t, url, "gone", nodeOptions{lease: time.Hour})
+	c := client(t)
+	tok := newSession(t, c, a.addr)
+	dead := newSession(t, c, gone.addr)
+	if status, _ := do(t, c, http.MethodGet, b.addr+"/hit", dead, ""); status != http.StatusOK {
+		t.Fatal("b looks the session of gone up")
+	}
+	gone.crash() // its lease outlives the test: b gets connection refused
+	for _, x := range []struct {
+		at, tok, path string
+		status        int
+		servedBy      string
+	}{
+		{a.addr, tok, "/hit", http.StatusOK, "a"},                     // local
+		{b.addr, tok, "/hit", http.StatusOK, "a"},                     // forwarded: the owner's
+		{b.addr, "", "/hit", http.StatusUnauthorized, "b"},            // names no session
+		{b.addr, randomToken(), "/hit", http.StatusUnauthorized, "b"}, // ended
+		{b.addr, dead, "/hit", http.StatusServiceUnavailable, "b"},    // owner unreachable
+		{a.addr, tok, "/nothing", http.StatusNotFound, "a"},           // the application's own answer
+		{b.addr, tok, "/nothing", http.StatusNotFound, "a"},           // the same, forwarded
+	} {
+		req, _ := http.NewRequest(http.MethodGet, x.at+x.path, nil)
+		if x.tok != "" {
+			req.Header.Set("Authorization", "Bearer "+x.tok)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got := res.Header.Values(replica.ServedByHeader); res.StatusCode != x.status || len(got) != 1 || got[0] != x.servedBy {
+			t.Errorf("GET %s%s: %d %s: %v, want %d and %q", x.at, x.path, res.StatusCode, replica.ServedByHeader, got, x.status, x.servedBy)
+		}
+	}
+}
+
+// An owner that is alive (it renews its lease) but sends no answer is
+// cut off after ResponseHeaderTimeout with a clear 504 (ErrOwnerTimeout),
+// while a request the application marks long-lived, such as a call held
+// until a person approves it, waits past that timeout and completes. The
+// bound applies by default. (Issue 38.5.)
+func TestStuckOwnerIsBoundedButLongLivedRequestsWait(t *testing.T) {
+	if got := replica.ResponseHeaderTimeoutOf(replica.NewForwarder(nil)); got != replica.DefaultResponseHeaderTimeout || got <= 0 {
+		t.Fatalf("the default bound: %v", got)
+	}
+	_, url := migrated(t)
+	const timeout = 300 * time.Millisecond
+	a := startNode(t, url, "a", nodeOptions{})
+	b := startNode(t, url, "b", nodeOptions{forward: &replica.ForwardOptions{ResponseHeaderTimeout: timeout,
+		LongLived: func(r *http.Request) bool { return r.URL.Path == "/hold" }}})
+	c := client(t)
+	tok := newSession(t, c, a.addr)
+	held := make(chan string, 1)
+	go func() {
+		status, body := do(t, c, http.MethodGet, b.addr+"/hold?id=h1", tok, "")
+		held <- fmt.Sprint(status, " ", body)
+	}()
+	eventually(t, 10*time.Second, "the call is held on a", func() bool {
+		a.app.mu.Lock()
+		defer a.app.mu.Unlock()
+		return a.app.sessions[tok].pending["h1"] != nil
+	})
+	// A request sent after the held one is cut off: more than the
+	// timeout has passed for the held one too.
+	start := time.Now()
+	status, body := do(t, c, http.MethodGet, b.addr+"/slow", tok, "")
+	if took := time.Since(start); status != http.StatusGatewayTimeout || !strings.Contains(body, "did not answer in time") ||
+		took < timeout || took > timeout+5*time.Second {
+		t.Fatalf("the stuck request: %d %q after %v, want 504 after %v", status, body, took, timeout)
+	}
+	if status, body := do(t, c, http.MethodPost, a.addr+"/decide?id=h1&approve=1", tok, ""); status != http.StatusOK {
+		t.Fatalf("decide: %d %q", status, body)
+	}
+	select {
+	case got := <-held:
+		if got != "200 a decided true" {
+			t.Fatalf("the long-lived call: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-lived call did not complete")
+	}
+	if st := b.dir.Stats(); st.Timeout != 1 || st.Forwarded != 2 {
+		t.Fatalf("b's stats: %+v", st)
+	}
+	if st := a.dir.Stats(); st.LeasesLost != 0 {
+		t.Fatalf("a's stats: %+v", st)
 	}
 }

@@ -180,6 +180,18 @@ func (a *app) endSession(tok string) {
 	}
 }
 
+// forgetAll ends every session at once, as on a lost lease (the
+// directory has forgotten their keys already).
+func (a *app) forgetAll() {
+	a.mu.Lock()
+	ended := a.sessions
+	a.sessions = map[string]*appSession{}
+	a.mu.Unlock()
+	for _, s := range ended {
+		_ = s.reg.Close()
+	}
+}
+
 // close ends every session.
 func (a *app) close() {
 	a.mu.Lock()
@@ -331,13 +343,16 @@ type nodeOptions struct {
 	lease time.Duration
 	// stateless serves MCP without protocol sessions (2026-07-28).
 	stateless bool
-	forward   replica.ForwardOptions
+	forward   *replica.ForwardOptions
+	// log, if set, receives the directory's log (else the test's log).
+	log *slog.Logger
 	// onLeaseLost, if set, is the directory's OnLeaseLost.
 	onLeaseLost func()
 	// meter, if set, is the directory's MeterProvider.
 	meter metric.MeterProvider
-	// audit makes the app record its hits in an AuditSink (node.app.audit).
-	audit bool
+	// audit makes the app record its hits in an AuditSink (node.app.audit),
+	// durable with durableAudit.
+	audit, durableAudit bool
 }
 
 // startNode starts a replica on a database.
@@ -351,23 +366,33 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 	if o.lease == 0 {
 		o.lease = 3 * time.Second
 	}
-	n.dir, err = replica.OpenDirectory(context.Background(), n.pool, &replica.Options{
-		Addr: n.addr, Name: name, Secret: secret, Lease: o.lease, Timeout: 3 * time.Second, OnLeaseLost: o.onLeaseLost,
-		Logger: testLogger(t), MeterProvider: o.meter,
+	if o.log == nil {
+		o.log = testLogger(t)
+	}
+	n.app = &app{name: name, sessions: map[string]*appSession{}}
+	// As an application should, the app ends its sessions when the lease
+	// is lost: the other replicas answer them as ended.
+	onLeaseLost := func() {
+		n.app.forgetAll()
+		if o.onLeaseLost != nil {
+			o.onLeaseLost()
+		}
+	}
+	n.dir, err = replica.OpenDirectory(context.Background(), n.pool, n.addr, secret, &replica.Options{
+		Name: name, Lease: o.lease, Timeout: 3 * time.Second, OnLeaseLost: onLeaseLost,
+		Logger: o.log, MeterProvider: o.meter,
 	})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
 	}
-	n.app = &app{name: name, dir: n.dir, sessions: map[string]*appSession{}}
+	n.app.dir = n.dir
 	n.app.mcp = mcpsurface.NewHTTPHandler(n.app.resolveMCP, &mcpsurface.HTTPOptions{Stateless: o.stateless})
 	if o.audit {
-		n.app.audit = replica.NewAuditSink(n.pool, &replica.AuditOptions{Replica: name, Timeout: 2 * time.Second})
+		n.app.audit = replica.NewAuditSink(n.pool, &replica.AuditOptions{Replica: name, Timeout: 2 * time.Second,
+			Durable: o.durableAudit})
 	}
-	if o.forward.Token == nil {
-		o.forward.Token = token
-	}
-	n.srv = &http.Server{Handler: n.dir.Forward(n.app, o.forward), ReadHeaderTimeout: 5 * time.Second}
+	n.srv = &http.Server{Handler: n.dir.Forward(n.app, token, o.forward), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(n.done)
 		_ = n.srv.Serve(ln)
@@ -390,7 +415,7 @@ func (n *node) stop() {
 // crash stops the replica dead: connections refused, lease not renewed,
 // nothing cleaned up.
 func (n *node) crash() {
-	n.dir.Freeze()
+	n.dir.Crash()
 	_ = n.srv.Close()
 	<-n.done
 	n.app.close() // what a dead process holds is gone

@@ -29,11 +29,12 @@ const (
 	outcomeTimeout                    // the owner did not answer in time
 	outcomeBadHop                     // a forwarded request failed authentication
 	outcomeLeaseLost                  // this replica lost its lease
+	outcomePastLease                  // a request for a session of this replica after its lease's deadline
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"local", "forwarded", "received", "ended", "directory_unavailable",
-	"owner_unreachable", "owner_failed", "owner_gone", "owner_timeout", "bad_hop", "lease_lost"}
+	"owner_unreachable", "owner_failed", "owner_gone", "owner_timeout", "bad_hop", "lease_lost", "past_lease"}
 
 // stats counts outcomes.
 type stats struct {
@@ -68,6 +69,7 @@ type Stats struct {
 	Timeout     uint64 // requests whose owner did not answer in time (504)
 	BadHops     uint64 // forwarded requests refused: bad signature, stale or malformed (403)
 	LeasesLost  uint64 // times this replica lost its lease
+	PastLease   uint64 // requests for its own sessions refused after its lease's deadline (503)
 }
 
 // Stats returns the directory's counters.
@@ -78,6 +80,7 @@ func (d *Directory) Stats() Stats {
 		Ended: s[outcomeEnded], Unavailable: s[outcomeUnavailable],
 		Unreachable: s[outcomeUnreachable], Failed: s[outcomeFailed], Gone: s[outcomeGone],
 		Timeout: s[outcomeTimeout], BadHops: s[outcomeBadHop], LeasesLost: s[outcomeLeaseLost],
+		PastLease: s[outcomePastLease],
 	}
 }
 
@@ -114,10 +117,7 @@ func (d *Directory) registerMetrics(mp metric.MeterProvider) metric.Registration
 			}
 		}
 		if sessions != nil {
-			d.mu.Lock()
-			n := len(d.own)
-			d.mu.Unlock()
-			o.ObserveInt64(sessions, int64(n))
+			o.ObserveInt64(sessions, int64(d.owned.count()))
 		}
 		return nil
 	}, requests, sessions)

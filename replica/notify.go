@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,13 +25,9 @@ type Notification struct {
 	Resync bool
 }
 
-// NotifierOptions configure a [Notifier].
+// NotifierOptions configure a [Notifier]. Nil, like every zero field,
+// means the documented defaults.
 type NotifierOptions struct {
-	// OnNotify receives every notification other replicas send on the
-	// channel, in order, on the Notifier's goroutine (one at a time), and
-	// a Resync after every reconnection. It should return quickly: the
-	// next notification waits for it. Required.
-	OnNotify func(Notification)
 	// Timeout bounds connecting, LISTEN and each Notify. Default 2s.
 	Timeout time.Duration
 	// Logger receives diagnostics. Default: discard.
@@ -49,6 +44,7 @@ type Notifier struct {
 	pool    *pgxpool.Pool
 	channel string
 	id      string // marks this Notifier's own notifications, which it skips
+	notify  func(Notification)
 	opts    NotifierOptions
 	log     *slog.Logger
 	cancel  context.CancelFunc
@@ -65,19 +61,29 @@ const maxPayload = 7900
 
 // NewNotifier listens on channel (lowercase letters, digits and _, at
 // most 63) and returns once it listens, or the error why it cannot.
-func NewNotifier(ctx context.Context, pool *pgxpool.Pool, channel string, opts NotifierOptions) (*Notifier, error) {
+// onNotify receives every notification other replicas send on the
+// channel, in order, on the Notifier's goroutine (one at a time), and a
+// Resync after every reconnection; it should return quickly: the next
+// notification waits for it. opts may be nil.
+//
+// A notification travels as "<sender> <payload>", the sender being the
+// Notifier's random id (26 characters of base32, A–Z and 2–7), by which
+// it skips its own.
+func NewNotifier(ctx context.Context, pool *pgxpool.Pool, channel string, onNotify func(Notification), opts *NotifierOptions) (*Notifier, error) {
 	if !channelName.MatchString(channel) {
 		return nil, fmt.Errorf("replica: invalid channel name %q", channel)
 	}
-	if opts.OnNotify == nil {
-		return nil, errors.New("replica: NotifierOptions.OnNotify is required")
+	if onNotify == nil {
+		return nil, errors.New("replica: NewNotifier needs an onNotify function")
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 2 * time.Second
+	var o NotifierOptions
+	if opts != nil {
+		o = *opts
 	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	n := &Notifier{pool: pool, channel: channel, id: hex.EncodeToString(b), opts: opts, log: opts.Logger,
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	n := &Notifier{pool: pool, channel: channel, id: rand.Text(), notify: onNotify, opts: o, log: o.Logger,
 		done: make(chan struct{})}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -130,7 +136,7 @@ func (n *Notifier) run(ctx context.Context, conn *pgx.Conn) {
 			}
 			backoff = minBackoff
 			n.log.Info("replica: listening for notifications again", "channel", n.channel)
-			n.opts.OnNotify(Notification{Resync: true})
+			n.notify(Notification{Resync: true})
 		}
 		msg, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -146,7 +152,7 @@ func (n *Notifier) run(ctx context.Context, conn *pgx.Conn) {
 		if from == n.id {
 			continue
 		}
-		n.opts.OnNotify(Notification{Payload: payload})
+		n.notify(Notification{Payload: payload})
 	}
 }
 
@@ -174,7 +180,7 @@ func (n *Notifier) Notify(ctx context.Context, payload string) error {
 }
 
 // Close stops listening and waits for the goroutine (and a running
-// OnNotify) to return. It is idempotent.
+// onNotify) to return. It is idempotent.
 func (n *Notifier) Close() error {
 	n.mu.Lock()
 	n.closed = true

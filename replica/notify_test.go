@@ -53,8 +53,8 @@ func TestNotifierAcrossReplicasAndRestart(t *testing.T) {
 	for i := range ns {
 		boxes[i] = new(inbox)
 		var err error
-		ns[i], err = replica.NewNotifier(ctx, openPool(t, url), "devices_changed",
-			replica.NotifierOptions{OnNotify: boxes[i].add, Timeout: time.Second})
+		ns[i], err = replica.NewNotifier(ctx, openPool(t, url), "devices_changed", boxes[i].add,
+			&replica.NotifierOptions{Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,13 +99,13 @@ func TestNotifierAcrossReplicasAndRestart(t *testing.T) {
 func TestNotifierRefusesBadInput(t *testing.T) {
 	pool, _ := migrated(t)
 	ctx := context.Background()
-	if _, err := replica.NewNotifier(ctx, pool, "Bad-Name", replica.NotifierOptions{OnNotify: func(replica.Notification) {}}); err == nil {
+	if _, err := replica.NewNotifier(ctx, pool, "Bad-Name", func(replica.Notification) {}, nil); err == nil {
 		t.Fatal("bad channel name accepted")
 	}
-	if _, err := replica.NewNotifier(ctx, pool, "ok", replica.NotifierOptions{}); err == nil {
-		t.Fatal("missing OnNotify accepted")
+	if _, err := replica.NewNotifier(ctx, pool, "ok", nil, nil); err == nil {
+		t.Fatal("missing onNotify accepted")
 	}
-	n, err := replica.NewNotifier(ctx, pool, "ok", replica.NotifierOptions{OnNotify: func(replica.Notification) {}})
+	n, err := replica.NewNotifier(ctx, pool, "ok", func(replica.Notification) {}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,16 @@ const (
 	AuditConfirmationConsumed  AuditType = "confirmation-consumed"
 	AuditLateSettlement        AuditType = "late-settlement"
 	AuditCollisionSuspected    AuditType = "collision-suspected"
+	// Standing grants (see [Grants]): made, refused at creation, used by
+	// a call (as its execution starts), revoked, expired (its TTL, or the
+	// registry closing). Each names the grant (but a refused one, which
+	// has no id), its capability and consumer scope, and the actor the
+	// host named; grant-used also the invocation.
+	AuditGrantCreated AuditType = "grant-created"
+	AuditGrantRefused AuditType = "grant-refused"
+	AuditGrantUsed    AuditType = "grant-used"
+	AuditGrantRevoked AuditType = "grant-revoked"
+	AuditGrantExpired AuditType = "grant-expired"
 )
 
 // ResultStatus is "ok" or "error".
@@ -72,8 +82,13 @@ type AuditEvent struct {
 	// Actor is who resolved a confirmation, when the host said.
 	Actor string `json:"actor,omitempty"`
 	// Reason is the reason a user gave for denying a confirmation
-	// ([Resolution.Reason]). It is for operators: no agent ever sees it.
+	// ([Resolution.Reason]), or the [GrantErrorCode] of a refused grant.
+	// It is for operators: no agent ever sees it.
 	Reason string `json:"reason,omitempty"`
+	// GrantID is the standing grant a grant-* record is about, and on an
+	// invocation-settled record the grant that let the call skip its
+	// question.
+	GrantID string `json:"grantId,omitempty"`
 }
 
 // AuditPayload is the input and output recorded at audit level full.
@@ -160,7 +175,7 @@ func compact(e AuditEvent) memRecord {
 	code := slices.Index(auditCodes[:], e.Code)
 	rec := memRecord{at: e.At, capabilityID: e.CapabilityID, registrationID: e.RegistrationID,
 		invocationID: e.InvocationID, consumerID: e.ConsumerID, typ: uint8(typ), status: uint8(status), code: uint8(code)}
-	fits := typ >= 0 && status >= 0 && code >= 0 && e.ConfirmationID == "" && e.Actor == "" && e.Reason == "" && e.Payload == nil
+	fits := typ >= 0 && status >= 0 && code >= 0 && e.ConfirmationID == "" && e.Actor == "" && e.Reason == "" && e.GrantID == "" && e.Payload == nil
 	for i, d := range [3]*int64{e.DurationMs, e.QueueWaitMs, e.ExecutionMs} {
 		if d != nil {
 			fits = fits && *d >= math.MinInt32 && *d <= math.MaxInt32
@@ -315,8 +330,8 @@ func NewSlogSink(logger *slog.Logger) *SlogSink {
 // Record implements AuditSink. The message is "audit"; the attributes
 // come in a fixed order: type, at, capabilityId, registrationId,
 // invocationId, confirmationId, consumerId, status, code, durationMs,
-// queueWaitMs, executionMs, actor, reason, then input, output and
-// truncated for a payload. Empty fields are left out.
+// queueWaitMs, executionMs, actor, reason, grantId, then input, output
+// and truncated for a payload. Empty fields are left out.
 func (s *SlogSink) Record(ctx context.Context, e AuditEvent) error {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", e.attrs()...)
 	return nil
@@ -325,7 +340,7 @@ func (s *SlogSink) Record(ctx context.Context, e AuditEvent) error {
 // attrs returns the record's fields as log attributes, in the order
 // SlogSink documents.
 func (e AuditEvent) attrs() []slog.Attr {
-	attrs := make([]slog.Attr, 0, 15)
+	attrs := make([]slog.Attr, 0, 16)
 	attrs = append(attrs, slog.String("type", string(e.Type)), slog.Time("at", e.At))
 	add := func(k, v string) {
 		if v != "" {
@@ -349,6 +364,7 @@ func (e AuditEvent) attrs() []slog.Attr {
 	}
 	add("actor", e.Actor)
 	add("reason", e.Reason)
+	add("grantId", e.GrantID)
 	if p := e.Payload; p != nil {
 		add("input", string(p.Input))
 		add("output", string(p.Output))

@@ -28,6 +28,9 @@ type Call struct {
 	Host map[string]any
 	// Confirmation is the approved evidence this invocation carries, or nil.
 	Confirmation *Evidence
+	// GrantID is the standing grant that let this invocation skip the
+	// question its confirmation would ask (see [Grants]), or "".
+	GrantID string
 }
 
 // Evidence is an approved confirmation presented with an invocation.
@@ -122,6 +125,10 @@ type ActionDef[In, Out any] struct {
 	// Concurrency says how calls queue. Default: one at a time per
 	// component instance, shared with the instance's other actions.
 	Concurrency Concurrency[In]
+	// Grants opts the action into standing grants: a grant the host
+	// made from a person's decision may then let a call skip the
+	// question its confirmation would ask. Default none.
+	Grants GrantRule
 }
 
 // Capability is one observation or action, built by [Observation] or
@@ -147,6 +154,7 @@ type capDef struct {
 	meta         map[string]any
 	policies     []Policy
 	timeout      time.Duration
+	grants       GrantRule
 
 	when     func() bool
 	reason   string
@@ -223,6 +231,7 @@ func Action[In, Out any](def ActionDef[In, Out]) Capability {
 	d := newCapDef(KindAction, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent, d.reversible = def.Effect, def.Idempotent, !def.Irreversible
 	d.confirmation, d.audit = cmp.Or(def.Confirmation, ConfirmNever), cmp.Or(def.Audit, AuditLevelMetadata)
+	d.grants = def.Grants
 	inType, outType := reflect.TypeFor[In](), reflect.TypeFor[Out]()
 	switch {
 	case def.Execute == nil:
@@ -332,6 +341,9 @@ func (d *capDef) checkLimits(lim *Limits) *DefinitionError {
 	}
 	if d.timeout < 0 {
 		return defErr(DefinitionInvalid, "timeout", "timeout must not be negative")
+	}
+	if e := d.grants.check(d.effect); e != nil {
+		return e
 	}
 	var reduced *schema.Schema // the agent's schema of a procedure with bound fields
 	if d.proc != nil && d.proc.spec.reduced != d.input {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -33,7 +34,50 @@ type Resolution struct {
 	Reason string
 	// Actor identifies who resolved, for the audit trail.
 	Actor string
+	// Channel is how the person was reached (the app's page, an approve
+	// page reached by URL elicitation or a link, a form the client
+	// showed, an out-of-band notifier), and Approver who answered. Both
+	// are the host's to say, for traces; empty when it does not.
+	Channel  Channel
+	Approver ApproverKind
+	// Grant, with Approved, also creates a standing grant for later
+	// calls of the approved call's capability, consumer and instance,
+	// in the same step as the approval (see [Confirmations.ResolveGrant]).
+	Grant *GrantSpec
 }
+
+// Channel is how a person was reached for a confirmation.
+type Channel string
+
+// Channels.
+const (
+	// ChannelPage: the application's own page (its approvals inbox).
+	ChannelPage Channel = "page"
+	// ChannelURL: an approve page the client opened by URL-mode
+	// elicitation.
+	ChannelURL Channel = "url"
+	// ChannelForm: a form the client showed (form-mode elicitation).
+	ChannelForm Channel = "form"
+	// ChannelLink: an approve page reached by the link in
+	// CONFIRMATION_REQUIRED.
+	ChannelLink Channel = "link"
+	// ChannelWebhook: an out-of-band notification (a chat message).
+	ChannelWebhook Channel = "webhook"
+)
+
+// ApproverKind is who answered a confirmation.
+type ApproverKind string
+
+// Approver kinds.
+const (
+	// ApproverUser: the person, signed in to the application.
+	ApproverUser ApproverKind = "user"
+	// ApproverClient: the MCP client, answering a form on the person's
+	// behalf (trust it only for trusted clients).
+	ApproverClient ApproverKind = "client"
+	// ApproverHost: host logic (a rule, a test), no person.
+	ApproverHost ApproverKind = "host"
+)
 
 // PendingConfirmation is the public view of a confirmation request, for
 // host UIs: what exactly the user is asked to approve.
@@ -123,17 +167,104 @@ func (c *Confirmations) pendingLocked() []PendingConfirmation {
 }
 
 // Resolve approves or denies a pending request. It reports false, and
-// does nothing, for an unknown or no longer pending id.
+// does nothing, for an unknown or no longer pending id, and for a
+// resolution whose Grant is refused (ResolveGrant says why).
 func (c *Confirmations) Resolve(id string, res Resolution) bool {
-	if res.Approved {
-		return c.resolveAs(id, OutcomeApproved, res.Actor, "") // a reason explains a denial only
+	_, err := c.ResolveGrant(id, res)
+	return err == nil
+}
+
+// ResolveGrant is Resolve, reporting why it did nothing and returning the
+// grant res.Grant made (the zero Grant without one). It fails
+// [ErrNotPending] for an unknown or no longer pending id, and a
+// *GrantError when the grant is refused.
+//
+// With res.Grant and res.Approved, the approval and the grant are one
+// step: either the request is approved and the grant exists, or neither
+// happened (the request stays pending, the refusal is audited as
+// grant-refused). The grant is for the approved call's capability and
+// instance; its consumer scope is the approved call's consumer unless
+// res.Grant says AllConsumers; a CapabilityID, InstanceID or ConsumerKey
+// it names must be those. FromInput adds the constraints that bind the
+// grant to the approved input and less. A denial makes no grant
+// (GrantBadScope).
+func (c *Confirmations) ResolveGrant(id string, res Resolution) (Grant, error) {
+	switch {
+	case res.Grant == nil && res.Approved:
+		return c.resolveAs(id, OutcomeApproved, &Resolution{Actor: res.Actor, Channel: res.Channel, Approver: res.Approver}, nil) // a reason explains a denial only
+	case res.Grant == nil:
+		return c.resolveAs(id, OutcomeDenied, &res, nil)
 	}
-	return c.resolveAs(id, OutcomeDenied, res.Actor, res.Reason)
+	spec := *res.Grant
+	if !res.Approved {
+		return c.r.grants.refused(context.Background(), spec, res.Actor, grantErr(GrantBadScope, "a denial makes no grant"))
+	}
+	c.mu.Lock()
+	rec := c.byID[id]
+	if rec == nil || rec.state != cPending {
+		c.mu.Unlock()
+		return Grant{}, ErrNotPending
+	}
+	view := rec.view
+	instance := c.r.instanceOf(view.RegistrationID, view.CapabilityID)
+	c.mu.Unlock()
+	g, gerr := c.r.grantFor(view, instance, spec, res.Actor)
+	if gerr != nil {
+		return c.r.grants.refused(context.Background(), spec, res.Actor, gerr)
+	}
+	plain := Resolution{Actor: res.Actor, Channel: res.Channel, Approver: res.Approver}
+	made, rerr := c.resolveAs(id, OutcomeApproved, &plain, g)
+	var ge *GrantError
+	if errors.As(rerr, &ge) {
+		return c.r.grants.refused(context.Background(), spec, res.Actor, ge)
+	}
+	return made, rerr
+}
+
+// instanceOf returns the instance of the live capability capID of
+// registration regID, or "" when it is gone.
+func (r *Registry) instanceOf(regID, capID string) string {
+	id, ok := parseCapabilityID(capID)
+	if !ok {
+		return ""
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if c, ok := r.namedLocked(id, regID, ""); ok {
+		return c.instance()
+	}
+	return ""
+}
+
+// grantFor prepares the grant spec asks for with the approval of the
+// request view (of instance), not yet stored.
+func (r *Registry) grantFor(view PendingConfirmation, instance string, spec GrantSpec, actor string) (*grantRecord, *GrantError) {
+	switch {
+	case instance == "":
+		return nil, grantErr(GrantUnknownCapability, "the approved call's registration is gone")
+	case spec.CapabilityID != "" && spec.CapabilityID != view.CapabilityID,
+		spec.InstanceID != "" && spec.InstanceID != instance,
+		spec.ConsumerKey != "" && spec.ConsumerKey != AllConsumers && spec.ConsumerKey != view.ConsumerKey:
+		return nil, grantErr(GrantBadScope, "a grant made with an approval is for the approved call's capability, instance and consumer")
+	}
+	spec.CapabilityID, spec.InstanceID = view.CapabilityID, instance
+	if spec.ConsumerKey == "" {
+		spec.ConsumerKey = view.ConsumerKey
+	}
+	if spec.FromInput {
+		derived, err := deriveConstraints([]byte(view.Input))
+		if err != nil {
+			return nil, grantErr(GrantBadConstraint, "cannot derive constraints: %v", err)
+		}
+		spec.Constraints = append(slices.Clone(spec.Constraints), derived...)
+	}
+	return r.prepareGrant(spec, actor, view.ConfirmationID)
 }
 
 // Expire expires a pending request now, as its timer would.
 func (c *Confirmations) Expire(id string) bool {
-	return c.resolveAs(id, OutcomeExpired, "", "")
+	_, err := c.resolveAs(id, OutcomeExpired, nil, nil)
+	return err == nil
 }
 
 // Wait blocks until the request leaves pending and returns how it ended:
@@ -210,14 +341,30 @@ func notifyAll[T any](log *slog.Logger, what string, subs []*func(T), arg func()
 	}
 }
 
-// resolveAs moves a pending record to its outcome.
-func (c *Confirmations) resolveAs(id string, outcome ConfirmationOutcome, actor, reason string) bool {
+// resolveAs moves a pending record to its outcome, as res says (nil for
+// an expiry), storing the prepared grant g, if any, in the same step. It
+// returns the grant stored, and fails ErrNotPending, or the store's
+// refusal of g.
+func (c *Confirmations) resolveAs(id string, outcome ConfirmationOutcome, res *Resolution, g *grantRecord) (Grant, error) {
 	r := c.r
 	c.mu.Lock()
 	rec := c.byID[id]
 	if rec == nil || rec.state != cPending {
 		c.mu.Unlock()
-		return false
+		return Grant{}, ErrNotPending
+	}
+	var grant Grant
+	var grantSubs []*func([]Grant)
+	var grantList []Grant
+	if g != nil {
+		r.grants.mu.Lock() // under c.mu: the lock order allows it (see Registry)
+		if err := r.grants.insertLocked(g); err != nil {
+			r.grants.mu.Unlock()
+			c.mu.Unlock()
+			return Grant{}, err
+		}
+		grant, grantSubs, grantList = g.view.clone(), r.grants.subs, r.grants.listLocked()
+		r.grants.mu.Unlock()
 	}
 	now := r.now()
 	var typ AuditType
@@ -236,13 +383,17 @@ func (c *Confirmations) resolveAs(id string, outcome ConfirmationOutcome, actor,
 	c.mu.Unlock()
 
 	emit(r, ConfirmationResolved{ConfirmationID: id, Outcome: outcome})
-	r.observeConfirmation(&view, outcome, now) // observe: the request left pending
+	r.observeConfirmation(&view, rec.digest, outcome, now, res, grant.GrantID) // observe: the request left pending
 	ev := c.auditEvent(typ, view, rec.level)
-	ev.Actor = actor
-	ev.Reason = reason
+	if res != nil {
+		ev.Actor, ev.Reason = res.Actor, res.Reason
+	}
 	r.audit(ev)
 	c.notify(subs, list)
-	return true
+	if g != nil {
+		r.grants.created(context.Background(), grant, grantSubs, grantList)
+	}
+	return grant, nil
 }
 
 // auditEvent is the audit record of a confirmation: which confirmation,
@@ -319,7 +470,7 @@ func (c *Confirmations) request(view PendingConfirmation, level AuditLevel, dige
 	c.mu.Unlock()
 
 	emit(r, ConfirmationRequested{ConfirmationID: id, CapabilityID: view.CapabilityID, ExpiresAt: view.ExpiresAt.UTC().Format(timeLayout)})
-	r.observeConfirmation(&view, "", now) // observe: a new request is pending
+	r.observeConfirmation(&view, digest, "", now, nil, "") // observe: a new request is pending
 	r.audit(c.auditEvent(AuditConfirmationRequested, view, level))
 	c.notify(subs, list)
 	return view, nil
@@ -365,13 +516,17 @@ func (c *Confirmations) unreserve(rec *confirmRecord) {
 	c.mu.Unlock()
 }
 
-// consume spends a reserved approval as execution starts.
-func (c *Confirmations) consume(rec *confirmRecord) {
+// consume spends a reserved approval as execution of invocation starts;
+// ctx is the call's. The confirmation-consumed record names the
+// invocation, so that what became of an approval can be found.
+func (c *Confirmations) consume(ctx context.Context, rec *confirmRecord, invocation string) {
 	c.mu.Lock()
 	rec.state = cConsumed
 	view := rec.view
 	c.mu.Unlock()
-	c.r.audit(c.auditEvent(AuditConfirmationConsumed, view, rec.level))
+	ev := c.auditEvent(AuditConfirmationConsumed, view, rec.level)
+	ev.InvocationID = invocation
+	c.r.auditCtx(ctx, ev)
 }
 
 // closeAll expires every pending request (Close).
@@ -419,18 +574,29 @@ func (r *Registry) confirmationGate(a *attempt) (*confirmRecord, *Error) {
 	}
 	level := d.confirmation
 	var composer func(any) string // of the first active escalation that has one
+	alwaysAsk := false            // an active escalation that no grant skips
 	for i := range a.cap.chain {
 		esc := a.cap.chain[i].escalate
 		if esc == nil || !r.escalationActive(a, esc) {
 			continue
 		}
 		level = ConfirmRequired
+		alwaysAsk = alwaysAsk || esc.when == nil || esc.always
 		if composer == nil {
 			composer = esc.summary
 		}
 	}
 	if level != ConfirmRequired {
 		return nil, nil // a confirmationId sent anyway is ignored, not consumed
+	}
+	if a.inv.ConfirmationID == "" && !alwaysAsk && d.grants.Allow {
+		// A standing grant may let the call skip the question (deny >
+		// ask > grant: denying policies ran outside this layer).
+		if g := r.grants.take(a); g != nil {
+			a.grant = g
+			r.observePhase(a, PhaseEvent{Phase: PhaseConfirmationGranted, GrantID: g.view.GrantID}) // observe: a grant skips the question
+			return nil, nil
+		}
 	}
 	digest := confirmationDigest(r.surfaceID, a.reg.id, a.cap.id, a.consumerKey, a.client, d.effect, a.eff.text)
 	if id := a.inv.ConfirmationID; id != "" {
@@ -486,10 +652,14 @@ func (r *Registry) summary(a *attempt, composer func(any) string) string {
 	return clip(guarded(r, "a confirmation summary", a.inv.CapabilityID, d.description, func() string { return composer(a.eff.value) }), maxMessage)
 }
 
-// releaseEvidence gives back approved evidence reserved by a call that
-// failed before it executed, so the user's approval still stands.
+// releaseEvidence gives back approved evidence, or the use of a grant,
+// reserved by a call that failed before it executed, so the user's
+// approval still stands.
 func (r *Registry) releaseEvidence(a *attempt) {
 	if a.evidence != nil && !a.consumed {
 		r.confirm.unreserve(a.evidence)
+	}
+	if a.grant != nil && !a.consumed {
+		r.grants.release(a.grant)
 	}
 }

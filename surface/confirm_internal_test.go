@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strconv"
@@ -213,7 +214,7 @@ func TestConfirmationStoreMatchesModel_AS_IDENT_006(t *testing.T) {
 				delete(reserved, id)
 				mc := m.find(id)
 				if rapid.Bool().Draw(rt, "executes") {
-					c.consume(rec)
+					c.consume(context.Background(), rec, "inv_test")
 					if mc != nil {
 						mc.state = cConsumed
 					}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -452,3 +453,65 @@ func TestConfirmationAuditRecords(t *testing.T) {
 		t.Fatalf("%s", b)
 	}
 }
+
+// The confirmation-consumed record names the invocation that spent the
+// approval, so that what became of an approval can be found in the audit
+// trail (its invocation-settled record); and the records of an invocation
+// are given a context carrying the call's values, never cancelled.
+func TestConsumedRecordNamesTheInvocationAndCallContext(t *testing.T) {
+	type ctxKey struct{}
+	var mu sync.Mutex
+	type seen struct {
+		e       surface.AuditEvent
+		value   any
+		done    bool
+		endable bool
+	}
+	var got []seen
+	sink := sinkFunc(func(ctx context.Context, e surface.AuditEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, seen{e: e, value: ctx.Value(ctxKey{}), done: ctx.Err() != nil, endable: ctx.Done() != nil})
+		return nil
+	})
+	reg, _ := newDomainRegistry(t, &surface.Options{Audit: sink})
+	sel := &selection{ids: []string{"d1"}}
+	surfacetest.MustRegister(t, reg, tableWithRef(disableRef(sel, surface.EffectDestructive)))
+	id := requireConfirmationEffect(t, reg.Invoke(bg, inv("p1", "domain:devices.disable", `{"reason":"r"}`), as("a")), surface.EffectDestructive)
+	if !reg.Confirmations().Resolve(id, surface.Resolution{Approved: true, Actor: "alice"}) {
+		t.Fatal("not approved")
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(bg, ctxKey{}, "the call's"))
+	retry := inv("p2", "domain:devices.disable", `{"reason":"r"}`)
+	retry.ConfirmationID = id
+	surfacetest.RequireOK(t, reg.Invoke(ctx, retry, as("a")))
+	cancel() // the records were written; cancelling the call changes nothing
+	mu.Lock()
+	defer mu.Unlock()
+	var consumed, settled int
+	for _, s := range got {
+		switch {
+		case s.e.Type == surface.AuditConfirmationConsumed:
+			consumed++
+			if s.e.InvocationID != "p2" || s.e.ConfirmationID != id || s.value != "the call's" {
+				t.Errorf("consumed: invocation %q, confirmation %q, ctx value %v", s.e.InvocationID, s.e.ConfirmationID, s.value)
+			}
+		case s.e.Type == surface.AuditInvocationSettled && s.e.InvocationID == "p2", s.e.Type == surface.AuditInvocationStarted && s.e.InvocationID == "p2":
+			settled++
+			if s.value != "the call's" {
+				t.Errorf("%s: ctx value %v, want the call's", s.e.Type, s.value)
+			}
+		}
+		if s.done || s.endable {
+			t.Errorf("%s: a context that is done (%v) or can end (%v)", s.e.Type, s.done, s.endable)
+		}
+	}
+	if consumed != 1 || settled != 2 {
+		t.Fatalf("consumed %d, started+settled %d of the retry", consumed, settled)
+	}
+}
+
+// sinkFunc is an AuditSink that is a function.
+type sinkFunc func(ctx context.Context, e surface.AuditEvent) error
+
+func (f sinkFunc) Record(ctx context.Context, e surface.AuditEvent) error { return f(ctx, e) }

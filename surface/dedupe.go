@@ -220,6 +220,6 @@ func (r *Registry) known(ctx context.Context, a *attempt, entry *dedupeEntry, hi
 	a.consumerKey = a.call.Consumer.Key()
 	r.observeStart(ctx, a) // observe: the invocation starts (and settles below, in settled)
 	res := a.result(r, NewReasonError(CodeInvocationConflict, ReasonIDReused, ""))
-	r.settled(a, res, r.now(), true)
+	r.settled(ctx, a, res, r.now(), true)
 	return res
 }

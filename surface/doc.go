@@ -167,6 +167,23 @@
 // (MCP sessions) names the calling one in [InvokeOptions].Client: the
 // evidence then binds to that client too.
 //
+// # Standing grants
+//
+// A person who approves may also allow "this, for ten minutes": the host
+// makes a standing grant ([Registry.Grants], or in one step with the
+// approval, [Confirmations.ResolveGrant]) for one consumer (or all of
+// them) and one capability, optionally one instance, with constraints on
+// the effective input ([ValueIn], [InRange], [HasPrefix], [OnlyKeys]), a
+// TTL and a number of uses. A later call that would ask, presents no
+// evidence and fits a live grant runs without asking; its result and its
+// settled audit record name the grant (grantId), and every other phase
+// runs as before. A capability opts in with its definition's Grants
+// ([GrantRule]); destructive and external-side-effect ones name a
+// ceiling. Deny > ask > grant: a denying policy, and a RequireConfirmation
+// without a condition or with [AlwaysAsk], win over any grant. No agent
+// path creates, widens or presents a grant; creation, refusal, use,
+// revocation and expiry are audited.
+//
 // # Procedures
 //
 // [Procedure] references an existing domain operation, executed by the

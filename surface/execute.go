@@ -87,7 +87,11 @@ func (r *Registry) execute(ctx context.Context, a *attempt) (any, *Error) {
 	}
 	defer r.endExecution(a.reg, x)
 	if a.evidence != nil { // execution starts: the evidence is spent
-		r.confirm.consume(a.evidence)
+		r.confirm.consume(ctx, a.evidence, a.id())
+		a.consumed = true
+	}
+	if a.grant != nil { // … or the use of the grant
+		r.grants.spend(ctx, a)
 		a.consumed = true
 	}
 	a.executed = true
@@ -259,7 +263,7 @@ func (r *Registry) callExecutor(ctx context.Context, a *attempt) (out any, err e
 	defer recoverError(&err)
 	raw, err := box.e.Execute(ctx, &ProcedureCall{
 		ProcedureID: a.cap.id, Path: a.cap.name, Input: a.eff.text, InvocationID: a.id(),
-		Consumer: a.call.Consumer, Host: a.call.Host, Confirmation: a.call.Confirmation,
+		Consumer: a.call.Consumer, Host: a.call.Host, Confirmation: a.call.Confirmation, GrantID: a.call.GrantID,
 	})
 	if err != nil || raw == nil {
 		return nil, err

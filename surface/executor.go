@@ -30,6 +30,10 @@ type ProcedureCall struct {
 	Host map[string]any
 	// Confirmation is the approved evidence the call carries, or nil.
 	Confirmation *Evidence
+	// GrantID is the standing grant that let the call skip the question
+	// its confirmation would ask, or "". Like evidence, it informs the
+	// domain; it authorises nothing there.
+	GrantID string
 }
 
 // ProcedureExecutor performs domain procedures on behalf of the registry.

@@ -99,6 +99,12 @@ type CapabilityExplanation struct {
 	// Policies is the capability's chain, outermost first: the order its
 	// hooks run in.
 	Policies []PolicyExplanation `json:"policies"`
+	// Grants is the ceiling of the standing grants that may let its
+	// calls skip the confirmation question, or nil when none may: its
+	// definition allows none, a RequireConfirmation policy always asks,
+	// or it never asks. It depends on the declarations only, not on the
+	// consumer, and is reported also for a hidden capability.
+	Grants *GrantCeiling `json:"grants,omitempty"`
 }
 
 // PolicyLayer is where a policy of a chain was attached.
@@ -187,6 +193,9 @@ func (r *Registry) Explain(opts SnapshotOptions) Explanation {
 				RegistrationID: reg.id, ComponentType: reg.typ, InstanceID: reg.instance,
 			}
 			ce.Available, ce.UnavailableReason = r.availability(states[k], rc)
+			if c, ok := r.grantCeiling(rc); ok {
+				ce.Grants = &c
+			}
 			if !known {
 				ce.View, ce.Outcome, ce.Reason = ViewHidden, VisibilityHidden, unknownKindReason
 				ex.Capabilities = append(ex.Capabilities, ce)

@@ -21,7 +21,7 @@ import (
 
 // mintedID matches the ids a registry mints at random; goldens show them
 // as kind#n, numbered by first appearance.
-var mintedID = regexp.MustCompile(`\b(srf|reg|cnf|inv)_[0-9A-Za-z]+`)
+var mintedID = regexp.MustCompile(`\b(srf|reg|cnf|inv|gnt)_[0-9A-Za-z]+`)
 
 // requireGolden compares the indented JSON of v, minted ids masked, with
 // testdata/name.

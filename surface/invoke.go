@@ -68,6 +68,12 @@ type Result struct {
 	// SurfaceChanged is set when the version moved during the call: the
 	// agent should re-discover.
 	SurfaceChanged bool `json:"surfaceChanged,omitempty"`
+	// GrantID is set when the call needed the user's approval and a
+	// standing grant the host made let it through without asking ("gnt_"
+	// + 12 base62): the grant whose use it spent as it executed. It is
+	// absent otherwise, so the result of a call without a grant is what
+	// it always was. It informs; no request can present it.
+	GrantID string `json:"grantId,omitempty"`
 }
 
 // Err returns nil for an ok result and the *Error otherwise.
@@ -152,7 +158,7 @@ func (r *Registry) Invoke(ctx context.Context, inv Invocation, opts InvokeOption
 	res := r.run(ctx, a)
 
 	// Phase 10: settlement.
-	return r.settle(a, entry, res)
+	return r.settle(ctx, a, entry, res)
 }
 
 // attempt is the state of one invocation, made by Invoke and passed from
@@ -182,6 +188,7 @@ type attempt struct {
 
 	// Confirmation (phase 6), admission (8) and execution (9).
 	evidence  *confirmRecord // approved evidence reserved for this call
+	grant     *grantRecord   // the standing grant a use of which is reserved for this call
 	group     *queueGroup    // the group of an action or procedure call, once admission joined it
 	queueWait time.Duration
 	execAt    time.Duration // when execution began, after start
@@ -191,7 +198,7 @@ type attempt struct {
 	rec InvocationRecorder // observe: the Telemetry's recorder of this invocation, or nil
 
 	unresolved bool // resolution failed: the settlement is audited anyway
-	consumed   bool // the evidence is spent, execution having started
+	consumed   bool // the evidence or grant use is spent, execution having started
 	queued     bool // reached admission
 	admitted   bool // holds an admission slot
 	executed   bool // reached execution
@@ -248,6 +255,9 @@ func (a *attempt) result(r *Registry, e *Error) Result {
 	v := r.version.Load()
 	res.SurfaceVersion = strconv.FormatUint(v, 10)
 	res.SurfaceChanged = v != a.startVersion
+	if a.grant != nil && a.consumed {
+		res.GrantID = a.grant.view.GrantID
+	}
 	return res
 }
 
@@ -314,7 +324,7 @@ func (r *Registry) run(ctx context.Context, a *attempt) (res Result) {
 	a.reg, a.cap = t.reg, t.cap
 	r.observeResolved(a) // observe: kind, effect, registration and instance are known
 	if a.level() != AuditLevelNone {
-		r.audit(AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.capabilityID(),
+		r.auditCtx(ctx, AuditEvent{Type: AuditInvocationStarted, At: a.start, CapabilityID: a.capabilityID(),
 			RegistrationID: a.reg.id, InvocationID: a.id(), ConsumerID: a.consumerKey})
 	}
 	// An approval reserved for a call that fails before it executes stands.
@@ -356,6 +366,9 @@ func (r *Registry) afterInvokePolicies(ctx context.Context, a *attempt) Result {
 	if evidence != nil {
 		a.evidence = evidence
 		a.call.Confirmation = &Evidence{ID: evidence.view.ConfirmationID, ApprovedAt: evidence.approvedAt}
+	}
+	if a.grant != nil {
+		a.call.GrantID = a.grant.view.GrantID
 	}
 
 	// Phase 7: precondition.

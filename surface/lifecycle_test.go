@@ -637,3 +637,40 @@ func TestSnapshotOfClosedRegistry(t *testing.T) {
 		t.Errorf("Closed leaked onto the wire: %s", wire)
 	}
 }
+
+// A component its context unmounted can mount again at once, even before
+// the unregistration (on the context's own goroutine) has run, even where
+// duplicates are rejected: it is on its way out, not live (AS-LIFE-005:
+// the remount has a new id, the old one answers as replaced).
+func TestRegisterContextRemountsAtOnce_AS_LIFE_005(t *testing.T) {
+	reg := surface.New(&surface.Options{OnDuplicate: surface.DuplicateReject})
+	defer reg.Close()
+	for i := range 200 { // the unregistration may run before the remount, or after: both hold
+		ctx, cancel := context.WithCancel(context.Background())
+		h, err := reg.RegisterContext(ctx, table("main", nil))
+		if err != nil || h.Status() != surface.HandleActive {
+			t.Fatalf("mount %d: %v %v", i, err, h.Status())
+		}
+		cancel()
+		h2, err := reg.RegisterContext(context.Background(), table("main", nil))
+		if err != nil || h2.Status() != surface.HandleActive {
+			t.Fatalf("remount %d right after its context ended: %v %v", i, err, h2.Status())
+		}
+		if h2.ID() == h.ID() {
+			t.Fatal("the remount kept the old registration id")
+		}
+		// The old one's unregistration, when it runs, leaves the new one.
+		h.Unregister()
+		if h2.Status() != surface.HandleActive {
+			t.Fatalf("the old handle's unregistration took the remount: %v", h2.Status())
+		}
+		h2.Unregister()
+	}
+	// A live one (its context not ended) is still a duplicate.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	surfacetest.MustRegister(t, reg, table("live", nil))
+	if h, _ := reg.RegisterContext(ctx, table("live", nil)); h.Status() != surface.HandleRejected {
+		t.Fatalf("a live duplicate: %v", h.Status())
+	}
+}

@@ -66,6 +66,12 @@ type Limits struct {
 	// MaxPendingConfirmationsPerConsumer bounds one consumer's share of
 	// the store, so one consumer cannot fill it for the others. Default 8.
 	MaxPendingConfirmationsPerConsumer int
+	// MaxGrants bounds the active standing grants of the registry.
+	// Default 64.
+	MaxGrants int
+	// MaxGrantTTL caps how long any standing grant lasts, whatever the
+	// capability's GrantRule says. Default 1h.
+	MaxGrantTTL time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -98,6 +104,8 @@ func (l Limits) withDefaults() Limits {
 	def(&l.ConfirmationTTL, 2*time.Minute)
 	def(&l.MaxPendingConfirmations, 32)
 	def(&l.MaxPendingConfirmationsPerConsumer, 8)
+	def(&l.MaxGrants, 64)
+	def(&l.MaxGrantTTL, time.Hour)
 	return l
 }
 

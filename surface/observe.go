@@ -2,6 +2,8 @@ package surface
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -43,6 +45,41 @@ type Telemetry struct {
 	// a Replace of a duplicate, and Close, which removes every live
 	// registration at once.
 	Registrations func(RegistrationChange)
+	// Grant is called when a standing grant is created, used by a call
+	// (as its execution starts), revoked or expires. ctx is the
+	// context of what caused it: the host's, given to Grants.Create or
+	// Revoke; the invocation's (the one the Invocation hook returned) for
+	// a use; a background context for an expiry and for a grant made by
+	// Confirmations.ResolveGrant (whose ConfirmationChange carries its
+	// id).
+	Grant func(ctx context.Context, c GrantChange)
+}
+
+// GrantChangeKind is what happened to a standing grant.
+type GrantChangeKind string
+
+// Grant changes.
+const (
+	GrantChangeCreated GrantChangeKind = "created"
+	GrantChangeUsed    GrantChangeKind = "used"
+	GrantChangeRevoked GrantChangeKind = "revoked"
+	GrantChangeExpired GrantChangeKind = "expired"
+)
+
+// GrantChange is a standing grant created, used, revoked or expired.
+type GrantChange struct {
+	Kind         GrantChangeKind
+	GrantID      string
+	CapabilityID string
+	// InvocationID is the call a use let through; empty otherwise.
+	InvocationID string
+	// ConfirmationID is the approval a grant was created with, if any.
+	ConfirmationID string
+	// Uses is how many calls the grant allowed so far; MaxUses its cap
+	// (0: none).
+	Uses, MaxUses int
+	// At is when the change happened, on the registry's clock.
+	At time.Time
 }
 
 // InvocationInfo describes an invocation as it starts. It is what the
@@ -114,12 +151,19 @@ const (
 	PhaseAdmitted
 	// PhaseExecuting: the handler, or the procedure executor, is called.
 	PhaseExecuting
+	// PhaseConfirmationGranted: the call needed the user's approval and
+	// a standing grant let it skip the question (phase 6, so before
+	// PhaseQueued and PhaseExecuting; the constant comes last to keep
+	// the others' values). GrantID is set. No confirmation request is
+	// made.
+	PhaseConfirmationGranted
 )
 
 // String returns the phase's name, e.g. "resolved".
 func (ph Phase) String() string {
 	names := [...]string{PhaseResolved: "resolved", PhaseConfirmationPresented: "confirmation-presented",
-		PhaseConfirmationRequested: "confirmation-requested", PhaseQueued: "queued", PhaseAdmitted: "admitted", PhaseExecuting: "executing"}
+		PhaseConfirmationRequested: "confirmation-requested", PhaseQueued: "queued", PhaseAdmitted: "admitted", PhaseExecuting: "executing",
+		PhaseConfirmationGranted: "confirmation-granted"}
 	if int(ph) < len(names) && names[ph] != "" {
 		return names[ph]
 	}
@@ -146,6 +190,9 @@ type PhaseEvent struct {
 	RequestedAt    time.Time
 	ApprovedAt     time.Time
 	ExpiresAt      time.Time
+
+	// PhaseConfirmationGranted.
+	GrantID string
 }
 
 // Settlement is how an invocation settled.
@@ -187,6 +234,18 @@ type ConfirmationChange struct {
 	// happened (equal for a new request). Both on the registry's clock.
 	RequestedAt time.Time
 	At          time.Time
+	// Digest identifies what the request binds (spec 06 rule 2) without
+	// carrying it: the hex SHA-256 of the canonical digest, which holds
+	// the effective input and so has no place in telemetry.
+	Digest string
+	// Channel and Approver are how the request was resolved, as the
+	// host's Resolution says; empty for a new request, an expiry, and a
+	// resolution that did not say.
+	Channel  Channel
+	Approver ApproverKind
+	// GrantID is the standing grant the resolution created
+	// (Confirmations.ResolveGrant), if any.
+	GrantID string
 }
 
 // RegistrationChange is a change in the number of live registrations of
@@ -200,7 +259,7 @@ type RegistrationChange struct {
 
 // telemetryOf returns the registry's copy of t, or nil when t sets no hook.
 func telemetryOf(t *Telemetry) *Telemetry {
-	if t == nil || (t.Invocation == nil && t.Confirmation == nil && t.Registrations == nil) {
+	if t == nil || (t.Invocation == nil && t.Confirmation == nil && t.Registrations == nil && t.Grant == nil) {
 		return nil
 	}
 	c := *t
@@ -310,14 +369,34 @@ func (r *Registry) telemetryPanic(hook string) {
 }
 
 // observeConfirmation reports a confirmation request created (outcome
-// "") or resolved.
-func (r *Registry) observeConfirmation(v *PendingConfirmation, outcome ConfirmationOutcome, at time.Time) {
+// "") or resolved: how (res) and with which grant, if any.
+func (r *Registry) observeConfirmation(v *PendingConfirmation, digest string, outcome ConfirmationOutcome, at time.Time, res *Resolution, grantID string) {
 	if r.opts.Telemetry == nil || r.opts.Telemetry.Confirmation == nil {
 		return
 	}
 	defer r.telemetryPanic("Confirmation")
-	r.opts.Telemetry.Confirmation(ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
-		Outcome: outcome, RequestedAt: v.RequestedAt, At: at})
+	sum := sha256.Sum256([]byte(digest))
+	c := ConfirmationChange{ConfirmationID: v.ConfirmationID, CapabilityID: v.CapabilityID,
+		Outcome: outcome, RequestedAt: v.RequestedAt, At: at, Digest: hex.EncodeToString(sum[:]), GrantID: grantID}
+	if res != nil {
+		c.Channel, c.Approver = res.Channel, res.Approver
+	}
+	r.opts.Telemetry.Confirmation(c)
+}
+
+// observeGrant reports a grant created, used (by invocation id),
+// revoked or expired.
+func (r *Registry) observeGrant(ctx context.Context, g *Grant, kind GrantChangeKind, invocationID string) {
+	if r.opts.Telemetry == nil || r.opts.Telemetry.Grant == nil {
+		return
+	}
+	defer r.telemetryPanic("Grant")
+	at := g.CreatedAt
+	if kind != GrantChangeCreated {
+		at = r.now()
+	}
+	r.opts.Telemetry.Grant(ctx, GrantChange{Kind: kind, GrantID: g.GrantID, CapabilityID: g.CapabilityID, InvocationID: invocationID,
+		ConfirmationID: g.ConfirmationID, Uses: g.Uses, MaxUses: g.MaxUses, At: at})
 }
 
 // observeRegistered reports reg going live and old, if not nil, replaced.

@@ -175,9 +175,29 @@ func (rl *rateLimiter) take(key bucketKey, now time.Time) (time.Duration, bool) 
 // cond is nil or returns true for the effective input (a panicking cond
 // counts as true), the call needs the user's approval. summary, if set,
 // composes what the user is asked to approve from the effective input.
-func RequireConfirmation(cond func(ic *InvokeContext) bool, summary func(input any) string) Policy {
-	return Policy{Name: "require-confirmation", escalate: &escalation{when: cond, summary: summary}}
+//
+// A standing grant ([Grants]) may skip the question a conditional
+// escalation asks, where the capability allows grants. Without a
+// condition, or with the option [AlwaysAsk], the policy always asks: no
+// grant skips its question, whatever the capability allows (deny > ask >
+// grant).
+func RequireConfirmation(cond func(ic *InvokeContext) bool, summary func(input any) string, opts ...AskOption) Policy {
+	esc := &escalation{when: cond, summary: summary}
+	for _, o := range opts {
+		if o == AlwaysAsk {
+			esc.always = true
+		}
+	}
+	return Policy{Name: "require-confirmation", escalate: esc}
 }
+
+// AskOption is an option of [RequireConfirmation].
+type AskOption uint8
+
+// AlwaysAsk makes a RequireConfirmation policy ask every call it
+// escalates, even where a standing grant would let the call through: an
+// administrator's "always ask" wins over any grant.
+const AlwaysAsk AskOption = 1
 
 // Audit records every invocation of the capabilities it governs to sink
 // (the registry's sink when nil) at the given level (AuditLevelMetadata or

@@ -136,6 +136,7 @@ type Policy struct {
 type escalation struct {
 	when    func(ic *InvokeContext) bool
 	summary func(input any) string
+	always  bool // AlwaysAsk: no grant skips its question
 }
 
 // Fail returns the result a hook returns to deny with e.

@@ -88,6 +88,12 @@ type ProcedureDef[In, Out any] struct {
 	// Concurrency says how calls queue. Default: one at a time per
 	// reference. A key function sees the effective input.
 	Concurrency Concurrency[In]
+	// Grants opts the reference into standing grants: a grant the host
+	// made from a person's decision may then let a call skip the
+	// question its confirmation would ask. Default none. A destructive or
+	// external-side-effect reference must name the ceiling (MaxTTL and
+	// MaxUses) to allow any.
+	Grants GrantRule
 }
 
 // procDef holds what only procedure references have.
@@ -105,6 +111,7 @@ type procDef struct {
 func Procedure[In, Out any](def ProcedureDef[In, Out]) Capability {
 	d := newCapDef(KindProcedure, def.Description, def.Meta, def.Policies, def.Timeout, def.When, def.UnavailableReason, def.UnavailableReasonFunc)
 	d.effect, d.idempotent = def.Effect, def.Effect == EffectServerQuery
+	d.grants = def.Grants
 	d.proc = &procDef{
 		requiresApproval: def.RequiresApproval,
 		bind:             def.Bind,

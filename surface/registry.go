@@ -197,11 +197,13 @@ type Registry struct {
 	// The lock order. A goroutine holding one of these locks takes only
 	// locks to its right:
 	//
-	//	Confirmations.mu → Registry.mu → registration.xmu → execution.mu
-	//	                               → Registry.evMu
+	//	Confirmations.mu → Grants.mu → Registry.mu → registration.xmu → execution.mu
+	//	                                            → Registry.evMu
 	//
-	// Confirmations.request takes Registry.mu while holding its own lock
-	// (to refuse after Close and count the expiry timer in ctxWG); an
+	// Confirmations.request and Grants.insertLocked take Registry.mu while
+	// holding their own lock (to refuse after Close and count the expiry
+	// timer in ctxWG); ResolveGrant holds Confirmations.mu while it stores
+	// the grant, so that the approval and the grant are one step; an
 	// unregistration holds Registry.mu while it aborts the registration's
 	// executions (xmu, then each execution's mu) and while it queues
 	// events (evMu). Every other lock (the dedupe cache's, the
@@ -235,6 +237,7 @@ type Registry struct {
 	obs     obsPool        // observation admission (own lock)
 	dedupe  *dedupeCache   // idempotency keys (own lock)
 	confirm Confirmations  // confirmation store (own lock)
+	grants  Grants         // standing grants (own lock)
 	execWG  sync.WaitGroup // isolated handlers: goroutines of our own
 	ctxWG   sync.WaitGroup // RegisterContext unregistrations and confirmation expiries in progress
 }
@@ -279,6 +282,7 @@ type registration struct {
 	actions queueGroup  // the instance's queue: concurrency mode instance (own lock)
 	keyed   keyedGroups // concurrency mode key: the queues by key (own lock)
 	stopCtx func() bool
+	ctxDone <-chan struct{} // RegisterContext's context's: once closed, the registration is on its way out
 }
 
 type regCap struct {
@@ -326,6 +330,7 @@ func New(opts *Options) *Registry {
 		r.console = &consoleSink{w: os.Stderr}
 	}
 	r.confirm.r = r
+	r.grants.r = r
 	r.dedupe = newDedupeCache(o.Limits.DedupeCacheSize)
 	return r
 }
@@ -384,7 +389,12 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	}
 	old := r.instanceLocked(reg.typ, reg.instance)
 	if old != nil {
-		if r.opts.OnDuplicate == DuplicateReject {
+		// A registration whose RegisterContext context has ended is being
+		// unregistered (on another goroutine, ctx's AfterFunc): it is
+		// replaced, never a duplicate, so that a component unmounted by
+		// its context can mount again at once.
+		leaving := closedChan(old.ctxDone)
+		if r.opts.OnDuplicate == DuplicateReject && !leaving {
 			r.opts.Logger.Warn("surface: duplicate instance rejected", "type", reg.typ, "instanceId", reg.instance, "live", old.id)
 			return r.rejectLocked(reg, RejectReasonDuplicate)
 		}
@@ -407,7 +417,20 @@ func (r *Registry) Register(c Component) (*Handle, error) {
 	return reg.handle(r), nil
 }
 
-// RegisterContext is Register, and unregisters the component when ctx ends.
+// closedChan reports whether ch is closed; a nil ch never is.
+func closedChan(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// RegisterContext is Register, and unregisters the component when ctx
+// ends. The unregistration runs on a goroutine of its own; meanwhile the
+// component is already on its way out: registering the same type and
+// instance again replaces it, whatever [Options.OnDuplicate] says.
 func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, error) {
 	h, err := r.Register(c)
 	if err != nil {
@@ -419,6 +442,7 @@ func (r *Registry) RegisterContext(ctx context.Context, c Component) (*Handle, e
 	defer r.mu.Unlock()
 	// ctxWG lets Close wait for an unregistration already triggered by ctx.
 	r.ctxWG.Add(1)
+	h.reg.ctxDone = ctx.Done()
 	h.reg.stopCtx = context.AfterFunc(ctx, func() {
 		defer r.ctxWG.Done()
 		h.Unregister()
@@ -529,6 +553,7 @@ func (r *Registry) Close() error {
 	r.unlockAndDrain()
 	r.observeClosed(gone) // observe: the registrations removed
 	r.confirm.closeAll()  // pending confirmations expire; their events still go out
+	r.grants.closeAll()   // standing grants end with the session
 	r.evMu.Lock()
 	r.listeners = nil
 	r.evMu.Unlock()
@@ -548,14 +573,7 @@ func (r *Registry) Done() <-chan struct{} { return r.closingCh }
 func (r *Registry) closing() bool { return isClosed(r.closingCh) }
 
 // isClosed reports whether ch is closed, without blocking.
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+func isClosed(ch chan struct{}) bool { return closedChan(ch) }
 
 // freezeMeta encodes a meta record as canonical JSON within the byte limit.
 func freezeMeta(m map[string]any, field string, max int) (JSONText, *DefinitionError) {

@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,21 +130,22 @@ func jsonDepth(b []byte) int {
 // settle ends phase 10: it stores the result under the invocation's key
 // (cached when its code is, semantics §6), emits invocation-settled and
 // writes the audit record. It returns the caller's copy of the result.
-func (r *Registry) settle(a *attempt, entry *dedupeEntry, res Result) Result {
+func (r *Registry) settle(ctx context.Context, a *attempt, entry *dedupeEntry, res Result) Result {
 	end := r.now()
 	cache := (res.Error == nil || errorMatrix[res.Error.Code].cached) && !a.devDefect
 	if a.cap != nil && res.CapabilityID == a.cap.id {
 		res.CapabilityID = a.cap.id // the cached result keeps the registration's copy, not the request's
 	}
 	r.dedupe.finish(entry, res, cache, end, r.opts.Limits.DedupeCacheTTL)
-	r.settled(a, res, end, a.level() != AuditLevelNone || a.unresolved || r.auditsRefusal(a, res))
+	r.settled(ctx, a, res, end, a.level() != AuditLevelNone || a.unresolved || r.auditsRefusal(a, res))
 	return res.clone()
 }
 
 // settled emits invocation-settled and, if audit is set, writes the
 // settled audit record: timing of the phases that ran, and at level full
 // the effective input and the output.
-func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
+// ctx is the call's: the audit record carries its values.
+func (r *Registry) settled(ctx context.Context, a *attempt, res Result, end time.Time, audit bool) {
 	d := end.Sub(a.start)
 	if a.executed {
 		a.execution = d - a.execAt
@@ -165,6 +167,9 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 	if a.reg != nil {
 		ev.RegistrationID = a.reg.id
 	}
+	if a.grant != nil && a.consumed {
+		ev.GrantID = a.grant.view.GrantID
+	}
 	if a.queued {
 		ev.QueueWaitMs = &ms[1]
 	}
@@ -174,7 +179,7 @@ func (r *Registry) settled(a *attempt, res Result, end time.Time, audit bool) {
 	if a.level() == AuditLevelFull {
 		ev.Payload = r.payload(a.inv.CapabilityID, JSONText(a.eff.text), res.Output)
 	}
-	r.audit(ev)
+	r.auditCtx(ctx, ev)
 }
 
 // payload builds a full-level audit payload: redacted (a panicking Redact

@@ -58,7 +58,7 @@ func (h *Host) Handler(app http.Handler) http.Handler {
 	if h.opts.Replicas != nil {
 		// The owner checks the Host again and sets the answer's headers,
 		// which the forwarding relays.
-		next = h.opts.Replicas.Forward(next, h.sessionToken, h.forwardFailed)
+		next = h.opts.Replicas.Forward(next, h.sessionToken, h.longLived, h.forwardFailed)
 	}
 	return h.admit(next)
 }
@@ -311,6 +311,15 @@ func (h *Host) serveReady(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// longLived reports whether r may legitimately wait long for its answer:
+// an MCP request (a tool call may wait for elicitation or approval) and a
+// WebMCP call (it waits for the user's approval in the page). Event
+// streams answer their headers at once.
+func (h *Host) longLived(r *http.Request) bool {
+	p := r.URL.Path
+	return h.mcp != nil && p == h.opts.MCP.Path || p == h.opts.Prefix+"webmcp/call"
 }
 
 // sessionToken names the session a request is for, as the Host's routes

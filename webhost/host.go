@@ -396,12 +396,16 @@ func (h *Host) notify(topic string, broadcast bool) {
 
 // Drain makes the readiness probe (Options.ReadyPath) fail from now on,
 // so that a load balancer stops sending new requests here, while the Host
-// goes on serving the ones it gets. Call it before Close when a replica
-// stops.
+// goes on serving the ones it gets; Replicas that have a Drain method
+// (webreplica's) stop claiming new sessions. Call it before Close when a
+// replica stops.
 func (h *Host) Drain() {
 	h.mu.Lock()
 	h.draining = true
 	h.mu.Unlock()
+	if d, ok := h.opts.Replicas.(interface{ Drain() }); ok {
+		d.Drain() // Replicas that can also stop claiming new sessions
+	}
 }
 
 // Close ends every session (their event streams say "ended", so that

@@ -41,10 +41,11 @@ type Replicas interface {
 	Release(tokens ...string)
 	// Forward returns next behind the forwarding: a request whose
 	// session (token(r), named as in Claim; "" for none) another live
-	// replica owns is served by that replica; the rest by next. A request
-	// that cannot be delivered is answered by failed with a
-	// [*ForwardError].
-	Forward(next http.Handler, token func(r *http.Request) string, failed func(w http.ResponseWriter, r *http.Request, err error)) http.Handler
+	// replica owns is served by that replica; the rest by next. A
+	// forwarded request's answer is bounded in time unless longLived(r)
+	// (a call that may wait for a person's approval). A request that
+	// cannot be delivered is answered by failed with a [*ForwardError].
+	Forward(next http.Handler, token func(r *http.Request) string, longLived func(r *http.Request) bool, failed func(w http.ResponseWriter, r *http.Request, err error)) http.Handler
 	// AuditSink returns the sink of the session's audit records shared
 	// by the replicas (session is its public id), or nil. It must not
 	// block.

@@ -111,7 +111,7 @@ func (r *recordingReplicas) Claim(_ context.Context, tokens ...string) error {
 	return nil
 }
 func (r *recordingReplicas) Release(tokens ...string) { r.record(tokens...) }
-func (r *recordingReplicas) Forward(next http.Handler, token func(*http.Request) string, _ func(http.ResponseWriter, *http.Request, error)) http.Handler {
+func (r *recordingReplicas) Forward(next http.Handler, token func(*http.Request) string, _ func(*http.Request) bool, _ func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if t := token(req); t != "" {
 			r.record(t)

@@ -207,9 +207,11 @@ func TestOTLPUpload(t *testing.T) {
 	if err := c.UploadTraces(ctx, someSpans("e")); err == nil || !strings.Contains(err.Error(), "gave up retrying") {
 		t.Fatalf("503 forever: %v", err)
 	}
-	// After Stop, a retry wait ends at once.
+	// After Stop, a retry wait ends at once. The collector keeps answering
+	// 503: a post of the abandoned export above may still reach it and take
+	// an answer meant for this one.
 	c.timeout, c.retryBase = time.Minute, time.Minute
-	reset(503)
+	reset(503, 503, 503, 503)
 	_ = c.Stop(ctx)
 	if err := c.UploadTraces(ctx, someSpans("f")); err == nil || !strings.Contains(err.Error(), "exporter stopped") {
 		t.Fatalf("stopped: %v", err)

@@ -27,6 +27,9 @@ type replicaFlags struct {
 	addr     string        // --replica-addr: where the other replicas reach this one
 	name     string        // --replica-name
 	lease    time.Duration // --replica-lease
+	// --audit-durable: a call is answered once its audit record is
+	// committed (replica.AuditOptions.Durable)
+	durableAudit bool
 }
 
 // deployment is what --postgres sets up on one Postgres database: the
@@ -76,12 +79,15 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 	if d.pool, err = pgxpool.New(ctx, f.postgres); err != nil {
 		return nil, fmt.Errorf("connect to --postgres: %w", err)
 	}
-	d.rep, err = webreplica.New(d.pool, webreplica.Options{
-		Directory: replica.Options{Addr: addr, Name: f.name, Secret: secret, Lease: f.lease, Logger: log},
+	// Durable audit waits at most 2 s per record while Postgres is away,
+	// rather than the 5 s default.
+	d.rep, err = webreplica.New(d.pool, addr, secret, &webreplica.Options{
+		Directory: replica.Options{Name: f.name, Lease: f.lease, Logger: log},
 		Channel:   notifyChannel,
 		Notifier:  replica.NotifierOptions{Logger: log},
-		Audit:     &replica.AuditOptions{Replica: f.name, Logger: log},
-		Migrate:   true,
+		Audit: &replica.AuditOptions{Replica: f.name, Logger: log,
+			Durable: f.durableAudit, Timeout: 2 * time.Second},
+		Migrate: true,
 	})
 	if err != nil {
 		return nil, err

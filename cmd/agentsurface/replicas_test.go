@@ -60,12 +60,12 @@ type replicaProc struct {
 }
 
 // startReplica starts a replica on a free loopback port and waits for
-// the session it prints.
-func startReplica(t *testing.T, bin, dbURL, secret, name string) *replicaProc {
+// the session it prints. Extra flags follow the others.
+func startReplica(t *testing.T, bin, dbURL, secret, name string, extra ...string) *replicaProc {
 	t.Helper()
 	p := &replicaProc{name: name, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "demo", "--addr", "127.0.0.1:0", "--postgres", dbURL,
-		"--replica-name", name, "--replica-lease", testLease.String(), "--log-level", "debug")
+	p.cmd = exec.Command(bin, append([]string{"demo", "--addr", "127.0.0.1:0", "--postgres", dbURL,
+		"--replica-name", name, "--replica-lease", testLease.String(), "--log-level", "debug"}, extra...)...)
 	p.cmd.Env = append(os.Environ(), envReplicaSecret+"="+secret)
 	p.cmd.Stderr = &p.stderr
 	stdout, err := p.cmd.StdoutPipe()
@@ -335,18 +335,29 @@ func randomHex(n int) string {
 // domain write on one replica shows on the pages of the others; a
 // retried write reaching another replica executes once; a killed
 // replica's sessions end with a clear answer within its lease while the
-// others' keep working; the audit table holds every replica's records,
-// none lost by a graceful stop.
+// others' keep working, and the audit table holds the settlement record
+// of every call it answered before it was killed (the audit is durable:
+// an answer leaves once its record is committed); the audit table holds
+// every replica's records, none lost by a graceful stop.
+//
+// With AGENTSURFACE_TEST_ASYNC_AUDIT=1 the replicas run with
+// --audit-durable=false, and the test reports the records the kill lost
+// instead of failing on them: the figure durability is measured against.
 func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 	dbURL := pg.Database(t)
 	bin := buildCLI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	secret := randomHex(32)
+	async := os.Getenv("AGENTSURFACE_TEST_ASYNC_AUDIT") == "1"
+	var audit []string
+	if async {
+		audit = []string{"--audit-durable=false"}
+	}
 	var reps []*replicaProc
 	var bases []string
 	for i := range 3 {
-		p := startReplica(t, bin, dbURL, secret, fmt.Sprintf("replica-%d", i+1))
+		p := startReplica(t, bin, dbURL, secret, fmt.Sprintf("replica-%d", i+1), audit...)
 		reps, bases = append(reps, p), append(bases, p.base)
 	}
 	lb, err := lbtest.New(bases...)
@@ -494,11 +505,72 @@ func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 	}
 	waitAudit(t, "replica-3", 3)
 
-	// A crash: replica-3 dies. Within its lease its session answers as
+	// A crash under load: replica-3 dies while its session's agent calls
+	// an audited action through the balancer. Every call it answered has
+	// its settlement record. Within its lease its session answers as
 	// ended, with a message, and the others keep working.
 	t.Run("crash", func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			acked []string // invocation ids of the calls answered ok
+		)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := fmt.Sprintf("replica-3-load-%d-%d", w, i)
+					res, err := vs[2].agent.CallWith(ctx, vs[2].tools["view:devices.table.selectRows"].Name,
+						json.RawMessage(fmt.Sprintf(`{"ids":["d%d"]}`, 1+i%8)), agent.CallOptions{InvocationID: id})
+					if err == nil && res.Status == surface.StatusOK {
+						mu.Lock()
+						acked = append(acked, id)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+		loadBy := time.Now().Add(60 * time.Second)
+		for count() < 200 {
+			if time.Now().After(loadBy) {
+				t.Fatalf("only %d calls answered under load in a minute", count())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		reps[2].kill()
 		killed := time.Now()
+		close(stop)
+		wg.Wait()
+		rows, err := db.Query(ctx, `SELECT invocation_id FROM agentsurface_audit WHERE replica = 'replica-3'
+			AND type = 'invocation-settled' AND status = 'ok' AND invocation_id = ANY($1)`, acked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lost []string
+		for _, id := range acked {
+			if !slices.Contains(stored, id) {
+				lost = append(lost, id)
+			}
+		}
+		mode := "durable"
+		if async {
+			mode = "asynchronous"
+		}
+		t.Logf("%s audit: %d calls answered before the kill, %d of their settlement records lost %v", mode, len(acked), len(lost), lost)
+		if len(lost) > 0 && !async {
+			t.Errorf("the kill lost the settlement records of %d answered calls: %v", len(lost), lost)
+		}
+
 		deadline := killed.Add(testLease + 3*time.Second)
 		for {
 			// Until the lease runs out: 503, the owner cannot be reached

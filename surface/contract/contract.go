@@ -166,6 +166,27 @@ type Capability struct {
 	Meta json.RawMessage `json:"meta,omitempty"`
 	// Policies is the capability's policy chain, outermost first.
 	Policies []Policy `json:"policies,omitempty"`
+	// StandingGrants is the ceiling of the standing grants a person may
+	// make to let the consumer's calls skip the confirmation question
+	// ([surface.CapabilityExplanation].Grants): absent when no grant may
+	// (registry contracts only; an MCP server does not list it).
+	StandingGrants *GrantCeiling `json:"standingGrants,omitempty"`
+}
+
+// GrantCeiling is the most a standing grant of a capability may allow:
+// a TTL of at most MaxTTLMs milliseconds and at most MaxUses uses, 0 (left
+// out) meaning no cap on uses.
+type GrantCeiling struct {
+	MaxTTLMs int64 `json:"maxTtlMs"`
+	MaxUses  int   `json:"maxUses,omitempty"`
+}
+
+// usesRank ranks the uses cap by what it lets through: no cap is the most.
+func (g *GrantCeiling) usesRank() int64 {
+	if g.MaxUses == 0 {
+		return 1 << 62
+	}
+	return int64(g.MaxUses)
 }
 
 // BoundField is an input field of a procedure reference filled from live
@@ -369,6 +390,13 @@ func (c Capability) normalized() (Capability, error) {
 		a := *c.Annotations
 		a.DestructiveHint, a.OpenWorldHint = cloneBool(a.DestructiveHint), cloneBool(a.OpenWorldHint)
 		c.Annotations = &a
+	}
+	if c.StandingGrants != nil {
+		g := *c.StandingGrants
+		if g.MaxTTLMs <= 0 || g.MaxUses < 0 {
+			return c, fmt.Errorf("%w: standingGrants needs a positive maxTtlMs and a maxUses not negative", ErrFormat)
+		}
+		c.StandingGrants = &g
 	}
 	c.Policies = slices.Clone(c.Policies)
 	for i := range c.Policies {

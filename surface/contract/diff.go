@@ -354,6 +354,7 @@ func (d *capDiff) details(a, b *Capability) {
 	}
 	d.schema("inputSchema", a.InputSchema, b.InputSchema, emptyObjectSchema, "inputs")
 	d.schema("outputSchema", a.OutputSchema, b.OutputSchema, json.RawMessage(`{}`), "outputs")
+	d.standingGrants(a.StandingGrants, b.StandingGrants)
 	d.boundFields(a.BoundFields, b.BoundFields)
 	d.annotations(a, b)
 	if !equalJSON(a.Meta, b.Meta) {
@@ -429,6 +430,31 @@ func (d *capDiff) schema(field string, a, b, def json.RawMessage, what string) {
 		d.row(Narrowing, false, field, a, b, "accepts fewer "+what+": no longer "+sd.whyNarrower)
 	default:
 		d.row(Neutral, false, field, a, b, "an equivalent schema")
+	}
+}
+
+// standingGrants compares whether standing grants may let calls skip the
+// confirmation question, and their ceiling: becoming grantable, or a
+// longer TTL or more uses, gives the consumer more.
+func (d *capDiff) standingGrants(a, b *GrantCeiling) {
+	const field = "standingGrants"
+	switch {
+	case a == nil && b == nil:
+	case a == nil:
+		d.row(Widening, false, field, a, b, "became grantable: a person may let calls through without asking")
+	case b == nil:
+		d.row(Narrowing, false, field, a, b, "no longer grantable: every call that needs confirmation asks")
+	case *a != *b:
+		wider := b.MaxTTLMs > a.MaxTTLMs || b.usesRank() > a.usesRank()
+		narrower := b.MaxTTLMs < a.MaxTTLMs || b.usesRank() < a.usesRank()
+		switch {
+		case wider && narrower:
+			d.row(Widening, true, field, a, b, "the grant ceiling's TTL and uses moved apart")
+		case wider:
+			d.row(Widening, false, field, a, b, "the grant ceiling widened: longer or more uses")
+		default:
+			d.row(Narrowing, false, field, a, b, "the grant ceiling narrowed: shorter or fewer uses")
+		}
 	}
 }
 
@@ -625,6 +651,10 @@ func jsonOf(v any) json.RawMessage {
 			return nil
 		}
 	case *Component:
+		if x == nil {
+			return nil
+		}
+	case *GrantCeiling:
 		if x == nil {
 			return nil
 		}

@@ -118,6 +118,11 @@ func TestRules(t *testing.T) {
 		{"effect between equals (view)", capab(a, func(c *contract.Capability) { c.Effect = surface.EffectNavigation }), []change{{"effect", W, true}}},
 		{"effect unknown", capab(a, func(c *contract.Capability) { c.Effect = "teleport" }), []change{{"effect", W, true}}},
 		{"idempotent claimed", capab(r, func(c *contract.Capability) { c.Idempotent = ptr(true) }), []change{{"idempotent", W, false}}},
+		{"became grantable", capab(r, func(c *contract.Capability) { c.StandingGrants = &contract.GrantCeiling{MaxTTLMs: 60000, MaxUses: 3} }),
+			[]change{{"standingGrants", W, false}}},
+		{"became grantable while hidden", capab(r, func(c *contract.Capability) {
+			c.Visibility, c.StandingGrants = contract.Hidden, &contract.GrantCeiling{MaxTTLMs: 60000}
+		}), []change{{"visibility", N, false}, {"standingGrants", Z, false}}},
 		{"idempotent unknown", capab(r, func(c *contract.Capability) { c.Idempotent = nil }), []change{{"idempotent", W, true}}},
 		{"reversible no more", capab(a, func(c *contract.Capability) { c.Reversible = ptr(false) }), []change{{"reversible", N, false}}},
 		{"confirmation lowered", capab(r, func(c *contract.Capability) { c.Confirmation = surface.ConfirmNever }), []change{{"confirmation", W, false}}},

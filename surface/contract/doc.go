@@ -89,10 +89,10 @@
 // contract records field by field under the descriptor's JSON names, but
 // live state: the descriptions, effects, idempotency, reversibility,
 // declared confirmation levels, schemas, bound fields, contexts and meta
-// records. A toolset's catalog ([surface.NewToolset]) gives the wire
-// names, what a descriptor leaves implicit (an observation's effect,
-// idempotency and level, a procedure reference's idempotency) and the
-// annotations, which are those mcpsurface serves: both compute them with
+// records; the explanation also gives the standing-grant ceiling. A
+// toolset's catalog ([surface.NewToolset]) gives the wire names, what a
+// descriptor leaves implicit (an observation's effect, idempotency and
+// level, a procedure reference's idempotency) and the annotations, which are those mcpsurface serves: both compute them with
 // [surface.Tool.Hints] ([AnnotationsFor] does too). Of a hidden
 // capability a contract records only its id, kind, component,
 // description and policies: the consumer is shown nothing else.
@@ -109,6 +109,14 @@
 // context, reversible, the declared confirmation level and the level
 // policies may raise it to, bound fields, meta records and policies. An
 // MCP contract is compared only with another MCP contract.
+//
+// StandingGrants, from [surface.CapabilityExplanation].Grants, is the
+// ceiling of the standing grants a person may make to let a consumer's
+// calls skip the confirmation question (issue "standing grants"): its
+// longest TTL (maxTtlMs) and most uses (maxUses, left out for no cap),
+// absent when no grant may. A capability that becomes grantable, or whose
+// ceiling widens, widens what the consumer may do without a person
+// looking.
 //
 // ConfirmationByPolicy is "required" when a RequireConfirmation policy is
 // in the capability's chain. The registry does not show a policy's
@@ -147,6 +155,10 @@
 //	inputSchema,          the new schema may accept a value     the new schema refuses a       an equivalent schema
 //	outputSchema          the old one refuses (mixed when the   value the old one accepted
 //	                      converse holds too)
+//	standingGrants        absent → present (became grantable);  present → absent; the          -
+//	                      maxTtlMs or maxUses raised (no cap    ceiling lowered
+//	                      is the most; mixed when one rises
+//	                      and the other falls)
 //	boundFields[path]     removed (the agent supplies it now),  added, or locked               -
 //	                      or unlocked
 //	annotations           now served over MCP (registry)        no longer served               -

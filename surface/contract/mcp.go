@@ -22,8 +22,10 @@ const (
 // AnnotationsFor returns the MCP tool annotations mcpsurface serves for a
 // capability of this kind, effect and idempotency, or nil when it does
 // not serve the capability's tool at all (MCP requires an object input
-// schema; observations take the empty object). Both compute them with
-// [surface.Tool.Hints] and [surface.Tool.ObjectInput]:
+// schema; observations take the empty object), but the title, which
+// depends on the capability's id ([surface.Tool.Title]; a registry
+// contract records it). Both compute them with [surface.Tool.Hints] and
+// [surface.Tool.ObjectInput]:
 //
 //   - readOnlyHint: an observation, or a server-query procedure;
 //   - destructiveHint: true for a destructive effect, false otherwise;
@@ -44,7 +46,18 @@ func annotationsOf(t surface.Tool) *Annotations {
 		return nil
 	}
 	h := t.Hints()
-	return &Annotations{ReadOnlyHint: h.ReadOnly, DestructiveHint: ptr(h.Destructive), IdempotentHint: h.Idempotent, OpenWorldHint: ptr(h.OpenWorld)}
+	return &Annotations{ReadOnlyHint: h.ReadOnly, DestructiveHint: ptr(h.Destructive), IdempotentHint: h.Idempotent, OpenWorldHint: ptr(h.OpenWorld),
+		Title: titleOf(t)}
+}
+
+// titleOf is the title mcpsurface serves for tool t ([surface.Tool.Title]),
+// "" for a tool without a capability id (AnnotationsFor's, which knows
+// none).
+func titleOf(t surface.Tool) string {
+	if t.CapabilityID == "" {
+		return ""
+	}
+	return t.Title()
 }
 
 // Tool is one tool as an MCP server lists it in tools/list: the fields

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
+	"github.com/agentsurface/agentsurface/internal/schema"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/surface/contract"
@@ -162,8 +164,24 @@ func TestFromToolsAgreesWithRegistry(t *testing.T) {
 		if r.Kind == surface.KindObservation {
 			want = json.RawMessage(`{"additionalProperties":false,"properties":{},"type":"object"}`)
 		}
-		mustEqual("inputSchema", m.InputSchema, want)
-		mustEqual("outputSchema", m.OutputSchema, r.OutputSchema) // taken out of the result envelope mcpsurface declares
+		// MCP shows schemas portable (internal/schema.Portable: no type
+		// arrays), which the prover proves equivalent.
+		sameSchema := func(field string, got, want json.RawMessage) {
+			t.Helper()
+			var g, w any
+			_ = json.Unmarshal(got, &g)
+			if want != nil {
+				_ = json.Unmarshal(schema.Portable(want), &w)
+			}
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("%s %s: over MCP %s, from the registry %s", r.Key(), field, got, want)
+			}
+			if d := schema.Compare(want, got, nil); want != nil && (d.Wider || d.Narrower) {
+				t.Errorf("%s %s: over MCP %s is not equivalent to the registry's %s: %+v", r.Key(), field, got, want, d)
+			}
+		}
+		sameSchema("inputSchema", m.InputSchema, want)
+		sameSchema("outputSchema", m.OutputSchema, r.OutputSchema) // taken out of the result envelope mcpsurface declares
 		// Unknown over MCP, so absent.
 		if m.Visibility != contract.Listed || m.Component != nil || m.Context != nil || m.Reversible != nil || m.Confirmation != "" ||
 			m.ConfirmationByPolicy != "" || m.BoundFields != nil || m.Meta != nil || m.Policies != nil {

@@ -102,6 +102,10 @@ var fields = []func(rt *rapid.T, c *contract.Capability){
 			c.Policies = append(c.Policies, p)
 		}
 	},
+	func(rt *rapid.T, c *contract.Capability) {
+		c.StandingGrants = rapid.SampledFrom([]*contract.GrantCeiling{nil, {MaxTTLMs: 60000}, {MaxTTLMs: 60000, MaxUses: 3},
+			{MaxTTLMs: 600000, MaxUses: 3}, {MaxTTLMs: 30000, MaxUses: 5}}).Draw(rt, "standingGrants")
+	},
 }
 
 func genView(rt *rapid.T, name string, src contract.Source) contract.ConsumerView {

@@ -167,6 +167,9 @@ func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView
 			c.WireName, c.Effect, c.Idempotent, c.Confirmation = t.Name, t.Effect, ptr(t.Idempotent), t.Confirmation
 			c.RequiresConfirmation = ptr(c.Confirmation == surface.ConfirmRequired)
 			c.Annotations = annotationsOf(t)
+			if g := ce.Grants; g != nil {
+				c.StandingGrants = &GrantCeiling{MaxTTLMs: g.MaxTTL.Milliseconds(), MaxUses: g.MaxUses}
+			}
 		}
 		v.Capabilities = append(v.Capabilities, *c)
 	}

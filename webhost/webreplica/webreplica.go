@@ -13,8 +13,7 @@
 //
 //	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 //	// ...
-//	rep, err := webreplica.New(pool, webreplica.Options{
-//		Directory: replica.Options{Addr: "http://" + podIP + ":8080", Secret: secret},
+//	rep, err := webreplica.New(pool, "http://"+podIP+":8080", secret, &webreplica.Options{
 //		Channel:   "myapp",                       // Host.Notify reaches every replica
 //		Audit:     &replica.AuditOptions{Replica: podName},
 //		Migrate:   true,
@@ -53,24 +52,24 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Options configure [Replicas]. Directory's Addr and Secret are
-// required.
+// Options configure [Replicas]; nil or zero fields take the defaults.
 type Options struct {
-	// Directory configures the session directory (replica.OpenDirectory).
-	// Its OnLeaseLost must be nil: the Host ends this replica's sessions.
+	// Directory configures the session directory (replica.OpenDirectory):
+	// its name, lease, timeout, logger, meter provider. Its OnLeaseLost
+	// must be nil: the Host ends this replica's sessions.
 	Directory replica.Options
 	// Channel, if set, is the Postgres LISTEN/NOTIFY channel that carries
 	// Host.Notify to the other replicas (replica.NewNotifier): lowercase
 	// letters, digits and _. Empty: notifications stay on this replica.
 	Channel string
-	// Notifier configures the notifier (its Timeout and Logger). Its
-	// OnNotify must be nil: notifications go to the Host.
+	// Notifier configures the notifier (its Timeout and Logger);
+	// notifications go to the Host.
 	Notifier replica.NotifierOptions
 	// Audit, if set, writes every session's audit records to the
 	// deployment's audit table as well (replica.NewAuditSink).
 	Audit *replica.AuditOptions
 	// Forward configures forwarding (ResponseHeaderTimeout, MaxHopAge).
-	// Its Token, Ended and ErrorHandler must be nil: the Host's.
+	// Its Ended, ErrorHandler and LongLived must be nil: the Host's.
 	Forward replica.ForwardOptions
 	// Migrate runs replica.Migrate when the Replicas start.
 	Migrate bool
@@ -80,33 +79,38 @@ type Options struct {
 // with [New] and pass it to webhost.New, which starts it; the Host's
 // Close closes it. Its methods are safe for concurrent use.
 type Replicas struct {
-	pool *pgxpool.Pool
-	opts Options
+	pool   *pgxpool.Pool
+	addr   string
+	secret []byte
+	opts   Options
 
 	mu       sync.Mutex
 	dir      *replica.Directory
 	notifier *replica.Notifier
 	audit    *replica.AuditSink
 	cluster  webhost.Cluster
-	lostID   string // the registration whose lease was lost, until the directory registers anew
 	started  bool
 	closed   bool
 }
 
-// New returns Replicas on pool, to pass in webhost.Options.Replicas. It
-// checks opts and does nothing else: the Host starts them.
-func New(pool *pgxpool.Pool, opts Options) (*Replicas, error) {
+// New returns Replicas on pool, to pass in webhost.Options.Replicas:
+// addr is the base URL at which the other replicas reach this one and
+// secret the secret every replica shares (replica.OpenDirectory). It
+// checks its arguments and does nothing else: the Host starts them.
+func New(pool *pgxpool.Pool, addr string, secret []byte, opts *Options) (*Replicas, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	switch {
 	case pool == nil:
 		return nil, errors.New("webreplica: a pool is required")
-	case opts.Directory.OnLeaseLost != nil:
+	case o.Directory.OnLeaseLost != nil:
 		return nil, errors.New("webreplica: Options.Directory.OnLeaseLost must be nil: the Host ends the sessions")
-	case opts.Notifier.OnNotify != nil:
-		return nil, errors.New("webreplica: Options.Notifier.OnNotify must be nil: notifications go to the Host")
-	case opts.Forward.Token != nil || opts.Forward.Ended != nil || opts.Forward.ErrorHandler != nil:
-		return nil, errors.New("webreplica: Options.Forward's Token, Ended and ErrorHandler are the Host's")
+	case o.Forward.Ended != nil || o.Forward.ErrorHandler != nil || o.Forward.LongLived != nil:
+		return nil, errors.New("webreplica: Options.Forward's Ended, ErrorHandler and LongLived are the Host's")
 	}
-	return &Replicas{pool: pool, opts: opts}, nil
+	return &Replicas{pool: pool, addr: addr, secret: secret, opts: o}, nil
 }
 
 // Start implements [webhost.Replicas]: it registers this replica in the
@@ -127,15 +131,15 @@ func (r *Replicas) Start(ctx context.Context, c webhost.Cluster) (err error) {
 	}
 	do := r.opts.Directory
 	do.OnLeaseLost = r.leaseLost
-	dir, err := replica.OpenDirectory(ctx, r.pool, &do)
+	dir, err := replica.OpenDirectory(ctx, r.pool, r.addr, r.secret, &do)
 	if err != nil {
 		return err
 	}
 	var notifier *replica.Notifier
 	if r.opts.Channel != "" {
 		no := r.opts.Notifier
-		no.OnNotify = func(n replica.Notification) { c.Notified(n.Payload) } // a Resync has an empty payload: anything changed
-		if notifier, err = replica.NewNotifier(ctx, r.pool, r.opts.Channel, no); err != nil {
+		notified := func(n replica.Notification) { c.Notified(n.Payload) } // a Resync has an empty payload: anything changed
+		if notifier, err = replica.NewNotifier(ctx, r.pool, r.opts.Channel, notified, &no); err != nil {
 			_ = dir.Close()
 			return err
 		}
@@ -154,9 +158,6 @@ func (r *Replicas) Start(ctx context.Context, c webhost.Cluster) (err error) {
 // replica's sessions, which the other replicas count as ended already.
 func (r *Replicas) leaseLost() {
 	r.mu.Lock()
-	if r.dir != nil {
-		r.lostID = r.dir.ID()
-	}
 	c := r.cluster
 	r.mu.Unlock()
 	c.LeaseLost()
@@ -187,9 +188,9 @@ func (r *Replicas) Release(tokens ...string) {
 
 // Forward implements [webhost.Replicas] with replica.Directory.Forward.
 // It must be called after Start.
-func (r *Replicas) Forward(next http.Handler, token func(*http.Request) string, failed func(http.ResponseWriter, *http.Request, error)) http.Handler {
+func (r *Replicas) Forward(next http.Handler, token func(*http.Request) string, longLived func(*http.Request) bool, failed func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	fo := r.opts.Forward
-	fo.Token = token
+	fo.LongLived = longLived
 	fo.ErrorHandler = func(w http.ResponseWriter, req *http.Request, err error) { failed(w, req, forwardError(err)) }
 	// A request whose owner turned out to have left is answered here, as
 	// for an ended session, but with the forwarding's context, which
@@ -201,7 +202,7 @@ func (r *Replicas) Forward(next http.Handler, token func(*http.Request) string, 
 			req = req.WithContext(client)
 		}
 		next.ServeHTTP(w, req)
-	}), fo)
+	}), token, &fo)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		fwd.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), clientCtxKey{}, req.Context())))
 	})
@@ -214,7 +215,7 @@ type clientCtxKey struct{}
 // forwardError turns an error of replica's forwarding into the Host's.
 func forwardError(err error) *webhost.ForwardError {
 	switch {
-	case errors.Is(err, replica.ErrUnavailable), errors.Is(err, replica.ErrOwnerUnreachable):
+	case errors.Is(err, replica.ErrUnavailable), errors.Is(err, replica.ErrOwnerUnreachable), errors.Is(err, replica.ErrLeaseLost):
 		return &webhost.ForwardError{Status: http.StatusServiceUnavailable, RetryAfter: time.Second, Err: err}
 	case errors.Is(err, replica.ErrOwnerTimeout):
 		return &webhost.ForwardError{Status: http.StatusGatewayTimeout, Err: err}
@@ -248,20 +249,28 @@ func (r *Replicas) Notify(ctx context.Context, topic string) error {
 }
 
 // Ready implements [webhost.Replicas]: not ready before Start, after
-// Close, and from a lost lease until the directory registered anew.
+// Close, while draining, and from a lost lease until the directory
+// registered anew (replica.Directory.Ready).
 func (r *Replicas) Ready() error {
 	r.mu.Lock()
-	d, lost, closed := r.dir, r.lostID, r.closed
+	d, closed := r.dir, r.closed
 	r.mu.Unlock()
 	switch {
 	case closed:
 		return replica.ErrClosed
 	case d == nil:
 		return errors.New("webreplica: not started")
-	case lost != "" && d.ID() == lost:
-		return replica.ErrLeaseLost
 	}
-	return nil
+	return d.Ready()
+}
+
+// Drain tells the directory this replica is stopping: it claims no new
+// session, and Ready fails (replica.Directory.Drain). webhost.Host.Drain
+// calls it.
+func (r *Replicas) Drain() {
+	if d := r.directory(); d != nil {
+		d.Drain()
+	}
 }
 
 // Close implements [webhost.Replicas]: it stops the listener, leaves the

@@ -181,8 +181,8 @@ func (c *cluster) start(t *testing.T, name string) *node {
 		t.Fatal(err)
 	}
 	n := &node{name: name, pool: openPool(t, c.dbURL)}
-	n.rep, err = webreplica.New(n.pool, webreplica.Options{
-		Directory: replica.Options{Addr: "http://" + ln.Addr().String(), Name: name, Secret: []byte(secret), Lease: testLease, Timeout: time.Second},
+	n.rep, err = webreplica.New(n.pool, "http://"+ln.Addr().String(), []byte(secret), &webreplica.Options{
+		Directory: replica.Options{Name: name, Lease: testLease, Timeout: time.Second},
 		Channel:   "webreplica_test",
 		Audit:     &replica.AuditOptions{Replica: name, Timeout: time.Second},
 		Migrate:   true,
@@ -562,10 +562,10 @@ func TestNewRefusesHostOwnedOptions(t *testing.T) {
 	pool := &pgxpool.Pool{}
 	for _, o := range []webreplica.Options{
 		{Directory: replica.Options{OnLeaseLost: func() {}}},
-		{Notifier: replica.NotifierOptions{OnNotify: func(replica.Notification) {}}},
-		{Forward: replica.ForwardOptions{Token: func(*http.Request) string { return "" }}},
+		{Forward: replica.ForwardOptions{LongLived: func(*http.Request) bool { return true }}},
+		{Forward: replica.ForwardOptions{ErrorHandler: func(http.ResponseWriter, *http.Request, error) {}}},
 	} {
-		if _, err := webreplica.New(pool, o); err == nil {
+		if _, err := webreplica.New(pool, "http://127.0.0.1:1", []byte(secret), &o); err == nil {
 			t.Errorf("accepted %+v", o)
 		}
 	}

@@ -115,8 +115,8 @@ func (c *cluster) start(t testing.TB, name string) *node {
 		t.Fatal(err)
 	}
 	n := &node{name: name, pool: openPool(t, c.dbURL)}
-	n.rep, err = webreplica.New(n.pool, webreplica.Options{
-		Directory: replica.Options{Addr: "http://" + ln.Addr().String(), Name: name, Secret: replicaSecret, Lease: testLease, Timeout: time.Second},
+	n.rep, err = webreplica.New(n.pool, "http://"+ln.Addr().String(), replicaSecret, &webreplica.Options{
+		Directory: replica.Options{Name: name, Lease: testLease, Timeout: time.Second},
 		Channel:   "agentsurface_devices",
 		Audit:     &replica.AuditOptions{Replica: name, Timeout: time.Second},
 	})

@@ -55,13 +55,13 @@ const expectedFile = "testdata/expected.json"
 // revisions; no scenario may regress from testdata/expected.json (fewer
 // passed or more failed checks). Run it with
 //
-//	AGENTSURFACE_CONFORMANCE=1 go test ./internal/conformance -run TestOfficialSuite
+//	AGENTSURFACE_CONFORMANCE=1 go test ./mcpsurface/internal/conformance -run TestOfficialSuite
 //
 // and rewrite the expectations with -update.
 func TestOfficialSuite(t *testing.T) {
 	if os.Getenv(suiteEnv) != "1" {
 		t.Skip("the official conformance suite is downloaded from npm and needs Node.js 22; run it with " +
-			suiteEnv + "=1 go test ./internal/conformance -run TestOfficialSuite (.ci/run does)")
+			suiteEnv + "=1 go test ./mcpsurface/internal/conformance -run TestOfficialSuite (.ci/run does)")
 	}
 	npx := requireNode22(t)
 	got := results{}

@@ -1,7 +1,7 @@
 // Command server serves the fixtures of the official MCP conformance
 // suite through mcpsurface, for running the suite against it:
 //
-//	go run ./internal/conformance/server -addr 127.0.0.1:3000 [-stateless]
+//	go run ./mcpsurface/internal/conformance/server -addr 127.0.0.1:3000 [-stateless]
 //	npx @modelcontextprotocol/conformance server --url http://127.0.0.1:3000/mcp
 //
 // It prints its URL once it listens, and stops on SIGINT or SIGTERM.
@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/agentsurface/agentsurface/internal/conformance"
+	"github.com/agentsurface/agentsurface/mcpsurface/internal/conformance"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentsurface/agentsurface/internal/conformance"
+	"github.com/agentsurface/agentsurface/mcpsurface/internal/conformance"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
