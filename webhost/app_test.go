@@ -78,7 +78,7 @@ func (b *board) changed() {
 	if h != nil {
 		h.Refresh()
 	}
-	b.s.Changed("notes", "count")
+	b.s.Changed("notes", "count", "log")
 }
 
 func (b *board) Mount(ctx context.Context, s *webhost.Session) error {
@@ -180,6 +180,8 @@ func (b *board) Fragment(_ context.Context, w io.Writer, id string) error {
 	switch id {
 	case "notes":
 		return pageTemplate.ExecuteTemplate(w, "notes", b.list())
+	case "log":
+		return pageTemplate.ExecuteTemplate(w, "log", b.list())
 	case "count":
 		b.mu.Lock()
 		pad := b.pad
@@ -209,10 +211,12 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <ul id="notes" data-fragment>{{template "notes" .Notes}}</ul>
 <p id="count" data-fragment></p>
 <p id="detail" data-fragment></p>
+<div id="log" data-fragment>{{template "log" .Notes}}</div>
 <div id="agentsurface-approvals" data-fragment></div>
 <form method="post" action="/notes" data-post data-reset><input name="text" aria-label="Note"><button>Add</button></form>
 </body></html>
 {{define "notes"}}{{range .}}<li>{{.}}</li>{{end}}{{end}}
+{{define "log"}}<ol data-stick="bottom">{{range .}}<li>{{.}}</li>{{end}}</ol>{{end}}
 {{define "count"}}{{.N}} notes{{with .Pad}}<span hidden>{{.}}</span>{{end}}{{end}}`))
 
 // app is the notes application served through a Host.

@@ -102,6 +102,9 @@ func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool)
 		return Decision{}, false
 	}
 	s.mu.Lock()
+	if s.deciding == nil {
+		s.deciding = map[string]string{}
+	}
 	s.deciding[id] = actor
 	s.mu.Unlock()
 	ok := s.reg.Confirmations().Resolve(id, surface.Resolution{Approved: approve, Actor: actor})
@@ -176,6 +179,9 @@ func (s *Session) requested(id string) {
 	for _, p := range s.reg.Confirmations().Pending() {
 		if p.ConfirmationID == id {
 			s.mu.Lock()
+			if s.known == nil {
+				s.known = map[string]surface.PendingConfirmation{}
+			}
 			if len(s.known) < 4*s.reg.Limits().MaxPendingConfirmations+16 {
 				s.known[id] = p
 			}
@@ -270,6 +276,9 @@ func (p *presented) Settle(st surface.Settlement) {
 // called records what became of the call that presented confirmation id.
 func (s *Session) called(id string, c CallOutcome) {
 	s.mu.Lock()
+	if s.calls == nil {
+		s.calls = map[string]CallOutcome{}
+	}
 	s.calls[id] = c
 	s.mu.Unlock()
 	s.Changed(ApprovalsID)
@@ -278,6 +287,10 @@ func (s *Session) called(id string, c CallOutcome) {
 // DecidePath is where the approvals card's form posts (Options.Prefix +
 // "decide"), with the fields "id" and "decision" ("approve" or "deny"):
 // the session of the request's cookie decides, if id is pending in it.
+// Otherwise the answer is 409 for a request of the session that was
+// decided already or expired, and 404 ("There is no such approval
+// request in this session.") for any other id, another session's
+// included.
 // An approve page reached by a link or URL-mode elicitation would be a
 // route beside it (GET shows one confirmation, POST decides, never on
 // GET); it is not served yet.
@@ -303,13 +316,40 @@ func (h *Host) serveDecide(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Actor != nil {
 		actor = h.opts.Actor(r, s)
 	}
-	if _, ok := s.Decide(r.PostForm.Get("id"), approve, actor); !ok {
-		// The same answer for an id that is unknown, another session's or
-		// decided already: nothing about other sessions leaks.
-		http.Error(w, "This request is not pending in this session.", http.StatusConflict)
+	id := r.PostForm.Get("id")
+	if _, ok := s.Decide(id, approve, actor); !ok {
+		status, msg := decideRefusal(s, id)
+		http.Error(w, msg, status)
 		return
 	}
 	h.Posted(w, r)
+}
+
+// decideRefusal says why confirmation id could not be decided in s, from
+// what s knows alone: decided already or expired (409), or no such
+// request in this session (404), the answer to an unknown id and to
+// another session's alike, so that nothing about other sessions leaks.
+func decideRefusal(s *Session, id string) (int, string) {
+	for _, d := range s.Decisions() {
+		if d.ConfirmationID != id {
+			continue
+		}
+		switch d.Outcome {
+		case surface.OutcomeExpired:
+			return http.StatusConflict, "This request expired before anyone decided: nothing ran."
+		case surface.OutcomeDenied:
+			return http.StatusConflict, "This request was denied already" + by(d.Actor) + "."
+		}
+		return http.StatusConflict, "This request was approved already" + by(d.Actor) + "."
+	}
+	return http.StatusNotFound, "There is no such approval request in this session."
+}
+
+func by(actor string) string {
+	if actor == "" {
+		return ""
+	}
+	return " by " + actor
 }
 
 //go:embed templates/*.html

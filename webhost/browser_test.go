@@ -368,3 +368,48 @@ func TestBrowserWebMCP(t *testing.T) {
 		})
 	}
 }
+
+// A list marked data-stick="bottom" in a fragment (a log) keeps its
+// newest line in view as patches add lines and as the window is resized;
+// one the user scrolled up stays where it is, also when the scroll event
+// comes too late to be seen (a busy machine fires it after the next
+// patch).
+func TestBrowserStickyLog(t *testing.T) {
+	a := newApp(t, webhost.Options{})
+	browser := headless(t)
+	tb := openTab(t, browser, a.srv.URL+"/", "")
+	b := boardOf(a.h.Session(tb.sid()))
+	for i := range 30 {
+		b.add(fmt.Sprint("line ", i))
+	}
+	tb.poll(`document.querySelectorAll('#log li').length === 30`)
+	// A log of a third of the window's height, scrolled to its end.
+	eval[bool](tb, `(() => {
+		const css = new CSSStyleSheet();
+		css.replaceSync('#log ol { height: 30vh; overflow: auto; margin: 0 } #log li { height: 24px }');
+		document.adoptedStyleSheets = [css];
+		const l = document.querySelector('#log ol');
+		l.scrollTop = l.scrollHeight;
+		return true;
+	})()`)
+	const atEnd = `(() => { const l = document.querySelector('#log ol'); return l.scrollHeight > l.clientHeight && l.scrollHeight - l.scrollTop - l.clientHeight < 8; })()`
+	tb.poll(atEnd)
+	b.add("line 30")
+	tb.poll(`document.querySelectorAll('#log li').length === 31`)
+	if !eval[bool](tb, atEnd) {
+		t.Error("after a patch the log does not show its newest line")
+	}
+	// The window shrinks: the log, shorter, still shows its newest line.
+	tb.do(chromedp.EmulateViewport(800, 300))
+	tb.poll(atEnd)
+	// Scrolled up, its scroll event swallowed: it stays where it is.
+	tb.do(chromedp.Evaluate[chromedp.Void](`window.addEventListener('scroll', (e) => e.stopPropagation(), true); document.querySelector('#log ol').scrollTop = 0`))
+	b.add("line 31")
+	tb.poll(`document.querySelectorAll('#log li').length === 32`)
+	if top := eval[float64](tb, `document.querySelector('#log ol').scrollTop`); top != 0 {
+		t.Errorf("a log scrolled up moved to %v", top)
+	}
+	if p := tb.problems(); len(p) > 0 {
+		t.Errorf("the page logged: %q", p)
+	}
+}

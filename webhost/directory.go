@@ -4,6 +4,16 @@ package webhost
 // the one place that maps a request's credential to its session (lookup,
 // by the credential's SHA-256). Everything else goes through these two.
 //
+// A session has three credentials: the browser's cookie, the MCP bearer
+// token and the join code. The Host keeps their SHA-256 only (and the
+// token and join code in clear, to hand them to the application, for the
+// sessions it made in this process): a session of an earlier run is made
+// again from those hashes ([Credentials]). The cookie is derived from the
+// join code (cookieOf), so that a join link, however often followed and
+// in whichever run, sets the one cookie of its session; the cookie does
+// not give the join code back. The replicas' directory is given the
+// hashes too, never a credential.
+//
 // A session made for a visitor's first page is unused until the page
 // uses it: its event stream opens, a form posts, its MCP token or join
 // link is presented. Unused sessions are held apart, a bounded pool of
@@ -17,7 +27,11 @@ package webhost
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -39,6 +53,24 @@ type secretKey [32]byte
 
 func keyOf(secret string) secretKey { return sha256.Sum256([]byte(secret)) }
 
+// cookieOf is the session cookie that the join code join sets: an
+// HMAC-SHA256 of a fixed label keyed by the code, so that every browser
+// joining a session, in this run or a later one, gets the same cookie,
+// and a cookie does not give the join code back.
+func cookieOf(join string) string {
+	m := hmac.New(sha256.New, []byte(join))
+	m.Write([]byte("agentsurface session cookie"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// replicaToken is how a credential is named to the replicas' directory:
+// its SHA-256, in hex.
+func replicaToken(k secretKey) string { return hex.EncodeToString(k[:]) }
+
+// ErrCredentialsInUse: a session with one of the credentials that
+// SessionOptions.Credentials names is live already.
+var ErrCredentialsInUse = errors.New("webhost: a live session has these credentials")
+
 // directory indexes the live sessions. Host.mu guards it.
 type directory struct {
 	by     [3]map[secretKey]*Session // by credential
@@ -55,14 +87,15 @@ func newDirectory() directory {
 	return d
 }
 
-// create makes a session of user. A visitor's session starts in the
-// unused pool, pushing the oldest unused one out when the pool is full; a
-// session of the host API (hosted) starts used, taking the place of the
-// session idle the longest when MaxSessions are used. With
-// Options.Replicas, the session's tokens are claimed first and released
-// again if the session is not made after all. Nothing is called under
-// Host.mu but the bookkeeping.
-func (h *Host) create(ctx context.Context, user string, keepShown, hosted bool) (*Session, error) {
+// create makes a session of user, under the credentials cr when it is
+// not nil (a session of an earlier run), else under new ones. A visitor's
+// session starts in the unused pool, pushing the oldest unused one out
+// when the pool is full; a session of the host API (hosted) starts used,
+// taking the place of the session idle the longest when MaxSessions are
+// used. With Options.Replicas, the session's credentials are claimed
+// first and released again if the session is not made after all.
+// Nothing is called under Host.mu but the bookkeeping.
+func (h *Host) create(ctx context.Context, user string, keepShown, hosted bool, cr *Credentials) (*Session, error) {
 	h.mu.Lock()
 	closed, epoch := h.closed, h.epoch
 	h.mu.Unlock()
@@ -70,13 +103,21 @@ func (h *Host) create(ctx context.Context, user string, keepShown, hosted bool) 
 		return nil, ErrClosed
 	}
 	s := &Session{
-		h: h, id: "s_" + randomToken()[:12], cookie: randomToken(), token: randomToken(), join: randomToken(),
+		h: h, id: "s_" + randomToken()[:12], token: randomToken(), join: randomToken(),
 		user: user, keepShown: keepShown, want: keepShown, hosted: hosted, unused: !hosted,
-		created: time.Now(), done: make(chan struct{}),
+		created: time.Now(),
+	}
+	s.keys = [...]secretKey{credCookie: keyOf(cookieOf(s.join)), credToken: keyOf(s.token), credJoin: keyOf(s.join)}
+	if cr != nil {
+		s.token, s.join = "", "" // known by their hashes only
+		s.keys = [...]secretKey{credCookie: cr.Cookie, credToken: cr.Token, credJoin: cr.Join}
+		if cr.ID != "" {
+			s.id = cr.ID
+		}
 	}
 	s.lastSeen = s.created
 	if h.opts.Replicas != nil {
-		if err := h.opts.Replicas.Claim(ctx, s.cookie, s.token, s.join); err != nil {
+		if err := h.opts.Replicas.Claim(ctx, s.replicaTokens()...); err != nil {
 			h.stats.add(&h.stats.unavailable)
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -95,7 +136,7 @@ func (h *Host) create(ctx context.Context, user string, keepShown, hosted bool) 
 		h.release(s)
 		return nil, err
 	}
-	h.log.Debug("webhost: session made", "session", s.id, "hosted", hosted)
+	h.log.Debug("webhost: session made", "session", s.id, "hosted", hosted, "restored", cr != nil)
 	if keepShown {
 		s.reconcile()
 	}
@@ -113,6 +154,14 @@ func (h *Host) index(s *Session, epoch uint64) ([]*Session, error) {
 	if h.epoch != epoch { // endSessions ran since the claim, which may have gone with a lost lease
 		return nil, fmt.Errorf("%w: this replica's sessions were ended meanwhile", ErrUnavailable)
 	}
+	if h.dir.byID[s.id] != nil {
+		return nil, ErrCredentialsInUse
+	}
+	for i, k := range s.keys {
+		if h.dir.by[i][k] != nil {
+			return nil, ErrCredentialsInUse
+		}
+	}
 	var out []*Session
 	if s.unused {
 		if len(h.dir.unused) >= h.opts.MaxUnusedSessions {
@@ -128,9 +177,9 @@ func (h *Host) index(s *Session, epoch uint64) ([]*Session, error) {
 		out = append(out, victim)
 		h.dropLocked(victim)
 	}
-	h.dir.by[credCookie][keyOf(s.cookie)] = s
-	h.dir.by[credToken][keyOf(s.token)] = s
-	h.dir.by[credJoin][keyOf(s.join)] = s
+	for i, k := range s.keys {
+		h.dir.by[i][k] = s
+	}
 	h.dir.byID[s.id] = s
 	if s.unused {
 		h.dir.unused = append(h.dir.unused, s)
@@ -209,8 +258,8 @@ func (h *Host) idlestLocked() *Session {
 // dropLocked removes s from the directory: its credentials stop working
 // at once. The caller closes it.
 func (h *Host) dropLocked(s *Session) {
-	for i, secret := range [...]string{credCookie: s.cookie, credToken: s.token, credJoin: s.join} {
-		if k := keyOf(secret); h.dir.by[i][k] == s {
+	for i, k := range s.keys {
+		if h.dir.by[i][k] == s {
 			delete(h.dir.by[i], k)
 		}
 	}
@@ -242,7 +291,7 @@ func (h *Host) forget(s *Session) {
 // release releases a session's tokens in the replicas' directory.
 func (h *Host) release(s *Session) {
 	if h.opts.Replicas != nil {
-		h.opts.Replicas.Release(s.cookie, s.token, s.join)
+		h.opts.Replicas.Release(s.replicaTokens()...)
 	}
 }
 

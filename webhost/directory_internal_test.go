@@ -30,8 +30,8 @@ func checkDirectory(t *rapid.T, h *Host) {
 		if s.id != id {
 			t.Fatalf("session %s indexed as %s", s.id, id)
 		}
-		for i, secret := range [...]string{credCookie: s.cookie, credToken: s.token, credJoin: s.join} {
-			if d.by[i][keyOf(secret)] != s {
+		for i, secret := range [...]string{credCookie: cookieOf(s.join), credToken: s.token, credJoin: s.join} {
+			if d.by[i][keyOf(secret)] != s || s.keys[i] != keyOf(secret) {
 				t.Fatalf("session %s not found by credential %d", id, i)
 			}
 		}
@@ -87,7 +87,7 @@ func TestDirectoryProperty(t *testing.T) {
 		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			switch rapid.IntRange(0, 6).Draw(rt, "op") {
 			case 0: // a visitor's page
-				if s, err := h.create(context.Background(), "", false, false); err == nil {
+				if s, err := h.create(context.Background(), "", false, false, nil); err == nil {
 					known = append(known, s)
 				}
 			case 1: // a session of the host API
@@ -96,14 +96,14 @@ func TestDirectoryProperty(t *testing.T) {
 				}
 			case 2: // a form post
 				if s := pick(); s != nil {
-					got, err := h.lookup(credCookie, s.cookie, true)
+					got, err := h.lookup(credCookie, cookieOf(s.join), true)
 					if err == nil && got != nil && got != s {
 						rt.Fatalf("cookie of %s found %s", s.id, got.id)
 					}
 				}
 			case 3: // an event stream opens
 				if s := pick(); s != nil {
-					if got, err := h.lookup(credCookie, s.cookie, true); err == nil && got != nil {
+					if got, err := h.lookup(credCookie, cookieOf(s.join), true); err == nil && got != nil {
 						if st, ok := got.streamOpened(nil, false); ok {
 							tabs = append(tabs, func() { got.streamClosed(st) })
 						}
@@ -124,8 +124,8 @@ func TestDirectoryProperty(t *testing.T) {
 			checkDirectory(rt, h)
 			for _, s := range known {
 				select {
-				case <-s.done:
-					for kind, secret := range []string{s.cookie, s.token, s.join} {
+				case <-s.Done():
+					for kind, secret := range []string{cookieOf(s.join), s.token, s.join} {
 						if got, _ := h.lookup(credential(kind), secret, false); got != nil {
 							rt.Fatalf("an ended session's credential %d finds %s", kind, got.id)
 						}

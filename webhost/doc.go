@@ -131,6 +131,12 @@
 // [Options.IdleTimeout] ends a session nobody uses. [Host.NewSession]
 // makes a session without a browser (tests, a scripted agent).
 //
+// A session can outlive its process: an application that keeps its
+// [Session.Credentials] (the hashes of its secrets, never the secrets)
+// makes it again in its next run with [SessionOptions].Credentials, and
+// the agent configured with its token, the link handed out and a page
+// left open (which reconnects on its own) reach it again.
+//
 // # Pages and live fragments
 //
 // A route wrapped in [Host.Page] serves a page: it finds or makes the

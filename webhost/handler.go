@@ -131,7 +131,7 @@ func (h *Host) Page(next http.Handler) http.Handler {
 		}
 		if s == nil {
 			var err error
-			s, err = h.create(r.Context(), user, false, false)
+			s, err = h.create(r.Context(), user, false, false, nil)
 			if err != nil {
 				if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrTooManySessions) && !errors.Is(err, ErrClosed) {
 					h.log.Error("webhost: cannot make a session", "error", err)
@@ -142,7 +142,7 @@ func (h *Host) Page(next http.Handler) http.Handler {
 				retryPage(w, http.StatusServiceUnavailable, 2)
 				return
 			}
-			h.setCookie(w, r, s.cookie)
+			h.setCookie(w, r, cookieOf(s.join))
 		}
 		s.pageServed()
 		w.Header().Set("Cache-Control", "no-store")
@@ -231,7 +231,8 @@ func (h *Host) requestSession(w http.ResponseWriter, r *http.Request, ended int)
 }
 
 // serveJoin binds the browser to the session of a join code. A code that
-// names no session gets 404, and no session.
+// names no session gets 404, a page saying so with a link to
+// Options.Home, and no session.
 func (h *Host) serveJoin(w http.ResponseWriter, r *http.Request) {
 	user, ok := h.requestUser(w, r)
 	if !ok {
@@ -244,11 +245,13 @@ func (h *Host) serveJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	if s == nil || s.user != user {
 		h.stats.add(&h.stats.ended)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		http.Error(w, "This link names no session: the session it joined has ended, or the link is mistyped.", http.StatusNotFound)
+		w.WriteHeader(http.StatusNotFound)
+		_ = templates.ExecuteTemplate(w, "nojoin", h.opts.Home)
 		return
 	}
-	h.setCookie(w, r, s.cookie)
+	h.setCookie(w, r, cookieOf(r.PathValue("code"))) // the session's cookie, also for a session of an earlier run
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, h.opts.Home, http.StatusSeeOther)
 }
@@ -310,10 +313,6 @@ func (h *Host) serveReady(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// sessionToken names the session a request is for, as the Host's routes
-// read it: the bearer token (or, with OAuth, the pairing header) on the
-// MCP path, the join code of a join link, nothing for the page script,
-// the ping and the probes, the cookie for everything else.
 // longLived reports whether r may legitimately wait long for its answer:
 // an MCP request (a tool call may wait for elicitation or approval) and a
 // WebMCP call (it waits for the user's approval in the page). Event
@@ -323,7 +322,21 @@ func (h *Host) longLived(r *http.Request) bool {
 	return h.mcp != nil && p == h.opts.MCP.Path || p == h.opts.Prefix+"webmcp/call"
 }
 
+// sessionToken names the session a request is for, as the Host's routes
+// read it (the bearer token, or with OAuth the pairing header, on the MCP
+// path; the join code of a join link; nothing for the page script, the
+// ping and the probes; the cookie for everything else), to the replicas:
+// by its hash, as they know the sessions' credentials.
 func (h *Host) sessionToken(r *http.Request) string {
+	if secret := h.requestSecret(r); secret != "" {
+		return replicaToken(keyOf(secret))
+	}
+	return ""
+}
+
+// requestSecret returns the credential that names a request's session,
+// or "" (see sessionToken).
+func (h *Host) requestSecret(r *http.Request) string {
 	p := r.URL.Path
 	switch {
 	case h.mcp != nil && p == h.opts.MCP.Path:

@@ -34,7 +34,11 @@ type Options struct {
 	// OnDuplicate is surface.DuplicateReplace, so that a page that opens
 	// again while the components of its previous mount are still being
 	// unregistered mounts them anew instead of being refused. It is called
-	// outside every lock of the Host.
+	// outside every lock of the Host, for each session right before
+	// NewViews and on the same goroutine (s.Registry() is nil until it
+	// returns), so that views whose state the registry's options read
+	// (an audit sink that feeds the page, a host context from the view's
+	// user) can be made here and handed to NewViews.
 	Registry func(s *Session, o *surface.Options)
 	// Executor, if set, is the procedure executor of every session's
 	// registry (surface.Registry.SetProcedureExecutor); it reads who
@@ -328,6 +332,14 @@ type SessionOptions struct {
 	// demo). Without it they mount when a page opens and unmount when it
 	// closes.
 	KeepShown bool
+	// Credentials, if set, makes the session under the credentials of a
+	// session of an earlier run ([Session.Credentials]): its id, and the
+	// token, join link and cookie that were handed out then. The session
+	// is otherwise new (its registry, its views); its Token and JoinPath
+	// are "", as the Host knows them by their hashes only. NewSession
+	// fails with [ErrCredentialsInUse] while a live session has one of
+	// them.
+	Credentials *Credentials
 }
 
 // NewSession makes a session as a browser's first visit does, but in
@@ -336,7 +348,7 @@ type SessionOptions struct {
 // [Session.Token] an MCP client. With Options.Replicas it fails with
 // [ErrUnavailable] when the directory cannot claim it.
 func (h *Host) NewSession(o SessionOptions) (*Session, error) {
-	return h.create(context.Background(), o.User, o.KeepShown, true)
+	return h.create(context.Background(), o.User, o.KeepShown, true, o.Credentials)
 }
 
 // Sessions returns the live sessions, used or not, in no order.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -224,6 +225,42 @@ func TestDecisionOutcomes(t *testing.T) {
 	}
 }
 
+// The page deciding a request of its own session that is no longer
+// pending is told what became of it: approved or denied already (by
+// whom), or expired; an id the session never had gets "There is no such
+// approval request in this session." AS-CONFIRM-006 (a decision is
+// final).
+func TestDecideSaysWhatBecameOfTheRequest(t *testing.T) {
+	a := newApp(t, webhost.Options{})
+	br := a.browser(t)
+	s := br.page()
+	br.open(false)
+	cs := a.dial(t, s.Token(), sessionless)
+	boardOf(s).add("x")
+	requireCode(t, callTool(t, cs, "view:notes.board.clear", "", nil), string(surface.CodeConfirmationRequired))
+	p := awaitPending(t, s)
+	decide := func(id, decision string) (int, string) {
+		return br.post("/agentsurface/decide", url.Values{"id": {id}, "decision": {decision}})
+	}
+	if code, msg := decide(p.ConfirmationID, "deny"); code != http.StatusNoContent {
+		t.Fatalf("deny: %d %s", code, msg)
+	}
+	if code, msg := decide(p.ConfirmationID, "approve"); code != http.StatusConflict || msg != "This request was denied already by anonymous (page)." {
+		t.Fatalf("approving a denied request: %d %q", code, msg)
+	}
+	// Another consumer's request, which expires.
+	requireCode(t, s.Registry().Invoke(bg, surface.Invocation{CapabilityID: "view:notes.board.clear"}, surface.InvokeOptions{}), string(surface.CodeConfirmationRequired))
+	p2 := awaitPending(t, s)
+	s.Registry().Confirmations().Expire(p2.ConfirmationID)
+	eventually(t, "the expiry is recorded", func() bool { return len(s.Decisions()) == 2 })
+	if code, msg := decide(p2.ConfirmationID, "approve"); code != http.StatusConflict || !strings.Contains(msg, "expired") {
+		t.Fatalf("approving an expired request: %d %q", code, msg)
+	}
+	if code, msg := decide("cnf_nosuchthing1", "approve"); code != http.StatusNotFound || msg != "There is no such approval request in this session." {
+		t.Fatalf("an unknown id: %d %q", code, msg)
+	}
+}
+
 func mcpMeta(confirmationID string) map[string]any {
 	return map[string]any{mcpsurface.MetaConfirmationID: confirmationID}
 }
@@ -271,5 +308,24 @@ func TestStreamHeartbeatAndCrossSite(t *testing.T) {
 	}
 	if beats < 3 {
 		t.Fatalf("%d heartbeats: %v", beats, sc.Err())
+	}
+}
+
+// A join link that names no session (its session ended, or a typo) is
+// answered with a page that says so and leads to Options.Home, in the
+// browser that followed it: 404, no session, no cookie.
+func TestJoinLinkOfNoSession(t *testing.T) {
+	a := newApp(t, webhost.Options{Home: "/app/"})
+	res := a.raw(t, http.MethodGet, "/agentsurface/join/bogus", "", nil, "")
+	if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || len(res.Cookies()) > 0 {
+		t.Fatalf("%d %q %v", res.StatusCode, res.Header.Get("Content-Type"), res.Cookies())
+	}
+	b := a.browser(t)
+	code, body := b.get("/agentsurface/join/bogus")
+	if code != http.StatusNotFound || !strings.Contains(body, "This link names no session") || !strings.Contains(body, `<a href="/app/">`) {
+		t.Fatalf("%d %s", code, body)
+	}
+	if st := a.h.Stats(); st.Sessions+st.UnusedSessions != 0 {
+		t.Fatalf("a session was made: %+v", st)
 	}
 }

@@ -31,17 +31,20 @@ type Replicas interface {
 	// runs. An error fails New.
 	Start(ctx context.Context, c Cluster) error
 	// Claim records that this replica owns the session of tokens, before
-	// they are handed out. An error refuses the new session (503).
+	// its credentials are handed out. The tokens name the session's
+	// credentials (cookie, MCP bearer token, join code) by their SHA-256
+	// in hex: the Replicas never see a credential. An error refuses the
+	// new session (503).
 	Claim(ctx context.Context, tokens ...string) error
 	// Release records that the session of tokens has ended. It must not
 	// block.
 	Release(tokens ...string)
 	// Forward returns next behind the forwarding: a request whose
-	// session (token(r), "" for none) another live replica owns is served
-	// by that replica; the rest by next. A forwarded request's answer is
-	// bounded in time unless longLived(r) (a call that may wait for a
-	// person's approval). A request that cannot be delivered is answered
-	// by failed with a [*ForwardError].
+	// session (token(r), named as in Claim; "" for none) another live
+	// replica owns is served by that replica; the rest by next. A
+	// forwarded request's answer is bounded in time unless longLived(r)
+	// (a call that may wait for a person's approval). A request that
+	// cannot be delivered is answered by failed with a [*ForwardError].
 	Forward(next http.Handler, token func(r *http.Request) string, longLived func(r *http.Request) bool, failed func(w http.ResponseWriter, r *http.Request, err error)) http.Handler
 	// AuditSink returns the sink of the session's audit records shared
 	// by the replicas (session is its public id), or nil. It must not

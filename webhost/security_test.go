@@ -389,10 +389,13 @@ func TestApprovalsBoundToTheirSession(t *testing.T) {
 	if _, ok := sb.Decide(p.ConfirmationID, true, "b"); ok {
 		t.Fatal("B's session approved A's confirmation")
 	}
+	// B's page is told plainly that B has no such request, as for an id
+	// nobody has: not that A's is "no longer pending", or anything else
+	// that would tell it apart.
 	code, msg := bb.post("/agentsurface/decide", url.Values{"id": {p.ConfirmationID}, "decision": {"approve"}})
-	_, unknown := bb.post("/agentsurface/decide", url.Values{"id": {"cnf_nosuchthing1"}, "decision": {"approve"}})
-	if code != http.StatusConflict || msg != unknown {
-		t.Fatalf("B's page approving A's confirmation: %d %q (an unknown id: %q)", code, msg, unknown)
+	unknownCode, unknown := bb.post("/agentsurface/decide", url.Values{"id": {"cnf_nosuchthing1"}, "decision": {"approve"}})
+	if code != http.StatusNotFound || msg != "There is no such approval request in this session." || unknownCode != code || msg != unknown {
+		t.Fatalf("B's page approving A's confirmation: %d %q (an unknown id: %d %q)", code, msg, unknownCode, unknown)
 	}
 	res := callTool(t, cb, "view:notes.board.clear", "", mcp.Meta{mcpsurface.MetaConfirmationID: p.ConfirmationID})
 	if res.Status == surface.StatusOK {

@@ -59,36 +59,36 @@ var ErrNoFragment = errors.New("webhost: no such fragment")
 // its pages. Its methods are safe for concurrent use.
 type Session struct {
 	h         *Host
-	id        string // public, for pages and logs; random, unrelated to the secrets
-	cookie    string // the browser's secret
-	token     string // the MCP bearer token
-	join      string // the join code
+	id        string       // public, for pages and logs; random, unrelated to the secrets
+	keys      [3]secretKey // the SHA-256 of the cookie, the token and the join code, by credential (directory.go)
+	token     string       // the MCP bearer token; "" when made from Credentials
+	join      string       // the join code; "" when made from Credentials
 	user      string
-	keepShown bool
-	hosted    bool // made by Host.NewSession
 	created   time.Time
-	unused    bool // guarded by h.mu: made for a first page, not yet used (directory.go)
 	reg       *surface.Registry
 	views     Views
-	webmcp    *webmcpTools
-	done      chan struct{}      // closed by Close
-	ctx       context.Context    // ends with the session
-	cancel    context.CancelFunc // ends ctx
+	keepShown bool
+	hosted    bool // made by Host.NewSession
+	unused    bool // guarded by h.mu: made for a first page, not yet used (directory.go)
 
-	mu        sync.Mutex
-	closed    bool
-	lastSeen  time.Time
-	streams   map[*stream]struct{}
-	seq       uint64      // numbers the streams, oldest first
-	pageTimer *time.Timer // the grace of a page without a stream
+	mu     sync.Mutex
+	closed bool
+	ctx    context.Context    // made on first use (Context); Close cancels it
+	cancel context.CancelFunc // ends ctx
 	// want is whether the views should be mounted: a page was served
 	// within PageGrace, a stream is open, or KeepShown. mounted is the
 	// current mount, or nil; busy says a goroutine is reconciling the
 	// two (reconcile), so that Mount never runs twice at once.
-	want    bool
-	mounted *mount
-	busy    bool
-	// Approvals (approvals.go).
+	want      bool
+	busy      bool
+	mounted   *mount
+	webmcp    *webmcpTools // made on first use (tools)
+	lastSeen  time.Time
+	streams   map[*stream]struct{}
+	seq       uint64      // numbers the streams, oldest first
+	pageTimer *time.Timer // the grace of a page without a stream
+	// Approvals (approvals.go). The maps (and streams) are made on first
+	// use: most sessions never have an approval.
 	known     map[string]surface.PendingConfirmation // requested and not resolved yet, by id
 	deciding  map[string]string                      // id → actor, while Decide resolves it
 	decisions []Decision                             // oldest first
@@ -102,9 +102,6 @@ type mount struct{ cancel context.CancelFunc }
 // runs here, without locks.
 func (s *Session) init() (err error) {
 	h := s.h
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.streams = map[*stream]struct{}{}
-	s.known, s.deciding, s.calls = map[string]surface.PendingConfirmation{}, map[string]string{}, map[string]CallOutcome{}
 	o := surface.Options{
 		Context:     s.hostContext,
 		Logger:      h.log,
@@ -130,7 +127,6 @@ func (s *Session) init() (err error) {
 	}
 	s.reg.SubscribeTo(s.event, surface.SurfaceChanged{}, surface.AvailabilityChanged{}, surface.ComponentUnregistered{},
 		surface.ConfirmationRequested{}, surface.ConfirmationResolved{})
-	s.webmcp = &webmcpTools{reg: s.reg, consumer: h.opts.WebMCP.Consumer}
 	views, err := h.opts.NewViews(s)
 	if err == nil && views == nil {
 		err = errors.New("webhost: Options.NewViews returned no views")
@@ -145,7 +141,12 @@ func (s *Session) init() (err error) {
 
 // discard drops a session that was never admitted.
 func (s *Session) discard() {
-	s.cancel()
+	s.mu.Lock()
+	s.closed = true
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Unlock()
 	_ = s.reg.Close()
 }
 
@@ -155,13 +156,53 @@ func (s *Session) ID() string { return s.id }
 
 // Token returns the session's MCP bearer token, which an agent presents
 // to act on this session (Options.MCP). Show it to the session's user
-// only; it ends with the session.
+// only; it ends with the session. It is "" for a session made from
+// [Credentials]: the Host knows its token by its hash only.
 func (s *Session) Token() string { return s.token }
 
 // JoinPath returns the path of the link that binds a browser to this
 // session (Options.Prefix + "join/…"); it works until the session ends.
-// It is a credential: show it to the session's user only.
-func (s *Session) JoinPath() string { return s.h.opts.Prefix + "join/" + s.join }
+// It is a credential: show it to the session's user only. It is "" for a
+// session made from [Credentials].
+func (s *Session) JoinPath() string {
+	if s.join == "" {
+		return ""
+	}
+	return s.h.opts.Prefix + "join/" + s.join
+}
+
+// Credentials are what a Host keeps of a session's secrets: their
+// SHA-256, never the secrets, and its public id. An application that
+// keeps them (in its database) can make the session again in a later
+// run, with [SessionOptions].Credentials: the same MCP bearer token, join
+// link and browser cookie then reach it, so that an agent configured with
+// the token, a saved link and a page left open all work across restarts.
+// They are not secrets (nobody can present a hash), but keep them where
+// only the application writes: whoever can change them can choose a
+// session's token.
+type Credentials struct {
+	// ID is the session's public id ([Session.ID]).
+	ID string
+	// Cookie, Token and Join are the SHA-256 of the browser cookie, the
+	// MCP bearer token and the join code.
+	Cookie, Token, Join [32]byte
+}
+
+// Credentials returns what the Host keeps of the session's secrets, for
+// an application that makes the session again in a later run.
+func (s *Session) Credentials() Credentials {
+	return Credentials{ID: s.id, Cookie: s.keys[credCookie], Token: s.keys[credToken], Join: s.keys[credJoin]}
+}
+
+// replicaTokens names the session's credentials to the replicas'
+// directory.
+func (s *Session) replicaTokens() []string {
+	out := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		out[i] = replicaToken(k)
+	}
+	return out
+}
 
 // User returns the session's user ([Options.User]), "" for an anonymous
 // one.
@@ -174,11 +215,32 @@ func (s *Session) Registry() *surface.Registry { return s.reg }
 func (s *Session) Views() Views { return s.views }
 
 // Done is closed when the session ends.
-func (s *Session) Done() <-chan struct{} { return s.done }
+func (s *Session) Done() <-chan struct{} { return s.Context().Done() }
+
+// tools returns the session's WebMCP tools, made on first use: most
+// sessions never have a page with a model context.
+func (s *Session) tools() *webmcpTools {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.webmcp == nil {
+		s.webmcp = &webmcpTools{reg: s.reg, consumer: s.h.opts.WebMCP.Consumer, closed: s.closed}
+	}
+	return s.webmcp
+}
 
 // Context returns a context that ends when the session ends, for work
 // the views start on their own.
-func (s *Session) Context() context.Context { return s.ctx }
+func (s *Session) Context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil { // made on first use: an idle session holds none
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		if s.closed {
+			s.cancel()
+		}
+	}
+	return s.ctx
+}
 
 // Shown reports whether the views are mounted: a page shows the session,
 // or it is kept shown.
@@ -336,7 +398,10 @@ func (s *Session) reconcile() {
 			s.Changed()
 			s.mu.Lock()
 		case want && s.mounted == nil && !failed:
-			ctx, cancel := context.WithCancel(s.ctx)
+			// Not a child of s.ctx: a mount ends before the session's
+			// context does (Close unmounts), and an idle session then
+			// holds one context less in its parent's children.
+			ctx, cancel := context.WithCancel(context.Background())
 			m := &mount{cancel: cancel}
 			s.mounted = m
 			s.mu.Unlock()
@@ -378,7 +443,8 @@ func (s *Session) callMount(ctx context.Context) (err error) {
 
 // notified tells the views of a topic, unless the session has ended.
 func (s *Session) notified(l Listener, topic string) {
-	if s.ctx.Err() != nil {
+	ctx := s.Context()
+	if ctx.Err() != nil {
 		return
 	}
 	defer func() {
@@ -386,7 +452,7 @@ func (s *Session) notified(l Listener, topic string) {
 			s.h.log.Error("webhost: Notified panicked", "session", s.id, "topic", topic, "panic", fmt.Sprint(p))
 		}
 	}()
-	l.Notified(s.ctx, topic)
+	l.Notified(ctx, topic)
 }
 
 // Close ends the session: its page streams ("ended"), its views' mount,
@@ -401,13 +467,20 @@ func (s *Session) Close() {
 	}
 	s.closed = true
 	s.stopPageTimerLocked()
-	close(s.done)
+	if s.cancel != nil {
+		s.cancel() // Done is closed; the views' work ends
+	}
+	m, tools := s.mounted, s.webmcp
 	s.mu.Unlock()
 	s.h.forget(s)
 	s.h.log.Debug("webhost: session ended", "session", s.id)
-	s.cancel() // the mount's context and the views' work end
+	if m != nil {
+		m.cancel() // the mount's context ends now, even while another goroutine reconciles
+	}
 	s.reconcile()
-	s.webmcp.close() // its WebMCP calls waiting for approval return
+	if tools != nil {
+		tools.close() // its WebMCP calls waiting for approval return
+	}
 	if s.h.mcp != nil {
 		s.h.mcp.Forget(s.reg) // its MCP sessions end
 	}

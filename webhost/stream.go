@@ -108,6 +108,9 @@ func (s *Session) streamOpened(ids []string, webmcp bool) (*stream, bool) {
 		close(oldest.evicted)
 		s.h.stats.add(&s.h.stats.pushedOut)
 	}
+	if s.streams == nil {
+		s.streams = map[*stream]struct{}{}
+	}
 	s.streams[st] = struct{}{}
 	s.lastSeen = time.Now()
 	s.want = true
@@ -209,8 +212,11 @@ func (h *Host) serveEvents(w http.ResponseWriter, r *http.Request) {
 	for i := range sent {
 		sent[i] = "\x00" // no HTML: the first render sends every fragment, empty ones too
 	}
-	var buf bytes.Buffer
 	send := func(fragments uint64, tools bool) bool {
+		// A buffer per render, not per stream: a page open for hours
+		// would otherwise hold its largest fragment's size between
+		// renders.
+		var buf bytes.Buffer
 		patch := map[string]string{}
 		for i, id := range st.ids {
 			if fragments&(1<<i) == 0 {
@@ -233,7 +239,7 @@ func (h *Host) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if !tools {
 			return true
 		}
-		list, err := s.webmcp.list()
+		list, err := s.tools().list()
 		if err != nil {
 			return true // the session is ending: "ended" follows
 		}
@@ -258,7 +264,7 @@ func (h *Host) serveEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.done:
+		case <-s.Done():
 			// The page reconnects: a fresh session where this one is gone.
 			write([]byte("event: ended\ndata: This session has ended.\n\n"))
 			return

@@ -181,7 +181,7 @@ func (w *webmcpTools) close() {
 // now, as the "tools" events of its stream carry them.
 func (h *Host) serveWebMCPTools(w http.ResponseWriter, r *http.Request) {
 	s := SessionFrom(r.Context())
-	list, err := s.webmcp.list()
+	list, err := s.tools().list()
 	if err != nil {
 		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusGone)
 		return
@@ -206,7 +206,7 @@ func (h *Host) serveWebMCPCall(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `the body must be one JSON object {"name", "surfaceVersion", "input"}`, http.StatusBadRequest)
 		return
 	}
-	res := s.webmcp.call(r.Context(), c.Name, c.SurfaceVersion, c.Input)
+	res := s.tools().call(r.Context(), c.Name, c.SurfaceVersion, c.Input)
 	s.touch() // a wait for the user's approval may have been long
 	// The call may have waited longer than WriteTimeout: the answer gets
 	// its own deadline.

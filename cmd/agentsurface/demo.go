@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	modversion "github.com/agentsurface/agentsurface/internal/version"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -40,6 +42,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&rf.addr, "replica-addr", "", "with --postgres: the base URL at which the other replicas reach this one, e.g. http://10.0.0.5:8080 (default: the --addr it listens on); needs $"+envReplicaSecret)
 	fs.StringVar(&rf.name, "replica-name", "", "with --postgres: this replica's name in logs and in the audit table (default: the host name)")
 	fs.DurationVar(&rf.lease, "replica-lease", 15*time.Second, "with --postgres: how long this replica's sessions outlive its last renewal; after a crash its sessions end within it")
+	newToken := fs.Bool("new-token", false, "make a new printed session, with a new link and MCP token, instead of the one kept in the database from an earlier start (whose token, link and pages then stop working)")
+	drain := fs.Duration("drain", 0, "on SIGTERM or Ctrl+C, answer /readyz with 503 for this long before stopping, so that a load balancer stops sending new requests first (with --postgres: 5s unless set)")
 	fs.BoolVar(&rf.durableAudit, "audit-durable", true, "with --postgres: answer a call only once its audit record is committed, so that a crash loses none (false: write the audit in the background; a crash loses the last records)")
 	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links (default: the address it listens on); behind a load balancer, the balancer's")
 	logFormat := fs.String("log-format", "text", "format of the diagnostics on standard error: text (key=value) or json (one object per line, for a log collector)")
@@ -79,11 +83,23 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentsurface demo: --approve needs --scripted")
 		return exitUsage
 	}
-	levelSet, addrSet := false, false
+	if *newToken && *scripted {
+		fmt.Fprintln(stderr, "agentsurface demo: --new-token does not apply to --scripted, whose session is always new")
+		return exitUsage
+	}
+	if *drain < 0 {
+		fmt.Fprintln(stderr, "agentsurface demo: --drain must not be negative")
+		return exitUsage
+	}
+	levelSet, addrSet, drainSet := false, false, false
 	fs.Visit(func(f *flag.Flag) {
 		levelSet = levelSet || f.Name == "log-level"
 		addrSet = addrSet || f.Name == "addr"
+		drainSet = drainSet || f.Name == "drain"
 	})
+	if rf.postgres != "" && !drainSet {
+		*drain = 5 * time.Second // a replica behind a load balancer
+	}
 	if *scripted && !addrSet {
 		*addr = "127.0.0.1:0" // a headless run needs no known port
 	}
@@ -100,13 +116,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agentsurface demo: %v\n", err)
 		return exitUsage
 	}
+	pairing := "" // whose printed session the database keeps: this replica's
 	if rf.postgres != "" {
 		// Every line of a replica names it: several write to one collector.
 		name := rf.name
 		if name == "" {
 			name, _ = os.Hostname()
 		}
-		log = log.With("replica", name)
+		log, pairing = log.With("replica", name), name
 	}
 	// The SDK's own errors (an unreachable collector) go to the same log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "error", err) }))
@@ -122,14 +139,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer ln.Close()
 
-	opts := console.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}
+	opts := console.Options{Host: webhost.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}}
 	var dep *deployment
 	if rf.postgres != "" {
 		if dep, err = openDeployment(ctx, rf, ln, log); err != nil {
 			return fail(stderr, "demo", err)
 		}
-		defer dep.close(log) // after the console has closed (deferred below)
-		opts.Store, opts.Replica = dep.store, &dep.rep
+		defer dep.close() // after the console has closed (deferred below)
+		opts.Store, opts.Host.Replicas = dep.store, dep.rep
 	} else {
 		dbSet := false
 		fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
@@ -167,6 +184,9 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	defer app.Close()
+	if dep != nil {
+		log.Info("replica joined", "id", dep.rep.Directory().ID(), "name", rf.name, "addr", dep.addr)
+	}
 
 	log.Info("serving the devices console", "addr", ln.Addr().String(), "version", modversion.Module())
 	srv := newServer(handler, log)
@@ -185,14 +205,27 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		base = "http://" + ln.Addr().String()
 	}
 	// The printed session is like every other: its views are mounted while
-	// a page shows it. Only the headless run keeps them mounted without one.
-	s, err := app.NewSession(console.SessionOptions{KeepShown: *scripted})
+	// a page shows it. Only the headless run keeps them mounted without one,
+	// and is always new; the interactive demo's is kept across restarts.
+	var s *console.Session
+	if *scripted {
+		s, err = app.NewSession(console.SessionOptions{KeepShown: true})
+	} else {
+		s, err = printedSession(ctx, app, opts.Store, pairing, *newToken, log)
+	}
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
-	fmt.Fprintf(stdout, "Devices console: %s%s\n", base, s.JoinPath())
-	fmt.Fprintf(stdout, "MCP:             claude mcp add --transport http devices %s/mcp --header \"Authorization: Bearer %s\"\n", base, s.Token())
-	fmt.Fprintf(stdout, "Inspector:       %s   (needs %s)\n", console.InspectorCommand(base+"/mcp", s.Token()), console.InspectorNode)
+	if s.Token() != "" {
+		fmt.Fprintf(stdout, "Devices console: %s%s\n", base, s.JoinPath())
+		fmt.Fprintf(stdout, "MCP:             claude mcp add --transport http devices %s/mcp --header \"Authorization: Bearer %s\"\n", base, s.Token())
+		fmt.Fprintf(stdout, "Inspector:       %s   (needs %s)\n", console.InspectorCommand(base+"/mcp", s.Token()), console.InspectorNode)
+	} else {
+		// Kept from an earlier start: the database has its credentials'
+		// hashes only, so they cannot be printed again.
+		fmt.Fprintf(stdout, "Devices console: %s/   (session %s, kept from an earlier start: the link printed then, and its open pages, still work)\n", base, s.ID())
+		fmt.Fprintf(stdout, "MCP:             %s/mcp   (the token printed then still works: it is kept as a hash only, so it cannot be printed again; --new-token makes a new one)\n", base)
+	}
 	fmt.Fprintf(stdout, "Metrics:         %s/metrics\n", base)
 
 	if !*scripted {
@@ -201,6 +234,20 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		case err := <-served:
 			return fail(stderr, "demo", err)
+		}
+		// Readiness fails first, so that a load balancer stops sending
+		// new requests here; then the deferred calls stop the console and
+		// the server.
+		app.Host().Drain()
+		if *drain > 0 {
+			log.Info("draining: /readyz answers 503 until the console stops (a second signal stops it now)", "for", drain.String())
+			again := make(chan os.Signal, 1)
+			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+			select {
+			case <-time.After(*drain):
+			case <-again:
+			}
+			signal.Stop(again)
 		}
 		return exitOK
 	}
@@ -332,4 +379,39 @@ func openSQLite(ctx context.Context, path string, reset bool) (*domain.Store, er
 		return nil, err
 	}
 	return store, nil
+}
+
+// printedSession returns the interactive demo's printed session: the one
+// the database keeps (its credentials' hashes, under pairing), made again,
+// so that the link, the MCP token and the pages of an earlier start keep
+// working; or, the first time, with --new-token, or when it cannot be made
+// again, a new one, which the database then keeps.
+func printedSession(ctx context.Context, app *console.App, store *domain.Store, pairing string, fresh bool, log *slog.Logger) (*console.Session, error) {
+	if !fresh {
+		p, err := store.Pairing(ctx, pairing)
+		switch {
+		case err == nil:
+			cr := webhost.Credentials{ID: p.SessionID, Cookie: p.Cookie, Token: p.Token, Join: p.Join}
+			s, err := app.NewSession(console.SessionOptions{Credentials: &cr})
+			if err == nil {
+				log.Info("the printed session is the one kept since an earlier start", "session", s.ID(), "since", p.Created)
+				return s, nil
+			}
+			// Another process holds it (two replicas of one name): a new
+			// session, not kept, so as not to take the other's place.
+			log.Warn("the printed session kept in the database cannot be made again; printing a new one, which a restart will not keep", "session", p.SessionID, "error", err)
+			return app.NewSession(console.SessionOptions{})
+		case !errors.Is(err, domain.ErrNoPairing):
+			log.Warn("cannot read the printed session kept in the database; printing a new one", "error", err)
+		}
+	}
+	s, err := app.NewSession(console.SessionOptions{})
+	if err != nil {
+		return nil, err
+	}
+	cr := s.Credentials()
+	if err := store.SavePairing(ctx, domain.Pairing{Name: pairing, SessionID: cr.ID, Cookie: cr.Cookie, Token: cr.Token, Join: cr.Join}); err != nil {
+		log.Warn("cannot keep the printed session in the database: a restart will print a new one", "error", err)
+	}
+	return s, nil
 }

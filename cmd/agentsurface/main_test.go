@@ -24,6 +24,10 @@ import (
 	"github.com/agentsurface/agentsurface/surface"
 )
 
+// consoleEvents is the event stream of the console's page, as its script
+// opens it.
+const consoleEvents = "/agentsurface/events?f=header,table,activity,agentsurface-approvals,detail,agent,surface"
+
 // pg is the PostgreSQL server of this package's tests, started by the
 // first test that needs one.
 var pg pgtest.Lazy
@@ -227,7 +231,7 @@ func TestDemoPrintedSessionFollowsThePage(t *testing.T) {
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	base := join[:strings.Index(join, "/join/")]
+	base := join[:strings.Index(join, "/agentsurface/join/")]
 	m, err := agent.Dial(ctx, base+"/mcp", &agent.DialOptions{Token: token})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +249,7 @@ func TestDemoPrintedSessionFollowsThePage(t *testing.T) {
 	res.Body.Close()
 	sctx, closeTab := context.WithCancel(ctx)
 	defer closeTab()
-	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/events", nil)
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+consoleEvents, nil)
 	res, err = hc.Do(req)
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("events: %v %v", err, res)

@@ -12,10 +12,10 @@ import (
 	"github.com/agentsurface/agentsurface/internal/randid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/examples/devices/domain/pgdomain"
 	"github.com/agentsurface/agentsurface/replica"
+	"github.com/agentsurface/agentsurface/webhost/webreplica"
 )
 
 // envReplicaSecret names the variable holding the secret every replica
@@ -34,19 +34,24 @@ type replicaFlags struct {
 }
 
 // deployment is what --postgres sets up on one Postgres database: the
-// devices domain, and this replica's session directory, audit sink and
-// change notifier.
+// devices domain, and this replica's part in the deployment (its session
+// directory, audit writer and change notifier), which the console's Host
+// starts and stops.
 type deployment struct {
 	store *domain.Store
 	pool  *pgxpool.Pool
-	// rep is the console's side: its directory, audit sink and
-	// notifier, whose callbacks reach the console once it exists.
-	rep console.Replica
+	rep   *webreplica.Replicas
+	addr  string // where the other replicas reach this one
 }
 
-// openDeployment connects to f.postgres, migrates it, and joins the
-// replicas. ln is the demo's listener: by default the other replicas
-// reach this one at its address.
+// notifyChannel is the Postgres LISTEN/NOTIFY channel on which the
+// console's replicas tell each other of domain writes.
+const notifyChannel = "agentsurface_devices"
+
+// openDeployment connects to f.postgres and prepares this replica's
+// part: the console's Host joins the replicas when it starts. ln is the
+// demo's listener: by default the other replicas reach this one at its
+// address.
 func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *slog.Logger) (_ *deployment, err error) {
 	secret, err := replicaSecret(f.addr != "", log)
 	if err != nil {
@@ -60,10 +65,10 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 		}
 		addr = "http://" + ln.Addr().String()
 	}
-	d := &deployment{}
+	d := &deployment{addr: addr}
 	defer func() {
 		if err != nil {
-			d.close(log)
+			d.close()
 		}
 	}()
 	if d.store, err = pgdomain.Open(ctx, f.postgres); err != nil {
@@ -75,25 +80,19 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 	if d.pool, err = pgxpool.New(ctx, f.postgres); err != nil {
 		return nil, fmt.Errorf("connect to --postgres: %w", err)
 	}
-	if err = replica.Migrate(ctx, d.pool); err != nil {
-		return nil, err
-	}
-	d.rep.Directory, err = replica.OpenDirectory(ctx, d.pool, addr, secret, &replica.Options{
-		Name: f.name, Lease: f.lease, Logger: log, OnLeaseLost: d.rep.LeaseLost,
+	// Durable audit waits at most 2 s per record while Postgres is away,
+	// rather than the 5 s default.
+	d.rep, err = webreplica.New(d.pool, addr, secret, &webreplica.Options{
+		Directory: replica.Options{Name: f.name, Lease: f.lease, Logger: log},
+		Channel:   notifyChannel,
+		Notifier:  replica.NotifierOptions{Logger: log},
+		Audit: &replica.AuditOptions{Replica: f.name, Logger: log,
+			Durable: f.durableAudit, Timeout: 2 * time.Second},
+		Migrate: true,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Durable: waits at most 2 s per record while Postgres is away, rather
-	// than the 5 s default.
-	d.rep.Audit = replica.NewAuditSink(d.pool, &replica.AuditOptions{Replica: f.name, Logger: log,
-		Durable: f.durableAudit, Timeout: 2 * time.Second})
-	d.rep.Notifier, err = replica.NewNotifier(ctx, d.pool, console.NotifyChannel, d.rep.Notified,
-		&replica.NotifierOptions{Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("replica joined", "id", d.rep.Directory.ID(), "name", f.name, "addr", addr)
 	return d, nil
 }
 
@@ -114,23 +113,9 @@ func replicaSecret(shared bool, log *slog.Logger) ([]byte, error) {
 	return []byte(randid.Text() + randid.Text()), nil // 52 characters, 260 random bits
 }
 
-// close leaves the deployment: the directory first (the other replicas
-// answer this one's sessions as ended at once), then the audit sink
-// writes what is queued. Call it after the console has closed.
-func (d *deployment) close(log *slog.Logger) {
-	if d.rep.Notifier != nil {
-		_ = d.rep.Notifier.Close()
-	}
-	if d.rep.Directory != nil {
-		if err := d.rep.Directory.Close(); err != nil {
-			log.Warn("replica: leaving the directory", "error", err)
-		}
-	}
-	if d.rep.Audit != nil {
-		if err := d.rep.Audit.Close(); err != nil {
-			log.Warn("replica: writing the last audit records", "error", err)
-		}
-	}
+// close closes the database connections; the console's Host has left
+// the deployment (Close) already.
+func (d *deployment) close() {
 	if d.pool != nil {
 		d.pool.Close()
 	}

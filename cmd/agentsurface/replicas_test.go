@@ -52,7 +52,7 @@ type replicaProc struct {
 	name   string
 	cmd    *exec.Cmd
 	base   string // where it listens, http://127.0.0.1:port
-	join   string // its printed session's join path, /join/…
+	join   string // its printed session's join path, /agentsurface/join/…
 	token  string // and MCP bearer token
 	stderr lockedBuffer
 	exited chan struct{}
@@ -99,7 +99,7 @@ func startReplica(t *testing.T, bin, dbURL, secret, name string, extra ...string
 		select {
 		case line := <-lines:
 			if u, ok := strings.CutPrefix(line, "Devices console: "); ok {
-				i := strings.Index(u, "/join/")
+				i := strings.Index(u, "/agentsurface/join/")
 				p.base, p.join = u[:i], u[i:]
 			}
 			if _, tok, ok := strings.Cut(line, `--header "Authorization: Bearer `); ok {
@@ -166,7 +166,7 @@ func visit(ctx context.Context, t *testing.T, front string, p *replicaProc) *vis
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("join %s's session: %s", p.name, res.Status)
 	}
-	v.feed = openFeed(ctx, t, v.hc, front+"/events")
+	v.feed = openFeed(ctx, t, v.hc, front+consoleEvents)
 	if v.agent, err = agent.Dial(ctx, front+"/mcp", &agent.DialOptions{Token: p.token}); err != nil {
 		t.Fatalf("MCP for %s's session: %v", p.name, err)
 	}
@@ -215,10 +215,10 @@ func (v *visitor) call(ctx context.Context, t *testing.T, capID, args string, o 
 // decide posts the page's approval of a confirmation.
 func (v *visitor) decide(t *testing.T, cid string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, v.front+"/ui/decide", strings.NewReader(url.Values{"id": {cid}, "decision": {"approve"}}.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, v.front+"/agentsurface/decide", strings.NewReader(url.Values{"id": {cid}, "decision": {"approve"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set("X-Console", "1")
+	req.Header.Set("X-Agentsurface", "1")
 	res, err := v.hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -414,8 +414,8 @@ func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 			played <- a.Run(bctx, "", vs[0].agent, nil)
 		}()
 		if err := chromedp.Do(bctx,
-			chromedp.WaitVisible(`#approvals .approval button.approve`),
-			chromedp.Click(`#approvals .approval button.approve`),
+			chromedp.WaitVisible(`#agentsurface-approvals .approval button.approve`),
+			chromedp.Click(`#agentsurface-approvals .approval button.approve`),
 			chromedp.WaitVisible(`#table tr[data-id="d9"] .s-disabled`),
 			chromedp.WaitVisible(`#table tr[data-id="d10"] .s-disabled`),
 		); err != nil {

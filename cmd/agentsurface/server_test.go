@@ -19,6 +19,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 // pipeListener is a net.Listener of in-memory connections (net.Pipe), so
@@ -98,7 +99,7 @@ func TestServerTimeouts(t *testing.T) {
 		if err := store.Seed(ctx); err != nil {
 			t.Fatal(err)
 		}
-		app, err := console.New(console.Options{Store: store, Heartbeat: time.Hour, IdleTimeout: time.Hour})
+		app, err := console.New(console.Options{Store: store, Host: webhost.Options{Heartbeat: time.Hour, IdleTimeout: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestServerTimeouts(t *testing.T) {
 
 		// The page's event stream outlives the read timeout.
 		sctx, closeTab := context.WithCancel(ctx)
-		req, _ := http.NewRequestWithContext(sctx, http.MethodGet, "http://127.0.0.1:8080/events", nil)
+		req, _ := http.NewRequestWithContext(sctx, http.MethodGet, "http://127.0.0.1:8080"+consoleEvents, nil)
 		res, err = hc.Do(req)
 		if err != nil || res.StatusCode != http.StatusOK {
 			t.Fatalf("events: %v %v", err, res)
@@ -195,7 +196,7 @@ func TestServerTimeouts(t *testing.T) {
 		if err := postForm(hc, "/ui/toggle", "id=d4"); err != nil {
 			t.Fatal(err)
 		}
-		res, err = hc.Get("http://127.0.0.1:8080/webmcp/tools")
+		res, err = hc.Get("http://127.0.0.1:8080/agentsurface/webmcp/tools")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ func TestServerTimeouts(t *testing.T) {
 		answer := make(chan surface.Result, 1)
 		go func() {
 			body := `{"name":"domain_devices__disable","surfaceVersion":"` + list.SurfaceVersion + `","input":{"reason":"slow approval"}}`
-			req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/webmcp/call", strings.NewReader(body))
+			req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/agentsurface/webmcp/call", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Sec-Fetch-Site", "same-origin")
 			res, err := hc.Do(req)
@@ -241,7 +242,7 @@ func postForm(hc *http.Client, path, form string) error {
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080"+path, strings.NewReader(form))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set("X-Console", "1")
+	req.Header.Set("X-Agentsurface", "1")
 	res, err := hc.Do(req)
 	if err != nil {
 		return err

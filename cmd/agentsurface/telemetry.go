@@ -119,15 +119,6 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// withMetrics serves /metrics with the telemetry's scrape handler, behind
-// the console's Host check and headers, and everything else with app.
-func withMetrics(app *console.App, t *telemetry) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", app.Guard(t.metrics))
-	mux.Handle("/", app)
-	return mux
-}
-
 // parseLogLevel parses --log-level: debug, info, warn or error.
 func parseLogLevel(s string) (slog.Level, error) {
 	var l slog.Level
@@ -142,7 +133,7 @@ func parseLogLevel(s string) (slog.Level, error) {
 // clients continued, /metrics served. Close the App, then shut the
 // telemetry down.
 func newConsole(ctx context.Context, opts console.Options) (*console.App, *telemetry, http.Handler, error) {
-	log := opts.Logger
+	log := opts.Host.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -150,7 +141,7 @@ func newConsole(ctx context.Context, opts console.Options) (*console.App, *telem
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	opts.Telemetry, opts.TraceContext = tel.inst.Telemetry(), tel.inst.ExtractMeta
+	opts.Telemetry, opts.Host.MCP.HTTP.TraceContext = tel.inst.Telemetry(), tel.inst.ExtractMeta
 	app, err := console.New(opts)
 	if err != nil {
 		_ = tel.shutdown(ctx)
@@ -158,6 +149,9 @@ func newConsole(ctx context.Context, opts console.Options) (*console.App, *telem
 	}
 	tel.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "agentsurface_console_sessions", Help: "Browser sessions the devices console holds.",
-	}, func() float64 { return float64(app.SessionCount()) }))
-	return app, tel, withMetrics(app, tel), nil
+	}, func() float64 { st := app.Host().Stats(); return float64(st.Sessions + st.UnusedSessions) }))
+	// /metrics beside the console's routes, behind its Host check and
+	// headers.
+	app.Handle("GET /metrics", tel.metrics)
+	return app, tel, app, nil
 }

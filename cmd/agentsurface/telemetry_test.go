@@ -24,6 +24,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -94,7 +95,7 @@ func demoConsole(t *testing.T) (*console.App, *telemetry, *httptest.Server) {
 	if err := store.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	app, tel, handler, err := newConsole(ctx, console.Options{Store: store, Logger: slog.New(slog.DiscardHandler)})
+	app, tel, handler, err := newConsole(ctx, console.Options{Store: store, Host: webhost.Options{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@
 //     a change inside a form with data-autosubmit submits it. A failed
 //     post shows its answer in the banner.
 //   - An element with data-stick="bottom" inside a fragment (a log) that
-//     was scrolled to its end stays there across patches.
+//     was scrolled to its end stays there across patches and resizes;
+//     one scrolled up stays where it is.
 //   - The banner is the element with id agentsurface-banner, made if the
 //     page has none.
 (() => {
@@ -56,15 +57,30 @@
   const events = new EventSource(prefix + 'events?' + query);
   if (webmcp) events.addEventListener('tools', (e) => webmcp.offer(JSON.parse(e.data)));
 
-  // Lists that stick to their end (data-stick="bottom").
+  // Lists that stick to their end (data-stick="bottom"): a list keeps its
+  // place across patches and resizes, and one scrolled to its end stays
+  // there, so that the newest line stays in view. Where a list is is
+  // read when a patch arrives, not from scroll events, which fire at the
+  // next frame (a busy machine delays it past the patch); a resize has
+  // moved the lists already, so where they were comes from the last
+  // scroll or patch.
+  const atEnd = new Map(); // the id of the list's element with an id → the list was at its end
+  const keyOf = (el) => (el.closest('[id]') || document.body).id;
   const isAtEnd = (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 8;
+  document.addEventListener('scroll', (e) => {
+    const el = e.target;
+    if (el instanceof Element && el.matches('[data-stick]')) atEnd.set(keyOf(el), isAtEnd(el));
+  }, true);
   const scrolled = (root) => [...root.querySelectorAll('[data-stick]')].map((el) => ({ top: el.scrollTop, end: isAtEnd(el) }));
   const restore = (root, before) => {
     root.querySelectorAll('[data-stick]').forEach((el, i) => {
       const was = before[i];
-      el.scrollTop = !was || was.end ? el.scrollHeight : was.top;
+      const end = was ? was.end : atEnd.get(keyOf(el)) !== false;
+      el.scrollTop = end ? el.scrollHeight : was ? was.top : el.scrollTop;
+      atEnd.set(keyOf(el), end);
     });
   };
+  window.addEventListener('resize', () => restore(document, []));
   restore(document, []);
 
   events.addEventListener('patch', (e) => {

@@ -23,9 +23,10 @@
 //	// ...
 //	defer h.Close() // ends the sessions, then the listener, the directory (its sessions end for every replica), the audit writer
 //
-// What it does for the Host: every session's tokens (cookie, MCP bearer
-// token, join code) are claimed in the directory before they are handed
-// out and released when the session ends; every request naming a
+// What it does for the Host: every session's credentials (cookie, MCP
+// bearer token, join code, which the Host names by their SHA-256) are
+// claimed in the directory before they are handed out and released when
+// the session ends; every request naming a
 // session (by cookie, bearer token, join link) is forwarded to the
 // replica that owns it, and one naming a session no live replica owns is
 // answered where it landed, as an ended one; each session's audit

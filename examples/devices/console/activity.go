@@ -20,7 +20,7 @@ type activity struct {
 	next     int // the oldest entry, once the ring is full
 	max      int
 	reading  map[string]string // invocation id → consumer key, of reads in progress
-	labels   map[string]string // registration id → component, of recent registrations
+	labels   []label           // the components of recent registrations, oldest first
 	seq      uint64            // numbers the entries
 	recorded func(surface.AuditEvent)
 }
@@ -41,7 +41,7 @@ type feedEntry struct {
 // newActivity keeps capacity entries; recorded is called, without locks
 // held, after each audit record.
 func newActivity(capacity int, recorded func(surface.AuditEvent)) *activity {
-	return &activity{max: capacity, reading: map[string]string{}, labels: map[string]string{}, recorded: recorded} // the ring grows as entries come
+	return &activity{max: capacity, recorded: recorded} // the ring grows as entries come; reading is made on the first read
 }
 
 // Record implements surface.AuditSink; it never fails. A call that asks
@@ -51,9 +51,31 @@ func (a *activity) Record(_ context.Context, e surface.AuditEvent) error {
 	if a.askingAgain(e) {
 		return nil
 	}
-	a.add(feedEntry{AuditEvent: e})
+	a.mu.Lock()
+	if !a.replaceReadLocked(e) {
+		a.addLocked(feedEntry{AuditEvent: e})
+	}
+	a.mu.Unlock()
 	a.recorded(e)
 	return nil
+}
+
+// replaceReadLocked puts the audit record e of a read in place of the line its
+// invocation events made, if they came first, and reports whether it
+// did; a.mu is held. A read is audited when it fails before reaching the component (it
+// was unmounted, for one): its line is shown once, from the record.
+func (a *activity) replaceReadLocked(e surface.AuditEvent) bool {
+	if e.Type != surface.AuditInvocationSettled || e.InvocationID == "" {
+		return false
+	}
+	for i := range a.ring {
+		if k := &a.ring[i]; k.read && k.InvocationID == e.InvocationID {
+			a.seq++
+			*k = feedEntry{AuditEvent: e, seq: a.seq, component: a.labelOf(e.RegistrationID)}
+			return true
+		}
+	}
+	return false
 }
 
 // askingAgain reports whether e settles a call as CONFIRMATION_REQUIRED
@@ -82,10 +104,14 @@ func (a *activity) askingAgain(e surface.AuditEvent) bool {
 func (a *activity) add(e feedEntry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.addLocked(e)
+}
+
+func (a *activity) addLocked(e feedEntry) {
 	a.seq++
 	e.seq = a.seq
 	if e.component == "" && e.RegistrationID != "" {
-		e.component = a.labels[e.RegistrationID]
+		e.component = a.labelOf(e.RegistrationID)
 	}
 	if len(a.ring) < a.max {
 		a.ring = append(a.ring, e)
@@ -100,22 +126,31 @@ func (a *activity) add(e feedEntry) {
 func (a *activity) readStarted(e surface.InvocationStarted, consumerKey string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.reading == nil {
+		a.reading = map[string]string{}
+	}
 	if len(a.reading) < 1024 { // a bound; every started read settles
 		a.reading[e.InvocationID] = consumerKey
 	}
 }
 
-func (a *activity) readSettled(e surface.InvocationSettled) {
+// readSettled reports whether it added a line: not for a read whose
+// audit record (a read that failed before reaching the component) came
+// first.
+func (a *activity) readSettled(e surface.InvocationSettled) bool {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	consumer, ok := a.reading[e.InvocationID]
 	delete(a.reading, e.InvocationID)
-	a.mu.Unlock()
-	if !ok {
-		return
+	if !ok || slices.ContainsFunc(a.ring, func(k feedEntry) bool {
+		return !k.read && k.Type == surface.AuditInvocationSettled && k.InvocationID == e.InvocationID
+	}) {
+		return false
 	}
 	d := e.DurationMs
-	a.add(feedEntry{read: true, AuditEvent: surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+	a.addLocked(feedEntry{read: true, AuditEvent: surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
 		CapabilityID: e.CapabilityID, InvocationID: e.InvocationID, ConsumerID: consumer, Status: e.Status, Code: e.Code, DurationMs: &d}})
+	return true
 }
 
 // label names the component of registration id on its entries, those
@@ -125,21 +160,32 @@ func (a *activity) label(id, component string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.labels) >= 2*a.max { // keep those the ring refers to
-		keep := map[string]string{}
-		for _, e := range a.ring {
-			if l, ok := a.labels[e.RegistrationID]; ok {
-				keep[e.RegistrationID] = l
-			}
-		}
-		a.labels = keep
+		a.labels = slices.DeleteFunc(a.labels, func(l label) bool {
+			return !slices.ContainsFunc(a.ring, func(e feedEntry) bool { return e.RegistrationID == l.id })
+		})
 	}
-	a.labels[id] = component
+	a.labels = append(slices.DeleteFunc(a.labels, func(l label) bool { return l.id == id }), label{id, component})
 	for i := range a.ring {
 		if e := &a.ring[i]; e.RegistrationID == id && e.component == "" {
 			a.seq++
 			e.component, e.seq = component, a.seq
 		}
 	}
+}
+
+// label is the component of a registration, for its entries.
+type label struct{ id, component string }
+
+// labelOf returns the component of registration id, or ""; a.mu is
+// held. (A session has few registrations at a time: a slice is smaller
+// than a map, and as quick.)
+func (a *activity) labelOf(id string) string {
+	for i := len(a.labels) - 1; i >= 0; i-- {
+		if a.labels[i].id == id {
+			return a.labels[i].component
+		}
+	}
+	return ""
 }
 
 // newestFirst returns the kept entries, newest first.

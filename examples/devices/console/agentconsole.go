@@ -12,9 +12,6 @@ import (
 	"github.com/agentsurface/agentsurface/surface"
 )
 
-// ConsoleConsumer is the consumer the page's embedded agent acts as.
-var ConsoleConsumer = surface.Consumer{ID: "console", Kind: surface.ConsumerEmbedded}
-
 // ChatEntry is one line of the page's agent console.
 type ChatEntry struct {
 	// Who is "you", "agent" (the model's text or a tool step) or "error".
@@ -34,7 +31,7 @@ var ErrStopped = errors.New("console: the agent was stopped")
 // context is cancelled (a model request in flight ends at once) and its
 // pending approvals expire. The run's channel receives ErrStopped. It
 // reports whether a run was stopped.
-func (s *Session) StopAgent() bool { return s.console.stop() }
+func (s *Session) StopAgent() bool { return s.agent().stop() }
 
 // agentConsole is the page's embedded agent: a model loop (or the scripted
 // agent) over the session's toolset in the embedded topology, where a call
@@ -43,7 +40,6 @@ type agentConsole struct {
 	s      *Session
 	runner agent.Runner
 	name   string
-	wg     sync.WaitGroup
 
 	mu      sync.Mutex
 	entries []ChatEntry
@@ -51,7 +47,6 @@ type agentConsole struct {
 	stopped bool // the user stopped the run in progress
 	cancel  context.CancelFunc
 	tools   *embeddedTools
-	closed  bool
 }
 
 func newAgentConsole(s *Session, r agent.Runner, name string) *agentConsole {
@@ -63,11 +58,11 @@ func newAgentConsole(s *Session, r agent.Runner, name string) *agentConsole {
 
 // Ask starts the embedded agent on prompt. The returned channel receives
 // the run's error (nil on success) when it ends.
-func (s *Session) Ask(prompt string) (<-chan error, error) { return s.console.ask(prompt) }
+func (s *Session) Ask(prompt string) (<-chan error, error) { return s.agent().ask(prompt) }
 
 // Chat returns the agent console's entries, oldest first.
 func (s *Session) Chat() []ChatEntry {
-	c := s.console
+	c := s.agent()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.entries)
@@ -75,23 +70,25 @@ func (s *Session) Chat() []ChatEntry {
 
 func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
-	}
 	if c.running {
 		c.mu.Unlock()
 		return nil, ErrBusy
 	}
 	if c.tools == nil {
-		ts, err := surface.NewToolset(c.s.reg, surface.ToolsetOptions{Consumer: ConsoleConsumer, Topology: surface.TopologyEmbedded})
+		ts, err := surface.NewToolset(c.s.Registry(), surface.ToolsetOptions{Consumer: ConsoleConsumer, Topology: surface.TopologyEmbedded})
 		if err != nil {
 			c.mu.Unlock()
 			return nil, err
 		}
 		c.tools = &embeddedTools{ts: ts}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// The run ends with the session.
+	ctx, cancel := context.WithCancel(c.s.ws.Context())
+	if ctx.Err() != nil || !c.s.app.startRun() {
+		c.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
 	c.running, c.stopped, c.cancel = true, false, cancel
 	c.appendLocked(ChatEntry{Who: "you", Text: prompt})
 	tools := c.tools
@@ -99,7 +96,8 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 	c.s.changed(partAgent)
 
 	done := make(chan error, 1)
-	c.wg.Go(func() {
+	go func() {
+		defer c.s.app.runs.Done()
 		defer cancel()
 		err := c.runner.Run(ctx, prompt, tools, func(st agent.Step) {
 			c.add(ChatEntry{Who: "agent", Step: &st})
@@ -121,7 +119,7 @@ func (c *agentConsole) ask(prompt string) (<-chan error, error) {
 		c.mu.Unlock()
 		c.s.changed(partAgent)
 		done <- err
-	})
+	}()
 	return done, nil
 }
 
@@ -150,10 +148,10 @@ func (c *agentConsole) stop() bool {
 	c.cancel()
 	c.mu.Unlock()
 	// What the run asked for and no longer waits for.
-	key := string(ConsoleConsumer.Kind) + ":" + ConsoleConsumer.ID
-	for _, p := range c.s.reg.Confirmations().Pending() {
+	key := ConsoleConsumer.Key()
+	for _, p := range c.s.Pending() {
 		if p.ConsumerKey == key {
-			c.s.reg.Confirmations().Expire(p.ConfirmationID)
+			c.s.Registry().Confirmations().Expire(p.ConfirmationID)
 		}
 	}
 	c.s.changed(partAgent)
@@ -172,22 +170,6 @@ func (c *agentConsole) busy() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.running
-}
-
-// close cancels a run, waits for it and closes the toolset (which ends a
-// pending confirmation wait).
-func (c *agentConsole) close() {
-	c.mu.Lock()
-	c.closed = true
-	if c.cancel != nil {
-		c.cancel()
-	}
-	tools := c.tools
-	c.mu.Unlock()
-	if tools != nil {
-		_ = tools.ts.Close()
-	}
-	c.wg.Wait()
 }
 
 // embeddedTools are the agent.Tools of the embedded agent: the session's

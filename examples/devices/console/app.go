@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
-	"github.com/agentsurface/agentsurface/internal/randid"
-	"github.com/agentsurface/agentsurface/mcpsurface"
-	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Options configure an [App]. Only Store is required; zero fields take
@@ -29,61 +27,6 @@ type Options struct {
 	// AgentName names the embedded agent on the page ("scripted",
 	// a model name). Default "scripted agent".
 	AgentName string
-	// IdleTimeout ends a session with no request and no open page for
-	// this long: its registry, MCP sessions and token go. Default 30m.
-	IdleTimeout time.Duration
-	// PageGrace is how long a page may be without an open event stream
-	// (a reload, a flaky network) before it counts as closed and its views
-	// unmount. Default 5s.
-	PageGrace time.Duration
-	// Heartbeat is the interval of the event stream's keep-alive comments;
-	// a stream whose heartbeat cannot be written within WriteTimeout ends.
-	// Default 15s.
-	Heartbeat time.Duration
-	// WriteTimeout bounds every write to an event stream. Default 10s.
-	WriteTimeout time.Duration
-	// MaxSessions bounds the sessions in use at once. Beyond it a new one
-	// takes the place of the session idle the longest that has no open
-	// page (nor was made with NewSession); when every one has an open
-	// page, new visitors get 503. Default 10000.
-	MaxSessions int
-	// MaxUnusedSessions bounds the sessions made for visitors' first
-	// pages and not used yet (no event stream, form post, join link or
-	// MCP request): beyond it the oldest unused one is reclaimed, so that
-	// requests without a cookie, however many, take nothing from used
-	// sessions and hold a bounded memory. Default 256.
-	MaxUnusedSessions int
-	// UnusedTimeout reclaims an unused session this long after its page
-	// was served; the page's script uses it within milliseconds. Default
-	// 1m.
-	UnusedTimeout time.Duration
-	// MaxStreams bounds the open event streams (tabs) of one browser
-	// session; a newer one pushes the oldest out. Default 8.
-	MaxStreams int
-	// MaxMCPSessions bounds the MCP sessions of one browser session.
-	// Default 8.
-	MaxMCPSessions int
-	// MCPSessionTimeout closes MCP sessions idle this long. Default 10m.
-	MCPSessionTimeout time.Duration
-	// MaxBodyBytes caps request bodies: MCP messages and form posts.
-	// Default 1 MiB.
-	MaxBodyBytes int64
-	// ConfirmationTTL is how long an approval card waits for the user.
-	// Default 5m.
-	ConfirmationTTL time.Duration
-	// AllowedHosts are the host names (or addresses) requests may name in
-	// their Host header besides the loopback ones (localhost, *.localhost,
-	// 127.0.0.0/8, ::1): those the server is reached by when it listens
-	// beyond loopback. A request naming any other host is refused (421)
-	// before anything is done, so that a web page whose domain resolves
-	// to this server (DNS rebinding) reaches nothing. "*" allows every
-	// host: only for a server behind a proxy that checks the host itself.
-	AllowedHosts []string
-	// ReadTimeout bounds the reading of a request body (a form post, an
-	// MCP message), whatever the server's own timeouts. Default 30s.
-	ReadTimeout time.Duration
-	// Logger receives diagnostics. Default: discard.
-	Logger *slog.Logger
 	// Telemetry, if set, is the Telemetry of every session's registry,
 	// e.g. an otelsurface.Instrumentation's, for traces and metrics of
 	// every governed call.
@@ -94,53 +37,62 @@ type Options struct {
 	// surface card explains, capability by capability, which policies
 	// judged it and why it is hidden or unavailable.
 	Policies []surface.Policy
-	// TraceContext, if set, is the /mcp endpoint's
-	// mcpsurface.Options.TraceContext: it continues the trace an MCP
-	// client sends in a tool call's _meta (otelsurface's ExtractMeta).
-	TraceContext func(ctx context.Context, meta map[string]any) context.Context
-	// Replica, if set, makes the App one replica of several behind a load
-	// balancer (see [Replica] and the package documentation): sessions are
-	// claimed in its session directory, every request naming a session is
-	// served by the replica that owns it, audit goes to Postgres too, and
-	// domain writes reach the other replicas' sessions. Nil: a single
-	// process, everything in memory.
-	Replica *Replica
+	// Host configures what package webhost does for the console: the
+	// sessions and their bounds, the page lifecycle, the MCP endpoint
+	// (Host.MCP.HTTP: its TraceContext, its sessions), WebMCP, the guard
+	// (Host.AllowedHosts, body and time limits), replicas
+	// (Host.Replicas, package webreplica), probes and the logger; each
+	// field's zero value is webhost's default. NewViews, Registry,
+	// Executor, Actor and RenderApprovals are the console's and must be
+	// nil; the MCP server's Implementation defaults to the console's.
+	Host webhost.Options
 }
 
-// App is the devices console: an http.Handler serving the page, its event
-// streams, its form posts and the MCP endpoint /mcp, and the host API
+// The consumers of a session: the page's embedded agent, MCP clients,
+// and an agent in the user's browser.
+var (
+	// ConsoleConsumer is the consumer the page's embedded agent acts as.
+	ConsoleConsumer = surface.Consumer{ID: "console", Kind: surface.ConsumerEmbedded}
+	// MCPConsumer is the consumer MCP clients of a session act as
+	// (webhost's default).
+	MCPConsumer = surface.Consumer{ID: "agent", Kind: surface.ConsumerMCPBridge}
+	// WebMCPConsumer is the consumer an agent in the user's browser acts
+	// as when it calls the tools the page offers through WebMCP
+	// (webhost's default). Its kind, surface.ConsumerWebMCP, keeps its
+	// idempotency keys, confirmation evidence and limits apart from the
+	// other consumers', shows on approval cards and in the audit trail as
+	// webmcp:browser, and lets a policy treat it as the least trusted of
+	// the session's consumers.
+	WebMCPConsumer = surface.Consumer{ID: "browser", Kind: surface.ConsumerWebMCP}
+)
+
+// App is the devices console: an http.Handler serving the page, its form
+// posts and static files beside what package webhost serves (the event
+// streams, approvals, MCP and WebMCP endpoints, probes), and the host API
 // that tests and the CLI use ([App.NewSession], [Session.Decide]). Each
 // browser session has its own registry. App is safe for concurrent use.
 type App struct {
 	opts    Options
-	store   *domain.Store
 	log     *slog.Logger
+	store   *domain.Store
+	host    *webhost.Host
 	mux     *http.ServeMux
-	handler http.Handler // what ServeHTTP serves: the mux behind Guard (and forwarding)
-	rep     *Replica     // Options.Replica
-	exec    *executor
-	mcp     *mcpsurface.HTTPHandler // serves /mcp
+	handler http.Handler // the mux behind the Host
 	// readState answers the table's readState; nil means
 	// Session.tableState. The load test sets it to compare with an answer
 	// from memory.
 	readState func(context.Context, *Session) (TableState, error)
 
 	mu     sync.Mutex
-	dir    directory // the sessions (sessions.go)
-	epoch  uint64    // counts EndSessions calls: a session claimed before one is not admitted after it
+	making map[*webhost.Session]*Session // made by the Registry hook, for NewViews
 	closed bool
-
-	stop chan struct{}
-	wg   sync.WaitGroup // the sweeper and broadcasts
+	runs   sync.WaitGroup // the embedded agents' runs (startRun)
 }
 
 // Errors of the host API.
 var (
 	// ErrClosed: the App or the session has been closed.
 	ErrClosed = errors.New("console: closed")
-	// ErrTooManySessions: Options.MaxSessions sessions are in use, each
-	// with an open page.
-	ErrTooManySessions = errors.New("console: too many sessions")
 )
 
 // New returns a console serving opts.Store. Close it to end every session
@@ -149,65 +101,82 @@ func New(opts Options) (*App, error) {
 	if opts.Store == nil {
 		return nil, errors.New("console: Options.Store is required")
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&opts.IdleTimeout, 30*time.Minute)
-	def(&opts.UnusedTimeout, time.Minute)
-	def(&opts.ReadTimeout, 30*time.Second)
-	def(&opts.PageGrace, 5*time.Second)
-	def(&opts.Heartbeat, 15*time.Second)
-	def(&opts.WriteTimeout, 10*time.Second)
-	def(&opts.MCPSessionTimeout, 10*time.Minute)
-	def(&opts.ConfirmationTTL, 5*time.Minute)
-	if opts.MaxSessions <= 0 {
-		opts.MaxSessions = 10000
-	}
-	if opts.MaxUnusedSessions <= 0 {
-		opts.MaxUnusedSessions = 256
-	}
-	if opts.MaxStreams <= 0 {
-		opts.MaxStreams = 8
-	}
-	if opts.MaxMCPSessions <= 0 {
-		opts.MaxMCPSessions = 8
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 1 << 20
+	ho := opts.Host
+	if ho.NewViews != nil || ho.Registry != nil || ho.Executor != nil || ho.Actor != nil || ho.RenderApprovals != nil {
+		return nil, errors.New("console: Options.Host's NewViews, Registry, Executor, Actor and RenderApprovals are the console's")
 	}
 	if opts.AgentName == "" {
 		opts.AgentName = "scripted agent"
 	}
-	a := &App{
-		opts: opts, store: opts.Store, log: opts.Logger, rep: opts.Replica,
-		dir:  newDirectory(),
-		stop: make(chan struct{}),
-	}
+	a := &App{opts: opts, log: opts.Host.Logger, store: opts.Store, making: map[*webhost.Session]*Session{}}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.exec = &executor{inner: domain.Procedures(opts.Store, &domain.ProcedureOptions{Consumer: idempotencyScope}), app: a}
-	a.mcp = a.newMCPHandler()
-	a.mux = a.routes()
-	if a.rep == nil {
-		a.handler = a.Guard(a.mux)
-	} else {
-		// The Host check comes first, before anything is looked up or
-		// forwarded; the owner checks it again and sets the answer's
-		// headers, which the forwarding relays.
-		a.handler = a.admit(a.rep.Directory.Forward(a.secured(a.mux), sessionToken, &replica.ForwardOptions{
-			ErrorHandler: a.forwardError,
-		}))
-		if err := a.rep.bind(a); err != nil {
-			_ = a.mcp.Close()
-			return nil, err
-		}
+	ho.Registry = a.configure
+	ho.NewViews = a.views
+	ho.Executor = &executor{inner: domain.Procedures(opts.Store, &domain.ProcedureOptions{Consumer: idempotencyScope}), app: a}
+	ho.Actor = func(_ *http.Request, ws *webhost.Session) string { return actorName(viewsOf(ws).User(), "browser") }
+	ho.RenderApprovals = a.renderApprovals
+	if ho.MCP.Consumer.ID == "" {
+		ho.MCP.Consumer = MCPConsumer
 	}
-	a.wg.Go(a.sweeper)
+	if ho.WebMCP.Consumer.ID == "" {
+		ho.WebMCP.Consumer = WebMCPConsumer
+	}
+	if ho.MCP.HTTP.Implementation == nil {
+		ho.MCP.HTTP.Implementation = &mcp.Implementation{Name: "agentsurface-devices", Title: "Devices console"} // Version: the module's
+	}
+	h, err := webhost.New(ho)
+	if err != nil {
+		return nil, err
+	}
+	a.host = h
+	a.mux = a.routes()
+	a.handler = h.Handler(a.mux)
 	return a, nil
 }
+
+// configure is the Host's Registry hook: it makes the session's views,
+// whose activity feed is the registry's audit sink and whose user and
+// route are its host context, and hands them to NewViews.
+func (a *App) configure(ws *webhost.Session, o *surface.Options) {
+	s := newSession(a, ws)
+	o.Context, o.Route, o.Audit = s.hostContext, s.route, s.activity
+	o.Telemetry, o.Policies = a.opts.Telemetry, a.opts.Policies
+	a.mu.Lock()
+	a.making[ws] = s
+	a.mu.Unlock()
+}
+
+// views is the Host's NewViews: the views configure made.
+func (a *App) views(ws *webhost.Session) (webhost.Views, error) {
+	a.mu.Lock()
+	s := a.making[ws]
+	delete(a.making, ws)
+	a.mu.Unlock()
+	if s == nil {
+		return nil, errors.New("console: a session's views were not made")
+	}
+	s.start()
+	return s, nil
+}
+
+// viewsOf returns the console's side of a session of the Host.
+func viewsOf(ws *webhost.Session) *Session {
+	s, _ := ws.Views().(*Session)
+	return s
+}
+
+// ServeHTTP implements http.Handler: the console's routes and the Host's,
+// behind the Host's guard (and, with Options.Host.Replicas, forwarding).
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+// Handle serves handler at pattern (an http.ServeMux pattern) beside the
+// console's routes, behind the same guard: for the demo's /metrics.
+func (a *App) Handle(pattern string, handler http.Handler) { a.mux.Handle(pattern, handler) }
+
+// Host returns the console's webhost.Host: its Stats, Drain, sessions.
+func (a *App) Host() *webhost.Host { return a.host }
 
 // SessionOptions configure a session made with [App.NewSession].
 type SessionOptions struct {
@@ -217,118 +186,74 @@ type SessionOptions struct {
 	// for sessions driven without a browser (the scripted demo, tests).
 	// Without it, views mount when a page opens and unmount when it closes.
 	KeepShown bool
+	// Credentials, if set, makes the session again under the credentials
+	// of a session of an earlier run (webhost.SessionOptions.Credentials):
+	// its token, join link and cookie work again, but are not known to
+	// this run ([Session.Token] is "").
+	Credentials *webhost.Credentials
 }
 
 // NewSession starts a session, as a browser's first visit does. Its
-// [Session.JoinPath] lets a browser join it. With Options.Replica it
-// fails with [ErrUnavailable] when the session directory cannot claim
-// it.
+// [Session.JoinPath] lets a browser join it. With replicas it fails with
+// webhost.ErrUnavailable when the session directory cannot claim it.
 func (a *App) NewSession(o SessionOptions) (*Session, error) {
-	s, out, err := a.create(context.Background(), o, true)
-	for _, x := range out {
-		x.Close()
-	}
+	ws, err := a.host.NewSession(webhost.SessionOptions{KeepShown: o.KeepShown, Credentials: o.Credentials})
 	if err != nil {
 		return nil, err
 	}
-	if o.KeepShown {
-		s.mountViews()
+	s := viewsOf(ws)
+	s.mu.Lock()
+	s.kept = o.KeepShown
+	s.mu.Unlock()
+	if o.User.ID != "" {
+		s.SetUser(o.User)
 	}
 	return s, nil
 }
 
-// Sessions returns the live sessions.
-func (a *App) Sessions() []*Session { return a.all() }
-
-// SessionCount returns how many sessions are live, used or not.
-func (a *App) SessionCount() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.dir.byID)
+// Sessions returns the live sessions, used or not.
+func (a *App) Sessions() []*Session {
+	var out []*Session
+	for _, ws := range a.host.Sessions() {
+		out = append(out, viewsOf(ws))
+	}
+	return out
 }
 
-// activeSession returns the session of r's cookie, used, or answers 401
-// and returns nil when it has ended.
-func (a *App) activeSession(w http.ResponseWriter, r *http.Request) *Session {
-	s, err := a.sessionOf(r, true)
-	if err != nil {
-		full(w)
-		return nil
+// Session returns the live session whose public id is id, or nil.
+func (a *App) Session(id string) *Session {
+	if ws := a.host.Session(id); ws != nil {
+		return viewsOf(ws)
 	}
-	if s == nil {
-		http.Error(w, "This session has ended. Reload the page to start a new one.", http.StatusUnauthorized)
-		return nil
-	}
-	return s
-}
-
-// sweeper ends idle sessions until Close.
-func (a *App) sweeper() {
-	every := min(a.opts.IdleTimeout/4, a.opts.UnusedTimeout/4, time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.stop:
-			return
-		case now := <-t.C:
-			a.sweep(now)
-		}
-	}
-}
-
-// devicesChanged tells every session that the devices changed (a
-// procedure mutated them), so their tables and selections follow, and
-// the other replicas, if any, so that theirs do.
-func (a *App) devicesChanged() { a.refresh(true) }
-
-// refresh refreshes every session in the background; with notify set it
-// also tells the other replicas through Replica.Notifier.
-func (a *App) refresh(notify bool) {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return
-	}
-	a.wg.Add(1)
-	a.mu.Unlock()
-	go func() {
-		defer a.wg.Done()
-		if notify && a.rep != nil && a.rep.Notifier != nil {
-			// Bounded by the Notifier's Timeout. A write whose notification
-			// is lost shows elsewhere at the next read.
-			if err := a.rep.Notifier.Notify(context.Background(), "devices"); err != nil {
-				a.log.Warn("console: cannot tell the other replicas that the devices changed", "error", err)
-			}
-		}
-		for _, s := range a.all() {
-			s.devicesChanged()
-		}
-	}()
+	return nil
 }
 
 // Close ends every session (their MCP sessions, event streams and agent
 // runs) and stops the App's goroutines. It is idempotent.
 func (a *App) Close() error {
+	err := a.host.Close()
 	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil
-	}
 	a.closed = true
-	close(a.stop)
 	a.mu.Unlock()
-	for _, s := range a.all() {
-		s.Close()
-	}
-	_ = a.mcp.Close()
-	a.wg.Wait()
-	return nil
+	a.runs.Wait() // the runs end with their sessions
+	return err
 }
 
-// executor is the domain's executor. A call that presents an approval
-// tells its session, whose decision then shows the call's outcome; after
-// a procedure that changes devices succeeds it tells the App.
+// startRun counts an embedded agent's run that is starting, which Close
+// waits for; it reports false once Close has begun.
+func (a *App) startRun() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.runs.Add(1)
+	return true
+}
+
+// executor is the domain's executor: after a procedure that changes
+// devices succeeds it tells every session, here and on the other
+// replicas, so that their tables and selections follow.
 type executor struct {
 	inner surface.ProcedureExecutor
 	app   *App
@@ -337,19 +262,15 @@ type executor struct {
 func (x *executor) Paths() []string { return x.inner.Paths() }
 
 func (x *executor) Execute(ctx context.Context, call *surface.ProcedureCall) (json.RawMessage, error) {
-	if call.Confirmation != nil {
-		if id, _ := call.Host["session"].(string); id != "" {
-			if s := x.app.byPublicID(id); s != nil {
-				s.approvedRun(call.Confirmation.ID, call.InvocationID)
-			}
-		}
-	}
 	out, err := x.inner.Execute(ctx, call)
 	if err == nil && call.Path != domain.ListPath {
-		x.app.devicesChanged()
+		x.app.host.Notify(devicesTopic)
 	}
 	return out, err
 }
+
+// devicesTopic is the Host.Notify topic of a change of the devices.
+const devicesTopic = "devices"
 
 // idempotencyScope is the consumer a domain call's invocation id belongs
 // to: the consumer key within its session. Every session has a registry
@@ -362,7 +283,3 @@ func idempotencyScope(call *surface.ProcedureCall) string {
 	session, _ := call.Host["session"].(string)
 	return "session " + session + " " + call.Consumer.Key()
 }
-
-// randomToken returns 52 random base32 characters (260 bits, as many as
-// the 32 random bytes a token had): unguessable.
-func randomToken() string { return randid.Text() + randid.Text() }

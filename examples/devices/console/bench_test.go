@@ -15,6 +15,8 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
+	"github.com/agentsurface/agentsurface/mcpsurface"
+	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -27,7 +29,7 @@ import (
 func BenchmarkToolsCall(b *testing.B) {
 	for _, sessions := range []int{1, 100} {
 		b.Run(fmt.Sprintf("server=console/sessions=%d", sessions), func(b *testing.B) {
-			d := newDemo(b, console.Options{MaxMCPSessions: 2})
+			d := newDemo(b, console.Options{Host: webhost.Options{MCP: webhost.MCPOptions{HTTP: mcpsurface.HTTPOptions{MaxSessions: 2}}}})
 			calls := make([]func(context.Context) error, sessions)
 			for i := range calls {
 				calls[i] = caller(b, d.dial(b, d.session(b).Token()), "view_devices__table__sortBy")
@@ -126,4 +128,42 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkReadState is 100 sessions' MCP clients calling the table's
+// readState at once (a domain read through the whole pipeline), each
+// with its page open (its event stream read, pages=1) or not: the
+// figure the console is compared by (issue 34).
+func BenchmarkReadState(b *testing.B) {
+	for _, pages := range []int{0, 1} {
+		b.Run(fmt.Sprintf("sessions=100/pages=%d", pages), func(b *testing.B) {
+			d := newDemo(b, console.Options{})
+			calls := make([]func(context.Context) error, 100)
+			for i := range calls {
+				var s *console.Session
+				if pages == 1 {
+					var err error
+					if s, err = d.app.NewSession(console.SessionOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					br := d.browser(b)
+					if code, _ := br.get(s.JoinPath()); code != http.StatusSeeOther {
+						b.Fatalf("join: %d", code)
+					}
+					br.events()
+				} else {
+					s = d.session(b)
+				}
+				cs := d.dial(b, s.Token()).Session()
+				calls[i] = func(ctx context.Context) error {
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "view_devices__table__readState", Arguments: json.RawMessage(`{}`)})
+					if err == nil && res.IsError {
+						err = fmt.Errorf("readState: an error result")
+					}
+					return err
+				}
+			}
+			measure(b, calls)
+		})
+	}
 }

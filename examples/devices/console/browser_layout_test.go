@@ -12,6 +12,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/chromedp/chromedp"
 )
 
@@ -110,7 +111,7 @@ func TestBrowserLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := openTab(t, browser, d, s, "")
-	tb.do(chromedp.WaitVisible(`#approvals .approval`), chromedp.WaitVisible(`#detail .detail-card`))
+	tb.do(chromedp.WaitVisible(`#agentsurface-approvals .approval`), chromedp.WaitVisible(`#detail .detail-card`))
 	atEnd := `(() => { const l = document.querySelector('#agent .chat'); return l.scrollHeight > l.clientHeight && l.scrollHeight - l.scrollTop - l.clientHeight < 8; })()`
 	for _, w := range []int64{1280, 1440, 390} {
 		tb.do(chromedp.EmulateViewport(w, 900))
@@ -147,7 +148,7 @@ func TestBrowserLayout(t *testing.T) {
 	}
 
 	// What the cards say: the refused approval, components, reads.
-	decisions := eval[string](tb, `document.querySelector('#approvals .decisions').textContent`)
+	decisions := eval[string](tb, `document.querySelector('#agentsurface-approvals .decisions').textContent`)
 	if !strings.Contains(decisions, "approved by victor (viewer, browser) → refused by the domain service: NOT_AUTHORIZED") {
 		t.Errorf("decisions: %q", decisions)
 	}
@@ -182,7 +183,7 @@ func TestBrowserLayout(t *testing.T) {
 	pctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(pctx, chromedp.Poll[bool](`document.querySelectorAll('#agent .chat li.you').length === 2 && document.querySelector('#agent .chat').dataset.busy === 'false'`)); err != nil {
-		t.Fatalf("%v: chat %+v, banner %q", err, s.Chat(), eval[string](tb, `document.getElementById('banner').textContent`))
+		t.Fatalf("%v: chat %+v, banner %q", err, s.Chat(), eval[string](tb, `document.getElementById('agentsurface-banner').textContent`))
 	}
 	if !eval[bool](tb, atEnd) {
 		t.Error("after an update the agent's log is not at its newest line")
@@ -215,8 +216,8 @@ func TestBrowserLayout(t *testing.T) {
 		t.Errorf("the page logged: %q", p)
 	}
 
-	// The page of an unknown join link.
-	tb.do(chromedp.Navigate(d.srv.URL+"/join/nope"), chromedp.WaitVisible(`main.single .card`))
+	// The page of an unknown join link (webhost's).
+	tb.do(chromedp.Navigate(d.srv.URL+"/agentsurface/join/nope"), chromedp.WaitVisible(`main h1`))
 	for _, w := range []int64{1280, 390} {
 		tb.do(chromedp.EmulateViewport(w, 700))
 		if p := eval[[]string](tb, layoutProblems); len(p) > 0 {
@@ -233,7 +234,7 @@ func TestBrowserLayout(t *testing.T) {
 // session is one) unmounts its views after PageGrace, in a real browser;
 // opening it again mounts them. AS-LIFE-001.
 func TestBrowserTabCloseUnmounts(t *testing.T) {
-	d := newDemo(t, console.Options{PageGrace: 200 * time.Millisecond})
+	d := newDemo(t, console.Options{Host: webhost.Options{PageGrace: 200 * time.Millisecond}})
 	s, err := d.app.NewSession(console.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)

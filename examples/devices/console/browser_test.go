@@ -75,10 +75,10 @@ func TestBrowserApprovesAgentRequest(t *testing.T) {
 	}()
 
 	// The approval card appears, with the devices by name.
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#approvals .approval button.approve`)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#agentsurface-approvals .approval button.approve`)); err != nil {
 		t.Fatal(err)
 	}
-	card, err := chromedp.Run(ctx, chromedp.Text(`#approvals .approval`))
+	card, err := chromedp.Run(ctx, chromedp.Text(`#agentsurface-approvals .approval`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +109,8 @@ func TestBrowserApprovesAgentRequest(t *testing.T) {
 
 	// Approve; the agent's retry runs; the table shows the statuses.
 	if err := chromedp.Do(ctx,
-		chromedp.Click(`#approvals .approval button.approve`),
-		chromedp.WaitNotPresent(`#approvals .approval`),
+		chromedp.Click(`#agentsurface-approvals .approval button.approve`),
+		chromedp.WaitNotPresent(`#agentsurface-approvals .approval`),
 		chromedp.WaitVisible(`#table tr[data-id="d9"] .s-disabled`),
 		chromedp.WaitVisible(`#table tr[data-id="d10"] .s-disabled`),
 	); err != nil {
@@ -123,7 +123,7 @@ func TestBrowserApprovesAgentRequest(t *testing.T) {
 	if err != nil || !noReload {
 		t.Fatalf("the page reloaded (%v)", err)
 	}
-	decided, err := chromedp.Run(ctx, chromedp.Text(`#approvals .decisions`))
+	decided, err := chromedp.Run(ctx, chromedp.Text(`#agentsurface-approvals .decisions`))
 	if err != nil || !strings.Contains(decided, "approved by olivia") {
 		t.Fatalf("decisions %q %v", decided, err)
 	}

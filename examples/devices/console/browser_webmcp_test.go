@@ -261,12 +261,12 @@ func TestBrowserWebMCP_AS_ADAPTER_003(t *testing.T) {
 			// The agent disables them: the call waits for the click on
 			// Approve in the page, then returns the final result.
 			eval[bool](tb, fmt.Sprintf(`window.__disable = __webmcp.call(%q, {reason: 'offline during the maintenance window'}), true`, toolDisable))
-			tb.do(chromedp.WaitVisible(`#approvals .approval button.approve`))
-			card := eval[string](tb, `document.querySelector('#approvals .approval').textContent`)
+			tb.do(chromedp.WaitVisible(`#agentsurface-approvals .approval button.approve`))
+			card := eval[string](tb, `document.querySelector('#agentsurface-approvals .approval').textContent`)
 			if !strings.Contains(card, "webmcp:browser") || !strings.Contains(card, "hvac-ctrl-lon-03") {
 				t.Fatalf("approval card %q", card)
 			}
-			tb.do(chromedp.Click(`#approvals .approval button.approve`))
+			tb.do(chromedp.Click(`#agentsurface-approvals .approval button.approve`))
 			r := tb.result(`window.__disable`)
 			if r.IsError || string(r.StructuredContent.Output) != `{"disabled":2}` {
 				t.Fatalf("disable: %+v", r.StructuredContent)
@@ -346,7 +346,7 @@ func TestBrowserWebMCP_AS_ADAPTER_003(t *testing.T) {
 			if strings.Contains(r, "webmcp") {
 				t.Fatalf("a page without a model context requested %s", r)
 			}
-			events = events || r == "GET /events"
+			events = events || strings.HasPrefix(r, "GET /agentsurface/events?")
 		}
 		if !events {
 			t.Fatalf("no event stream: %v", d.reqs.requests())

@@ -33,12 +33,11 @@ const contractFile = "contract.json"
 // panel of device d1 open, as the app gets there.
 func shownSession(tb testing.TB) *Session {
 	tb.Helper()
-	s, _, err := newTestApp(tb).create(context.Background(), SessionOptions{KeepShown: true}, true)
+	s, err := newTestApp(tb).NewSession(SessionOptions{KeepShown: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.Close)
-	s.mountViews()
 	if err := s.openDevice(context.Background(), "d1"); err != nil {
 		tb.Fatal(err)
 	}
@@ -50,7 +49,7 @@ func shownSession(tb testing.TB) *Session {
 // the given order.
 func mountedSession(tb testing.TB, panelFirst bool, editTable func(s *Session, c *surface.Component)) *Session {
 	tb.Helper()
-	s, _, err := newTestApp(tb).create(context.Background(), SessionOptions{}, true)
+	s, err := newTestApp(tb).NewSession(SessionOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -59,21 +58,24 @@ func mountedSession(tb testing.TB, panelFirst bool, editTable func(s *Session, c
 	if err != nil {
 		tb.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
 	s.mount.Lock()
 	defer s.mount.Unlock()
+	s.mountCtx = ctx
 	s.mu.Lock()
-	s.shown, s.view.detail = true, d.ID
+	s.view.detail = d.ID
 	s.mu.Unlock()
 	table, panel := s.tableComponent(), s.detailComponent(d)
 	if editTable != nil {
 		editTable(s, &table)
 	}
 	if panelFirst {
-		s.detail = s.register(panel)
-		s.table = s.register(table)
+		s.detail = s.register(ctx, panel)
+		s.table = s.register(ctx, table)
 	} else {
-		s.table = s.register(table)
-		s.detail = s.register(panel)
+		s.table = s.register(ctx, table)
+		s.detail = s.register(ctx, panel)
 	}
 	return s
 }
@@ -83,7 +85,7 @@ func mountedSession(tb testing.TB, panelFirst bool, editTable func(s *Session, c
 // fails here until the file is updated (go test -run TestContract
 // -update) and the change reviewed.
 func TestContract(t *testing.T) {
-	surfacetest.RequireContract(t, contractFile, shownSession(t).reg, &surfacetest.ContractOptions{Consumers: consumers})
+	surfacetest.RequireContract(t, contractFile, shownSession(t).Registry(), &surfacetest.ContractOptions{Consumers: consumers})
 }
 
 // The contract depends only on what the console declares: not on the
@@ -117,7 +119,7 @@ func TestContractDeterministic(t *testing.T) {
 			}
 			s.selectRows([]string{"d3", "d4"}, "")
 		}
-		c, err := contract.FromRegistry(s.reg, consumers...)
+		c, err := contract.FromRegistry(s.Registry(), consumers...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +157,7 @@ const (
 func refWith[In, Out any](tb testing.TB, s *Session, id string, effect surface.Effect, level surface.Confirmation) surface.Capability {
 	tb.Helper()
 	var shown contract.Capability
-	for _, c := range must(contract.FromRegistry(shownSession(tb).reg, MCPConsumer)).Consumers[0].Capabilities {
+	for _, c := range must(contract.FromRegistry(shownSession(tb).Registry(), MCPConsumer)).Consumers[0].Capabilities {
 		if c.CapabilityID == id {
 			shown = c
 		}
@@ -237,7 +239,7 @@ func TestLoweringDisableConfirmationIsWidening(t *testing.T) {
 	s := mountedSession(t, false, func(s *Session, c *surface.Component) {
 		c.Procedures[disableRef] = refWith[domain.DisableInput, domain.DisableOutput](t, s, domain.DisableID, surface.EffectDestructive, surface.ConfirmOptional)
 	})
-	changes := must(contract.Compare(committed, must(contract.FromRegistry(s.reg, consumers...))))
+	changes := must(contract.Compare(committed, must(contract.FromRegistry(s.Registry(), consumers...))))
 	if len(changes) != 2*len(consumers) {
 		t.Fatalf("%d changes, want 2 per consumer:\n%s", len(changes), tableOf(changes))
 	}
@@ -248,7 +250,7 @@ func TestLoweringDisableConfirmationIsWidening(t *testing.T) {
 		}
 	}
 	for _, fail := range []contract.Classes{nil, widening} {
-		msg := check(t, s.reg, fail)
+		msg := check(t, s.Registry(), fail)
 		for _, want := range []string{"testdata/contract.json changed", "widening", "domain:devices.disable", "confirmation", `"required" → "optional"`,
 			"embedded:console", "mcp-bridge:agent", "webmcp:browser"} {
 			if !strings.Contains(msg, want) {
@@ -263,7 +265,7 @@ func TestLoweringDisableConfirmationIsWidening(t *testing.T) {
 		c.Procedures[disableRef] = refWith[domain.DisableInput, domain.DisableOutput](t, s, domain.DisableID, surface.EffectDestructive, surface.ConfirmOptional)
 		c.Policies = nil
 	})
-	changes = must(contract.Compare(committed, must(contract.FromRegistry(s.reg, consumers...))))
+	changes = must(contract.Compare(committed, must(contract.FromRegistry(s.Registry(), consumers...))))
 	byPolicy := 0
 	for _, c := range changes {
 		if c.Class != contract.Widening && c.Field != "requiresConfirmation" {
@@ -276,7 +278,7 @@ func TestLoweringDisableConfirmationIsWidening(t *testing.T) {
 	if byPolicy != len(consumers) {
 		t.Fatalf("confirmationByPolicy widened for %d consumers:\n%s", byPolicy, tableOf(changes))
 	}
-	if msg := check(t, s.reg, widening); !strings.Contains(msg, "confirmationByPolicy") || !strings.Contains(msg, "policies[component require-confirmation]") {
+	if msg := check(t, s.Registry(), widening); !strings.Contains(msg, "confirmationByPolicy") || !strings.Contains(msg, "policies[component require-confirmation]") {
 		t.Fatalf("the failure does not name the policy:\n%s", msg)
 	}
 
@@ -285,14 +287,14 @@ func TestLoweringDisableConfirmationIsWidening(t *testing.T) {
 	s = mountedSession(t, false, func(s *Session, c *surface.Component) {
 		c.Procedures[enableRef] = refWith[domain.EnableInput, domain.EnableOutput](t, s, domain.EnableID, surface.EffectServerMutation, surface.ConfirmRequired)
 	})
-	if msg := check(t, s.reg, widening); msg != "" {
+	if msg := check(t, s.Registry(), widening); msg != "" {
 		t.Fatalf("a narrowing failed the widening gate:\n%s", msg)
 	}
-	if msg := check(t, s.reg, nil); !strings.Contains(msg, "narrowing") || strings.Contains(msg, "widening  ") {
+	if msg := check(t, s.Registry(), nil); !strings.Contains(msg, "narrowing") || strings.Contains(msg, "widening  ") {
 		t.Fatalf("the exact check: %s", msg)
 	}
 	// And the contract as the app builds it passes both.
-	if msg := check(t, shownSession(t).reg, nil); msg != "" {
+	if msg := check(t, shownSession(t).Registry(), nil); msg != "" {
 		t.Fatal(msg)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -76,10 +78,10 @@ func TestScriptedTaskOverMCP(t *testing.T) {
 		IDs    []string `json:"ids"`
 		Reason string   `json:"reason"`
 	}
-	if err := json.Unmarshal(dec.Input, &in); err != nil {
+	if err := json.Unmarshal([]byte(dec.Input), &in); err != nil {
 		t.Fatal(err)
 	}
-	if !dec.Approved || dec.Actor != approver || dec.CapabilityID != domain.DisableID || dec.Consumer != "mcp-bridge:agent" ||
+	if dec.Outcome != surface.OutcomeApproved || dec.Call == nil || !dec.Call.Executed || dec.Call.Status != surface.StatusOK || dec.Actor != approver || dec.CapabilityID != domain.DisableID || dec.Consumer != "mcp-bridge:agent" ||
 		!slices.Equal(in.IDs, []string{"d9", "d10"}) || in.Reason != "offline during the maintenance window" {
 		t.Fatalf("decision %+v (input %s)", dec, dec.Input)
 	}
@@ -149,8 +151,12 @@ func TestSessionsIsolated(t *testing.T) {
 	if code, _ := bb.get(b.JoinPath()); code != http.StatusSeeOther {
 		t.Fatalf("join: %d", code)
 	}
-	if code, _ := bb.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict {
-		t.Fatalf("B's page approving A's confirmation: %d", code)
+	// B's page is told plainly that B's session has no such request, as
+	// for an id nobody has: not that A's is "no longer pending".
+	code, msg := bb.post("/agentsurface/decide", url.Values{"id": {cid}, "decision": {"approve"}})
+	unknownCode, unknown := bb.post("/agentsurface/decide", url.Values{"id": {"cnf_nosuchthing1"}, "decision": {"approve"}})
+	if code != http.StatusNotFound || msg != "There is no such approval request in this session." || unknownCode != code || unknown != msg {
+		t.Fatalf("B's page approving A's confirmation: %d %q (an unknown id: %d %q)", code, msg, unknownCode, unknown)
 	}
 	if p := a.Pending(); len(p) != 1 || p[0].ConfirmationID != cid {
 		t.Fatalf("A's confirmation is no longer pending: %+v", p)
@@ -235,7 +241,7 @@ func TestMCPTokens(t *testing.T) {
 // Malformed JSON-RPC is a protocol error, an oversized body is refused
 // with 413 before it is read, and neither reaches the registry.
 func TestMCPBadInput(t *testing.T) {
-	d := newDemo(t, console.Options{MaxBodyBytes: 4 << 10})
+	d := newDemo(t, console.Options{Host: webhost.Options{MaxBodyBytes: 4 << 10}})
 	s := d.session(t)
 	send := func(body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, d.mcpURL(), strings.NewReader(body))
@@ -290,7 +296,7 @@ func TestPageAndForms(t *testing.T) {
 	if code, _ := b.post("/ui/filter", url.Values{"status": {"offline"}}); code != http.StatusUnauthorized {
 		t.Fatalf("no session: %d", code)
 	}
-	res, err := b.client.Get(d.srv.URL + "/events")
+	res, err := b.client.Get(d.srv.URL + eventsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +320,7 @@ func TestPageAndForms(t *testing.T) {
 	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || len(c.Value) < 40 {
 		t.Fatalf("cookie %+v", c)
 	}
-	for _, want := range []string{"badge-reader-lon-02", "Pending approvals", "claude mcp add --transport http devices " + d.srv.URL + "/mcp", "/static/app.js"} {
+	for _, want := range []string{"badge-reader-lon-02", "Pending approvals", "claude mcp add --transport http devices " + d.srv.URL + "/mcp", "/agentsurface/page.js"} {
 		if !strings.Contains(string(page), want) {
 			t.Fatalf("the page lacks %q", want)
 		}
@@ -369,22 +375,22 @@ func TestTwoTabs(t *testing.T) {
 	requireCode(t, res, string(surface.CodeConfirmationRequired))
 	cid := res.Error.Details["confirmationId"].(string)
 	for _, tab := range []*stream{tab1, tab2} {
-		tab.await(t, "approvals", func(h string) bool {
+		tab.await(t, "agentsurface-approvals", func(h string) bool {
 			return strings.Contains(h, cid) && strings.Contains(h, "camera-lobby-ams-04") && strings.Contains(h, "lobby camera broken")
 		})
 	}
-	if code, msg := b.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusNoContent {
+	if code, msg := b.post("/agentsurface/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusNoContent {
 		t.Fatalf("approve: %d %s", code, msg)
 	}
-	tab2.await(t, "approvals", func(h string) bool { return !strings.Contains(h, cid) && strings.Contains(h, "approved by olivia") })
+	tab2.await(t, "agentsurface-approvals", func(h string) bool { return !strings.Contains(h, cid) && strings.Contains(h, "approved by olivia") })
 	requireCode(t, call(t, m, domain.DisableID, `{"reason":"lobby camera broken"}`), "ok")
 	for _, tab := range []*stream{tab1, tab2} {
 		tab.await(t, "table", func(h string) bool {
 			return strings.Contains(rowHTML(h, "d4"), `<span class="status s-disabled">disabled</span>`)
 		})
 	}
-	if code, _ := b.post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict {
-		t.Fatalf("approving twice: %d", code)
+	if code, msg := b.post("/agentsurface/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusConflict || msg != "This request was approved already by olivia (operator, browser)." {
+		t.Fatalf("approving twice: %d %q", code, msg)
 	}
 }
 
@@ -486,7 +492,7 @@ func TestEmbeddedConsoleScripted(t *testing.T) {
 // unmount (COMPONENT_UNMOUNTED), executing nothing. AS-LIFE-001,
 // AS-STALE-001 (tombstone without a live candidate).
 func TestTabClosedWhileAgentWaits(t *testing.T) {
-	d := newDemo(t, console.Options{PageGrace: 1}) // closed as soon as the stream ends
+	d := newDemo(t, console.Options{Host: webhost.Options{PageGrace: 1}}) // closed as soon as the stream ends
 	b := d.browser(t)
 	b.get("/")
 	tab := b.events()
@@ -643,4 +649,92 @@ func TestScriptedAgentSaysItIgnoresThePrompt(t *testing.T) {
 	if len(chat) < 2 || chat[1].Step == nil || chat[1].Step.Title != agent.IgnoresPrompt {
 		t.Fatalf("%+v", chat[:2])
 	}
+}
+
+// The Activity card shows a read once, also one that fails before
+// reaching the component: such a read is both audited and announced by
+// the registry's invocation events, and the card used to show it twice.
+// An agent reads the table after the page closed (COMPONENT_UNMOUNTED):
+// one line. (Issue 37 item 8.)
+func TestActivityShowsAFailedReadOnce(t *testing.T) {
+	d := newDemo(t, console.Options{Host: webhost.Options{PageGrace: 1}}) // closed as soon as the stream ends
+	s, err := d.app.NewSession(console.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.browser(t)
+	b.get(s.JoinPath())
+	tab := b.events()
+	m := d.dial(t, s.Token())
+	tools, err := m.List(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := tools[slices.IndexFunc(tools, func(x agent.Tool) bool { return x.CapabilityID == "view:devices.table.readState" })].Name
+	requireCode(t, must(m.Call(bg, read, nil)), "ok")
+	tab.close() // the page closes: the table unmounts
+	deadline := time.Now().Add(30 * time.Second)
+	for len(s.Registry().Snapshot(surface.SnapshotOptions{}).Components) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the table did not unmount")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := must(m.Call(bg, read, nil))
+	requireCode(t, res, string(surface.CodeComponentUnmounted))
+	var audited bool
+	for _, e := range s.Activity() {
+		audited = audited || e.InvocationID == res.InvocationID
+	}
+	if !audited {
+		t.Fatal("the failed read was not audited: the test no longer shows what it is about")
+	}
+	var card strings.Builder
+	if err := s.Fragment(bg, &card, "activity"); err != nil {
+		t.Fatal(err)
+	}
+	var reads, failed int
+	for _, row := range strings.Split(card.String(), "<tr") {
+		if strings.Contains(row, "readState") {
+			reads++
+			if strings.Contains(row, "UNMOUNTED") && strings.Contains(row, `data-label="Event">read<`) {
+				failed++
+			}
+		}
+	}
+	if reads != 2 || failed != 1 {
+		t.Fatalf("%d lines of reads, %d of the failed one, want 2 and 1:\n%s", reads, failed, card.String())
+	}
+}
+
+// An approval that expires unanswered does not vanish from the card: the
+// card says it expired and that nothing ran, and the Activity card has
+// the expiry. (Issue 37 item 8.)
+func TestApprovalCardSaysItExpired(t *testing.T) {
+	d := newDemo(t, console.Options{Host: webhost.Options{ConfirmationTTL: 300 * time.Millisecond}})
+	s := d.session(t)
+	b := d.browser(t)
+	b.get(s.JoinPath())
+	tab := b.events()
+	m := d.dial(t, s.Token())
+	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d4"]}`), "ok")
+	res := call(t, m, domain.DisableID, `{"reason":"lobby camera broken"}`)
+	requireCode(t, res, string(surface.CodeConfirmationRequired))
+	cid := res.Error.ConfirmationID()
+	tab.await(t, "agentsurface-approvals", func(h string) bool { return strings.Contains(h, cid) && strings.Contains(h, "Approve") })
+	card := tab.await(t, "agentsurface-approvals", func(h string) bool { return !strings.Contains(h, "Approve") })
+	if !strings.Contains(card, "⌛ expired") || !strings.Contains(card, "expired before anyone decided: nothing ran") || !strings.Contains(card, "camera-lobby-ams-04") {
+		t.Fatalf("the card after the expiry:\n%s", card)
+	}
+	tab.await(t, "activity", func(h string) bool { return strings.Contains(h, "approval expired") })
+	if st := d.status(t); st["d4"] != "offline" {
+		t.Fatalf("d4 %s", st["d4"])
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
-// idleSessions makes n idle browser sessions as a page and an agent leave
-// them: the views mounted, the MCP endpoint made (its server following the
-// registry), one event-stream subscriber registered. It returns the heap
-// growth per session and the goroutines added.
+// idleSessions makes n idle sessions as an agent leaves them: the views
+// mounted (as a page's would be), the MCP endpoint made (its server
+// following the registry). (An open page's event stream adds webhost's
+// subscriber, which webhost's own BenchmarkIdleSessionHeap counts.) It
+// returns the heap growth per session and the goroutines added.
 func idleSessions(tb testing.TB, app *App, n int) (bytesPerSession float64, goroutines int, sessions []*Session) {
 	tb.Helper()
 	runtime.GC()
@@ -24,15 +26,11 @@ func idleSessions(tb testing.TB, app *App, n int) (bytesPerSession float64, goro
 	g0 := runtime.NumGoroutine()
 	sessions = make([]*Session, 0, n)
 	for range n {
-		s, _, err := app.create(context.Background(), SessionOptions{}, true)
+		s, err := app.NewSession(SessionOptions{KeepShown: true})
 		if err != nil {
 			tb.Fatal(err)
 		}
-		s.mountViews()
 		openMCPServer(tb, app, s)
-		if _, ok := s.streamOpened(); !ok {
-			tb.Fatal("stream")
-		}
 		sessions = append(sessions, s)
 	}
 	runtime.GC()
@@ -65,7 +63,7 @@ func newTestApp(tb testing.TB) *App {
 	if err := store.Seed(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	app, err := New(Options{Store: store, MaxSessions: 1 << 20})
+	app, err := New(Options{Store: store, Host: webhost.Options{MaxSessions: 1 << 20}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -77,8 +75,8 @@ func newTestApp(tb testing.TB) *App {
 }
 
 // BenchmarkIdleSessionHeap reports the heap one idle browser session
-// holds: its registry with the table mounted, its MCP server and an
-// event-stream subscriber (target ≤ 64 KiB).
+// holds: its registry with the table mounted and its MCP server (target
+// ≤ 64 KiB).
 func BenchmarkIdleSessionHeap(b *testing.B) {
 	app := newTestApp(b)
 	const n = 500

@@ -148,7 +148,7 @@ func (b *browser) post(path string, form url.Values) (int, string) {
 	b.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, b.d.srv.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Console", "1")
+	req.Header.Set("X-Agentsurface", "1")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	res, err := b.client.Do(req)
 	if err != nil {
@@ -185,13 +185,17 @@ type stream struct {
 	last map[string]string
 }
 
+// eventsPath is the event stream of the console's page, as its script
+// opens it: every live fragment.
+const eventsPath = "/agentsurface/events?f=header,table,activity,agentsurface-approvals,detail,agent,surface"
+
 // events opens the page's event stream.
 func (b *browser) events() *stream {
 	b.t.Helper()
-	return b.eventsAt("/events")
+	return b.eventsAt(eventsPath)
 }
 
-// eventsAt opens the event stream at path ("/events?webmcp=1").
+// eventsAt opens the event stream at path (eventsPath + "&webmcp=1").
 func (b *browser) eventsAt(path string) *stream {
 	b.t.Helper()
 	ctx, cancel := context.WithCancel(bg)

@@ -188,7 +188,7 @@ func TestInvocationIDOfAnotherSessionExecutesAcrossReplicas(t *testing.T) {
 		return n
 	}
 	sameIDAcrossSessions(t, a, b, cc, func(device string) string { return rb.status(t)[device] }, disableRecords)
-	if ra.dir.Stats().Forwarded == 0 || rb.dir.Stats().Forwarded == 0 {
-		t.Fatalf("the calls were not forwarded: a %+v, b %+v", ra.dir.Stats(), rb.dir.Stats())
+	if ra.dir().Stats().Forwarded == 0 || rb.dir().Stats().Forwarded == 0 {
+		t.Fatalf("the calls were not forwarded: a %+v, b %+v", ra.dir().Stats(), rb.dir().Stats())
 	}
 }

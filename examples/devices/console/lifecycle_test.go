@@ -12,6 +12,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 // The page lifecycle in virtual time: serving the page mounts the views;
@@ -31,7 +32,7 @@ func TestPageLifecycleAndIdleExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		const grace, idle = 5 * time.Second, 10 * time.Minute
-		app, err := console.New(console.Options{Store: store, PageGrace: grace, IdleTimeout: idle, Heartbeat: time.Minute})
+		app, err := console.New(console.Options{Store: store, Host: webhost.Options{PageGrace: grace, IdleTimeout: idle, Heartbeat: time.Minute}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +53,7 @@ func TestPageLifecycleAndIdleExpiry(t *testing.T) {
 
 		// The page's stream opens and stays open for an hour.
 		ctx, closeTab := context.WithCancel(context.Background())
-		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/events", nil)
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1"+eventsPath, nil)
 		req.AddCookie(cookie)
 		streamDone := make(chan struct{})
 		go func() {
@@ -114,7 +115,7 @@ func TestUnusedSessionsReclaimed(t *testing.T) {
 		}
 		defer store.Close()
 		const unused = time.Minute
-		app, err := console.New(console.Options{Store: store, UnusedTimeout: unused, IdleTimeout: time.Hour})
+		app, err := console.New(console.Options{Store: store, Host: webhost.Options{UnusedTimeout: unused, IdleTimeout: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,19 +132,19 @@ func TestUnusedSessionsReclaimed(t *testing.T) {
 		post.AddCookie(usedCookie)
 		rec := httptest.NewRecorder()
 		app.ServeHTTP(rec, post)
-		if rec.Code != http.StatusSeeOther || app.SessionCount() != 2 {
-			t.Fatalf("post %d, %d sessions", rec.Code, app.SessionCount())
+		if rec.Code != http.StatusSeeOther || len(app.Sessions()) != 2 {
+			t.Fatalf("post %d, %d sessions", rec.Code, len(app.Sessions()))
 		}
 		all := app.Sessions()
 		time.Sleep(unused - time.Second)
 		synctest.Wait()
-		if app.SessionCount() != 2 {
-			t.Fatalf("reclaimed too early: %d sessions", app.SessionCount())
+		if len(app.Sessions()) != 2 {
+			t.Fatalf("reclaimed too early: %d sessions", len(app.Sessions()))
 		}
 		time.Sleep(unused/4 + 2*time.Second) // the sweep runs every UnusedTimeout/4
 		synctest.Wait()
-		if app.SessionCount() != 1 {
-			t.Fatalf("%d sessions, want the used one", app.SessionCount())
+		if len(app.Sessions()) != 1 {
+			t.Fatalf("%d sessions, want the used one", len(app.Sessions()))
 		}
 		for _, s := range all {
 			select {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -230,7 +232,7 @@ func openLoadPage(t *testing.T, srv *httptest.Server) *loadPage {
 		t.Fatalf("GET /: %s", res.Status)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/agentsurface/events?f=header,table,activity,agentsurface-approvals,detail,agent,surface", nil)
 	res, err = p.client.Do(req)
 	if err != nil || res.StatusCode != http.StatusOK {
 		cancel()
@@ -263,16 +265,20 @@ func (p *loadPage) patches() int {
 	return p.n
 }
 
-// session returns the session of the page's cookie.
+// session returns the session of the page, by the public id it shows.
 func (p *loadPage) session(t *testing.T, app *App) *Session {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, p.srvURL+"/", nil)
-	for _, c := range p.client.Jar.Cookies(req.URL) {
-		req.AddCookie(c)
+	res, err := p.client.Get(p.srvURL + "/")
+	if err != nil {
+		t.Fatal(err)
 	}
-	s, _ := app.sessionOf(req, false)
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	_, rest, _ := strings.Cut(string(page), "session <code>")
+	id, _, _ := strings.Cut(rest, "<")
+	s := app.Session(id)
 	if s == nil {
-		t.Fatal("no session for the page's cookie")
+		t.Fatalf("no session %q for the page", id)
 	}
 	return s
 }
@@ -298,7 +304,7 @@ func bareServer(t *testing.T, n int) []func(context.Context) error {
 	h := mcpsurface.NewHTTPHandler(func(r *http.Request) (*surface.Registry, surface.Consumer, error) {
 		reg := tokens[r.Header.Get("Authorization")[len("Bearer "):]]
 		if reg == nil {
-			return nil, surface.Consumer{}, errNoSession
+			return nil, surface.Consumer{}, errors.New("no session for this token")
 		}
 		return reg, MCPConsumer, nil
 	}, nil)

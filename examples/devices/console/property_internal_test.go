@@ -21,13 +21,12 @@ func TestSelectionProperties(t *testing.T) {
 	app := newTestApp(t)
 	ctx := context.Background()
 	ids := []string{"d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "d12"}
-	s, _, err := app.create(context.Background(), SessionOptions{KeepShown: true}, true)
+	s, err := app.NewSession(SessionOptions{KeepShown: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.mountViews()
-	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Topology: surface.TopologyRemote})
+	ts, err := surface.NewToolset(s.Registry(), surface.ToolsetOptions{Topology: surface.TopologyRemote})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +99,13 @@ func TestSelectionProperties(t *testing.T) {
 // and answers with a status from its small set.
 func FuzzForm(f *testing.F) {
 	app := newTestApp(f)
-	s, _, err := app.create(context.Background(), SessionOptions{KeepShown: true}, true)
+	s, err := app.NewSession(SessionOptions{KeepShown: true})
 	if err != nil {
 		f.Fatal(err)
 	}
-	s.mountViews()
 	for _, seed := range [][2]string{
 		{"filter", "site=London&status=offline"}, {"sort", "column=name"}, {"toggle", "id=d9"}, {"open", "id=d4"},
-		{"close", ""}, {"clear", ""}, {"decide", "id=cnf_x&decision=approve"}, {"user", "id=victor"}, {"filter", "status=%ff"},
+		{"close", ""}, {"clear", ""}, {"user", "id=victor"}, {"filter", "status=%ff"},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -128,13 +126,12 @@ func FuzzForm(f *testing.F) {
 // subscribers (MCP tool lists) hear of it. AS-AVAIL-001.
 func TestAvailabilityPushedAfterMount(t *testing.T) {
 	app := newTestApp(t)
-	s, _, err := app.create(context.Background(), SessionOptions{KeepShown: true}, true)
+	s, err := app.NewSession(SessionOptions{KeepShown: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.mountViews()
-	ts, err := surface.NewToolset(s.reg, surface.ToolsetOptions{Topology: surface.TopologyRemote})
+	ts, err := surface.NewToolset(s.Registry(), surface.ToolsetOptions{Topology: surface.TopologyRemote})
 	if err != nil {
 		t.Fatal(err)
 	}

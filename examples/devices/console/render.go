@@ -1,11 +1,12 @@
 package console
 
 // What the page shows, fragment by fragment. The page is one template;
-// an event stream replaces its fragments as the session changes. Each
-// change of the session says which fragments it touched (a part), and a
-// stream renders only those, at most once per renderEvery, so that an
-// agent's burst of calls costs a few renders of the fragments that show
-// them, not a render of the whole page per call.
+// its live fragments (elements with an id and data-fragment) follow the
+// session through the Host's event stream. Each change of the session
+// says which fragments it touched (a part), and the stream renders only
+// those, at most every 100ms, so that an agent's burst of calls costs a
+// few renders of the fragments that show them, not a render of the whole
+// page per call.
 
 import (
 	"bytes"
@@ -14,26 +15,28 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"slices"
+	"io"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
-// part is a set of the page's fragments.
+// part is a set of the page's live fragments.
 type part uint16
 
-// The fragments, each the container of one template of the same name.
+// The live fragments, each the element of the id of one template of the
+// same name. (The approvals card is the Host's fragment
+// webhost.ApprovalsID, rendered by renderApprovals; the connection card
+// does not change while the page shows.)
 const (
 	partHeader part = 1 << iota
 	partTable
 	partDetail
-	partApprovals
 	partAgent
-	partConnect
 	partSurface
 	partActivity
 
@@ -48,31 +51,20 @@ var fragments = []struct {
 	id   string
 	part part
 }{
-	{"header", partHeader}, {"table", partTable}, {"detail", partDetail}, {"approvals", partApprovals},
-	{"agent", partAgent}, {"connect", partConnect}, {"surface", partSurface}, {"activity", partActivity},
+	{"header", partHeader}, {"table", partTable}, {"detail", partDetail},
+	{"agent", partAgent}, {"surface", partSurface}, {"activity", partActivity},
 }
 
-// renderEvery is the shortest interval between two renders of one
-// stream: changes in between are rendered together.
-const renderEvery = 100 * time.Millisecond
-
-// render renders the fragments of parts.
-func (s *Session) render(ctx context.Context, base string, parts part) map[string]string {
-	data := s.pageData(ctx, base, parts)
-	out := make(map[string]string, len(fragments))
-	var buf bytes.Buffer
+// Fragment renders the live fragment id (it is the webhost.Views of the
+// session): the Host asks for those that changed names, and sends those
+// whose HTML changed.
+func (s *Session) Fragment(ctx context.Context, w io.Writer, id string) error {
 	for _, f := range fragments {
-		if parts&f.part == 0 {
-			continue
+		if f.id == id {
+			return templates.ExecuteTemplate(w, id, s.pageData(ctx, f.part))
 		}
-		buf.Reset()
-		if err := templates.ExecuteTemplate(&buf, f.id, data); err != nil {
-			s.app.log.Error("console: render", "fragment", f.id, "error", err)
-			continue
-		}
-		out[f.id] = buf.String()
 	}
-	return out
+	return webhost.ErrNoFragment
 }
 
 // pageData is what the templates render; pageData fills the parts asked.
@@ -84,13 +76,14 @@ type pageData struct {
 	KeepShown bool
 	Table     tableData
 	Detail    *DeviceDetail
-	Approvals []approvalCard
-	Decisions []decisionRow
 	Activity  []template.HTML // rendered rows, newest first
 	Agent     agentData
 	Connect   connectData
 	Surface   []surfaceRow
 	Version   string
+	// Script includes the Host's page script, and Approvals is the
+	// approvals card, on the page's first render.
+	Script, Approvals template.HTML
 }
 
 type tableData struct {
@@ -101,19 +94,6 @@ type tableData struct {
 }
 
 type columnHead struct{ Key, Label, Arrow string }
-
-type approvalCard struct {
-	ID, Summary, Capability, Consumer, Reason, Input string
-	Devices                                          []string
-	ExpiresAt                                        time.Time
-}
-
-// decisionRow is a decision taken in the page and what became of it: an
-// approval is not the outcome; the call it let through may still fail.
-type decisionRow struct {
-	Decision
-	Result, Class string
-}
 
 type activityRow struct {
 	At                                    string
@@ -146,15 +126,12 @@ type surfaceRow struct {
 	Policies         []string // the policies that hide or disable it: "name (layer): vote"
 }
 
-func (s *Session) pageData(ctx context.Context, base string, parts part) pageData {
+func (s *Session) pageData(ctx context.Context, parts part) pageData {
 	s.mu.Lock()
-	d := pageData{Session: s.id, User: s.user, Users: users, Shown: s.shown, KeepShown: s.keepShown}
+	d := pageData{Session: s.ID(), User: s.user, Users: users}
 	open := s.view.detail
-	var decisions []Decision
-	if parts&partApprovals != 0 {
-		decisions = s.decisionsLocked()
-	}
 	s.mu.Unlock()
+	d.Shown, d.KeepShown = s.ws.Shown(), s.keepShown()
 
 	if parts&partTable != 0 {
 		d.Table = s.tableData(ctx)
@@ -164,25 +141,14 @@ func (s *Session) pageData(ctx context.Context, base string, parts part) pageDat
 			d.Detail = &dd
 		}
 	}
-	if parts&partApprovals != 0 {
-		for _, p := range s.reg.Confirmations().Pending() {
-			d.Approvals = append(d.Approvals, s.card(p))
-		}
-		for _, dec := range slices.Backward(decisions) {
-			d.Decisions = append(d.Decisions, s.decisionRow(dec))
-		}
-	}
 	if parts&partActivity != 0 {
 		d.Activity = s.activityHTML(40)
 	}
 	if parts&partAgent != 0 {
-		d.Agent = agentData{Name: s.app.opts.AgentName, Busy: s.console.busy(), Entries: s.Chat(), Scripted: s.console.scripted()}
+		d.Agent = agentData{Name: s.app.opts.AgentName, Busy: s.agent().busy(), Entries: s.Chat(), Scripted: s.agent().scripted()}
 		if n := len(d.Agent.Entries); n > 30 {
 			d.Agent.Entries = d.Agent.Entries[n-30:]
 		}
-	}
-	if parts&partConnect != 0 {
-		d.Connect = connectCommands(base, s.token)
 	}
 	if parts&(partSurface|partHeader) != 0 {
 		d.Surface, d.Version = s.surfaceRows(parts&partSurface != 0)
@@ -244,7 +210,7 @@ func connectCommands(base, token string) connectData {
 // struck out, with the policy that hid it; the snapshot adds the
 // procedures' live notes.
 func (s *Session) surfaceRows(rows bool) ([]surfaceRow, string) {
-	snap := s.reg.Snapshot(surface.SnapshotOptions{Consumer: ConsoleConsumer})
+	snap := s.Registry().Snapshot(surface.SnapshotOptions{Consumer: ConsoleConsumer})
 	if !rows {
 		return nil, snap.SurfaceVersion
 	}
@@ -253,7 +219,7 @@ func (s *Session) surfaceRows(rows bool) ([]surfaceRow, string) {
 		notes[p.RegistrationID+" "+p.ProcedureID] = p.ContextualNote
 	}
 	var out []surfaceRow
-	for _, c := range s.reg.Explain(surface.SnapshotOptions{Consumer: ConsoleConsumer}).Capabilities {
+	for _, c := range s.Registry().Explain(surface.SnapshotOptions{Consumer: ConsoleConsumer}).Capabilities {
 		row := surfaceRow{ID: c.CapabilityID, Outcome: c.Outcome, Reason: c.Reason}
 		// The live note says what the procedure acts on; an unavailable
 		// one already says why in its reason (the note would repeat it).
@@ -271,6 +237,42 @@ func (s *Session) surfaceRows(rows bool) ([]surfaceRow, string) {
 		out = append(out, row)
 	}
 	return out, snap.SurfaceVersion
+}
+
+// approvalCard is the card of a pending confirmation: the exact input,
+// with the devices by name.
+type approvalCard struct {
+	ID, Summary, Capability, Consumer, Reason, Input string
+	Devices                                          []string
+	ExpiresAt                                        time.Time
+}
+
+// decisionRow is a decision and what became of it: an approval is not
+// the outcome; the call it let through may still fail.
+type decisionRow struct {
+	Decision
+	Result, Class string
+}
+
+// approvalsData is what the approvals card shows.
+type approvalsData struct {
+	Action    string
+	Approvals []approvalCard
+	Decisions []decisionRow
+}
+
+// renderApprovals renders the approvals fragment (the Host's
+// Options.RenderApprovals): the console's card, which names the devices.
+func (a *App) renderApprovals(w io.Writer, ws *webhost.Session, ap webhost.Approvals) error {
+	s := viewsOf(ws)
+	d := approvalsData{Action: ap.Action}
+	for _, p := range ap.Pending {
+		d.Approvals = append(d.Approvals, s.card(p))
+	}
+	for _, dec := range ap.Decisions { // newest first
+		d.Decisions = append(d.Decisions, decisionRowOf(dec))
+	}
+	return templates.ExecuteTemplate(w, "approvals", d)
 }
 
 // card is the approval card of a pending confirmation: the exact input,
@@ -296,28 +298,26 @@ func (s *Session) card(p surface.PendingConfirmation) approvalCard {
 	return c
 }
 
-// decisionRow says what became of a decision: for an approval, the
-// outcome of the call that presented it, once it ran.
-func (s *Session) decisionRow(d Decision) decisionRow {
+// decisionRowOf says what became of a decision: for an approval, the
+// outcome of the call that presented it, once it ran; an expired request
+// says so.
+func decisionRowOf(d Decision) decisionRow {
 	r := decisionRow{Decision: d}
 	switch {
-	case !d.Approved:
+	case d.Outcome == surface.OutcomeExpired:
+		r.Result, r.Class = "expired before anyone decided: nothing ran", "failed"
+	case d.Outcome == surface.OutcomeDenied:
 		r.Result, r.Class = "nothing ran", "failed"
-	case d.InvocationID == "":
+	case d.Call == nil:
 		r.Result, r.Class = "the call has not run yet", "pending"
+	case !d.Call.Settled:
+		r.Result, r.Class = "running", "pending"
+	case d.Call.Code == surface.CodeNotAuthorized:
+		r.Result, r.Class = "refused by the domain service: NOT_AUTHORIZED", "failed"
+	case d.Call.Code != "":
+		r.Result, r.Class = "refused: "+string(d.Call.Code), "failed"
 	default:
-		e, ok := s.activity.settled(d.InvocationID)
-		switch {
-		case !ok:
-			r.Result, r.Class = "running", "pending"
-		case e.Code != "":
-			r.Result, r.Class = "refused: "+string(e.Code), "failed"
-			if e.Code == surface.CodeNotAuthorized {
-				r.Result = "refused by the domain service: NOT_AUTHORIZED"
-			}
-		default:
-			r.Result, r.Class = "done", "good"
-		}
+		r.Result, r.Class = "done", "good"
 	}
 	return r
 }
@@ -381,8 +381,8 @@ func (s *Session) feedRow(e feedEntry) activityRow {
 	if r.Event == "" {
 		r.Event = string(e.Type)
 	}
-	if e.read {
-		r.Event = "read"
+	if e.read || e.Type == surface.AuditInvocationSettled && isRead(e.CapabilityID) {
+		r.Event = "read" // also one that failed before reaching the component, which is audited
 	}
 	if r.What == "" {
 		// A registration: the component, once its event named it.
@@ -404,8 +404,8 @@ func (s *Session) feedRow(e feedEntry) activityRow {
 		// Approving is not the outcome: say what became of the call.
 		r.Outcome, r.Class = "approved", "pending"
 		for _, d := range s.Decisions() {
-			if d.ConfirmationID == e.ConfirmationID && d.Approved {
-				dr := s.decisionRow(d)
+			if d.ConfirmationID == e.ConfirmationID && d.Outcome == surface.OutcomeApproved {
+				dr := decisionRowOf(d)
 				r.Outcome, r.Class = "approved → "+dr.Result, dr.Class
 			}
 		}

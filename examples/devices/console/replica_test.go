@@ -1,9 +1,9 @@
 package console_test
 
-// The console on several replicas (Options.Replica), in-process: each
-// replica is an App behind its own HTTP server with its own session
-// directory on one PostgreSQL database, all of them on one SQLite domain
-// file. A browser's cookie jar sends its cookie to every replica (cookies
+// The console on several replicas (Options.Host.Replicas, package
+// webreplica), in-process: each replica is an App behind its own HTTP
+// server with its own session directory on one PostgreSQL database, all
+// of them on one SQLite domain file. A browser's cookie jar sends its cookie to every replica (cookies
 // ignore ports), as a load balancer without stickiness would.
 
 import (
@@ -27,6 +27,8 @@ import (
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
+	"github.com/agentsurface/agentsurface/webhost/webreplica"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,13 +43,14 @@ const testLease = 1500 * time.Millisecond
 // node is one replica of the console.
 type node struct {
 	*demo
-	name     string
-	pool     *pgxpool.Pool
-	dir      *replica.Directory
-	audit    *replica.AuditSink
-	notifier *replica.Notifier
-	stopped  bool
+	name    string
+	pool    *pgxpool.Pool
+	rep     *webreplica.Replicas
+	stopped bool
 }
+
+// dir is the replica's session directory.
+func (n *node) dir() *replica.Directory { return n.rep.Directory() }
 
 // cluster is a set of replicas on one Postgres database and one domain
 // database.
@@ -102,9 +105,9 @@ func openPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
-// start starts a replica, wired as the package documentation says: the
-// listener first (its address goes into the directory), then the
-// directory and the notifier with the Replica's callbacks, then the App.
+// start starts a replica as the demo does: the listener first (its
+// address goes into the directory), then the App with webreplica's
+// Replicas, which its Host starts.
 func (c *cluster) start(t testing.TB, name string) *node {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -112,28 +115,23 @@ func (c *cluster) start(t testing.TB, name string) *node {
 		t.Fatal(err)
 	}
 	n := &node{name: name, pool: openPool(t, c.dbURL)}
-	rep := &console.Replica{}
-	n.dir, err = replica.OpenDirectory(bg, n.pool, "http://"+ln.Addr().String(), replicaSecret, &replica.Options{
-		Name: name, Lease: testLease, Timeout: time.Second, OnLeaseLost: rep.LeaseLost,
+	n.rep, err = webreplica.New(n.pool, "http://"+ln.Addr().String(), replicaSecret, &webreplica.Options{
+		Directory: replica.Options{Name: name, Lease: testLease, Timeout: time.Second},
+		Channel:   "agentsurface_devices",
+		Audit:     &replica.AuditOptions{Replica: name, Timeout: time.Second},
 	})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
 	}
-	rep.Directory = n.dir
-	n.notifier, err = replica.NewNotifier(bg, n.pool, console.NotifyChannel, rep.Notified, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep.Notifier = n.notifier
-	n.audit = replica.NewAuditSink(n.pool, &replica.AuditOptions{Replica: name, Timeout: time.Second})
-	rep.Audit = n.audit
 	store, err := c.openDomain()
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
-	app, err := console.New(console.Options{Store: store, Replica: rep})
+	app, err := console.New(console.Options{Store: store, Host: webhost.Options{Replicas: n.rep}})
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	reqs := &requestLog{}
@@ -144,9 +142,9 @@ func (c *cluster) start(t testing.TB, name string) *node {
 	return n
 }
 
-// stop stops the replica in the documented order: the App (its sessions
-// end), the server, the notifier, the directory (its sessions end for
-// every replica at once), the audit sink (it flushes).
+// stop stops the replica: the App (its sessions end, then its Host stops
+// the replicas' listener, directory, whose sessions end for every
+// replica at once, and audit writer, which flushes), then the server.
 func (n *node) stop() {
 	if n.stopped {
 		return
@@ -154,9 +152,6 @@ func (n *node) stop() {
 	n.stopped = true
 	_ = n.app.Close()
 	n.srv.Close()
-	_ = n.notifier.Close()
-	_ = n.dir.Close()
-	_ = n.audit.Close()
 	_ = n.store.Close()
 }
 
@@ -185,8 +180,8 @@ func pageSession(t *testing.T, html string) string {
 	if i < 0 {
 		t.Fatalf("no session id on the page: %.300s", html)
 	}
-	i += len(mark)
-	return html[i : i+12]
+	id, _, _ := strings.Cut(html[i+len(mark):], "<")
+	return id
 }
 
 // mcpVia connects an MCP client of token through replica n, speaking
@@ -301,10 +296,10 @@ func TestReplicaPageServedByOwner(t *testing.T) {
 	if got := strings.Join(j.at(b).webmcpTools().names(), " "); got != want || !strings.Contains(got, toolDisable) {
 		t.Fatalf("WebMCP tools through b: %s, want a's %s", got, want)
 	}
-	if n := b.app.SessionCount(); n != 0 {
+	if n := len(b.app.Sessions()); n != 0 {
 		t.Fatalf("b holds %d sessions", n)
 	}
-	if st := b.dir.Stats(); st.Forwarded == 0 {
+	if st := b.dir().Stats(); st.Forwarded == 0 {
 		t.Fatalf("b forwarded nothing: %+v", st)
 	}
 	// The join link of a's session, followed through b.
@@ -319,7 +314,7 @@ func TestReplicaPageServedByOwner(t *testing.T) {
 	if _, html := j2.at(b).get("/"); pageSession(t, html) != other.ID() {
 		t.Fatalf("the joined page shows %s, want %s", pageSession(t, html), other.ID())
 	}
-	if n := b.app.SessionCount(); n != 0 {
+	if n := len(b.app.Sessions()); n != 0 {
 		t.Fatalf("b holds %d sessions after the join", n)
 	}
 }
@@ -344,7 +339,7 @@ func TestReplicaMCPReachesOwner(t *testing.T) {
 			if err := res.Decode(&st); err != nil || strings.Join(st.Selection, ",") != "d4,d7" {
 				t.Fatalf("a's selection read through b: %+v %v", st, err)
 			}
-			if b.app.SessionCount() != 0 {
+			if len(b.app.Sessions()) != 0 {
 				t.Fatal("b made a session")
 			}
 		})
@@ -386,7 +381,7 @@ func TestReplicaApprovalThroughAnotherReplica(t *testing.T) {
 		done <- res
 	}()
 	p := awaitPending(t, s)
-	if code, msg := j.at(b).post("/ui/decide", url.Values{"id": {p.ConfirmationID}, "decision": {"approve"}}); code != http.StatusNoContent {
+	if code, msg := j.at(b).post("/agentsurface/decide", url.Values{"id": {p.ConfirmationID}, "decision": {"approve"}}); code != http.StatusNoContent {
 		t.Fatalf("approve through b: %d %s", code, msg)
 	}
 	select {
@@ -405,14 +400,14 @@ func TestReplicaApprovalThroughAnotherReplica(t *testing.T) {
 	res := callCap(t, cs, domain.DisableID, `{"reason":"lobby camera broken"}`, nil)
 	requireCode(t, res, string(surface.CodeConfirmationRequired))
 	cid := res.Error.Details["confirmationId"].(string)
-	if code, msg := j.at(b).post("/ui/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusNoContent {
+	if code, msg := j.at(b).post("/agentsurface/decide", url.Values{"id": {cid}, "decision": {"approve"}}); code != http.StatusNoContent {
 		t.Fatalf("approve through b: %d %s", code, msg)
 	}
 	requireCode(t, callCap(t, cs, domain.DisableID, `{"reason":"lobby camera broken"}`, mcp.Meta{mcpsurface.MetaConfirmationID: cid}), "ok")
 	if st := a.status(t); st["d4"] != "disabled" || st["d9"] != "disabled" || st["d10"] != "disabled" {
 		t.Fatalf("statuses %v", st)
 	}
-	if ds := s.Decisions(); len(ds) != 2 || !ds[0].Approved || !ds[1].Approved {
+	if ds := s.Decisions(); len(ds) != 2 || ds[0].Outcome != surface.OutcomeApproved || ds[1].Outcome != surface.OutcomeApproved {
 		t.Fatalf("decisions on a: %+v", ds)
 	}
 
@@ -511,7 +506,7 @@ func TestReplicaStopEndsItsSessions(t *testing.T) {
 	}
 	j := newJar(t)
 	j.at(b).get(sa.JoinPath())
-	tab := j.at(b).eventsAt("/events")
+	tab := j.at(b).eventsAt(eventsPath)
 	tab.await(t, "table", func(h string) bool { return h != "" })
 	csb := mcpVia(t, b, sb.Token(), "2025-11-25")
 	// The app's answer for a session it does not know; then b looks a's
@@ -540,21 +535,21 @@ func TestReplicaStopEndsItsSessions(t *testing.T) {
 		return code == http.StatusUnauthorized && body == ended
 	})
 	t.Logf("a's sessions ended on b %v after a stopped (%d answers 503 before)", took.Round(time.Millisecond), unreachable)
-	res, err := j.client.Get(b.srv.URL + "/events")
+	res, err := j.client.Get(b.srv.URL + eventsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusGone || !strings.Contains(string(msg), "session ended") {
+	if res.StatusCode != http.StatusGone || !strings.Contains(string(msg), "session has ended") {
 		t.Fatalf("a's event stream through b: %d %s", res.StatusCode, msg)
 	}
 	code, html := j.at(b).get("/")
 	if code != http.StatusOK || pageSession(t, html) == sa.ID() {
 		t.Fatalf("a's page through b: %d, session %s", code, pageSession(t, html))
 	}
-	if b.app.SessionCount() != 2 { // sb and the fresh page's
-		t.Fatalf("b holds %d sessions", b.app.SessionCount())
+	if len(b.app.Sessions()) != 2 { // sb and the fresh page's
+		t.Fatalf("b holds %d sessions", len(b.app.Sessions()))
 	}
 	if res := callCap(t, csb, "view:devices.table.selectRows", `{"ids":["d2"]}`, nil); res.Status != surface.StatusOK {
 		t.Fatalf("b's own session after a stopped: %+v", res.Error)
@@ -562,7 +557,7 @@ func TestReplicaStopEndsItsSessions(t *testing.T) {
 }
 
 // A replica whose lease runs out (its row expired, as after a long
-// Postgres outage) ends its sessions itself (Replica.LeaseLost), the
+// Postgres outage) ends its sessions itself (webreplica tells its Host), the
 // others answer them as ended, and it takes new sessions again once it
 // has registered anew.
 func TestReplicaLeaseLostEndsSessions(t *testing.T) {
@@ -576,7 +571,7 @@ func TestReplicaLeaseLostEndsSessions(t *testing.T) {
 	if code, _ := rawMCP(t, b, sa.Token()); code != http.StatusOK {
 		t.Fatalf("a's session through b: %d", code)
 	}
-	id := a.dir.ID()
+	id := a.dir().ID()
 	if _, err := c.nodes[1].pool.Exec(bg, `UPDATE agentsurface_replicas SET expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +592,7 @@ func TestReplicaLeaseLostEndsSessions(t *testing.T) {
 		s2, err = a.app.NewSession(console.SessionOptions{KeepShown: true})
 		return err == nil
 	})
-	if a.dir.ID() == id {
+	if a.dir().ID() == id {
 		t.Fatal("a did not register anew")
 	}
 	if code, _ := rawMCP(t, b, s2.Token()); code != http.StatusOK {
@@ -610,8 +605,8 @@ func TestReplicaLeaseLostEndsSessions(t *testing.T) {
 func TestReplicaClaimFailure(t *testing.T) {
 	c := newCluster(t, 1)
 	a := c.nodes[0]
-	_ = a.dir.Close() // claims fail from now on
-	if _, err := a.app.NewSession(console.SessionOptions{}); !errors.Is(err, console.ErrUnavailable) || !errors.Is(err, replica.ErrClosed) {
+	_ = a.dir().Close() // claims fail from now on
+	if _, err := a.app.NewSession(console.SessionOptions{}); !errors.Is(err, webhost.ErrUnavailable) || !errors.Is(err, replica.ErrClosed) {
 		t.Fatalf("NewSession: %v", err)
 	}
 	res, err := http.Get(a.srv.URL + "/")
@@ -624,7 +619,7 @@ func TestReplicaClaimFailure(t *testing.T) {
 		!strings.Contains(string(body), `http-equiv="refresh"`) {
 		t.Fatalf("page: %d %q %s", res.StatusCode, res.Header.Get("Retry-After"), body)
 	}
-	if a.app.SessionCount() != 0 {
+	if len(a.app.Sessions()) != 0 {
 		t.Fatal("a session without a claim")
 	}
 }

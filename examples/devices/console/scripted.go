@@ -35,7 +35,7 @@ var ErrDenied = errors.New("console: the request was denied")
 // token, two-phase confirmations. It returns nil when every step got the
 // expected outcome.
 func (s *Session) PlayScripted(ctx context.Context, run ScriptedRun) error {
-	m, err := agent.Dial(ctx, run.URL, &agent.DialOptions{Token: s.token, HTTPClient: run.HTTPClient, Name: "scripted-agent"})
+	m, err := agent.Dial(ctx, run.URL, &agent.DialOptions{Token: s.Token(), HTTPClient: run.HTTPClient, Name: "scripted-agent"})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 // raw sends one request to the demo's server as an attacker would: any
@@ -51,7 +52,7 @@ func (d *demo) raw(t testing.TB, method, path, host string, hdr http.Header, bod
 // session, no cookie, no approval; the loopback names and the configured
 // hosts are served.
 func TestDNSRebindingRefused(t *testing.T) {
-	d := newDemo(t, console.Options{AllowedHosts: []string{"console.internal"}})
+	d := newDemo(t, console.Options{Host: webhost.Options{AllowedHosts: []string{"console.internal"}}})
 	s := d.session(t)
 	m := d.dial(t, s.Token())
 	requireCode(t, call(t, m, "view:devices.table.selectRows", `{"ids":["d4"]}`), "ok")
@@ -61,16 +62,19 @@ func TestDNSRebindingRefused(t *testing.T) {
 	evil := "rebind.evil.example" + port
 	hdr := http.Header{"Origin": {"http://" + evil}, "Sec-Fetch-Site": {"same-origin"}, "Content-Type": {"application/x-www-form-urlencoded"},
 		"Authorization": {"Bearer " + s.Token()}, "Cookie": {"agentsurface_session=whatever"}}
-	before := d.app.SessionCount()
+	before := len(d.app.Sessions())
 	for _, r := range []struct{ method, path, body string }{
 		{"GET", "/", ""},
 		{"GET", s.JoinPath(), ""},
-		{"GET", "/join/bogus", ""},
-		{"GET", "/events", ""},
-		{"GET", "/static/app.js", ""},
-		{"GET", "/webmcp/tools", ""},
-		{"POST", "/webmcp/call", `{"name":"x"}`},
-		{"POST", "/ui/decide", "id=" + p.ConfirmationID + "&decision=approve"},
+		{"GET", "/agentsurface/join/bogus", ""},
+		{"GET", eventsPath, ""},
+		{"GET", "/agentsurface/page.js", ""},
+		{"GET", "/static/console.js", ""},
+		{"GET", "/healthz", ""},
+		{"POST", "/ui/clear", ""},
+		{"GET", "/agentsurface/webmcp/tools", ""},
+		{"POST", "/agentsurface/webmcp/call", `{"name":"x"}`},
+		{"POST", "/agentsurface/decide", "id=" + p.ConfirmationID + "&decision=approve"},
 		{"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
 	} {
 		for _, host := range []string{evil, "rebind.evil.example", "127.0.0.1.evil.example" + port, "localhost.evil.example" + port} {
@@ -80,7 +84,7 @@ func TestDNSRebindingRefused(t *testing.T) {
 			}
 		}
 	}
-	if n := d.app.SessionCount(); n != before {
+	if n := len(d.app.Sessions()); n != before {
 		t.Fatalf("rebound requests made sessions: %d, were %d", n, before)
 	}
 	if len(s.Pending()) != 1 || len(s.Decisions()) != 0 {
@@ -99,7 +103,7 @@ func TestDNSRebindingRefused(t *testing.T) {
 func TestSecurityHeaders(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	s := d.session(t)
-	for _, path := range []string{"/", s.JoinPath(), "/join/bogus", "/events", "/static/app.js", "/static/app.css", "/webmcp/tools", "/mcp", "/nope"} {
+	for _, path := range []string{"/", s.JoinPath(), "/agentsurface/join/bogus", "/events", "/static/app.js", "/static/app.css", "/agentsurface/webmcp/tools", "/mcp", "/nope"} {
 		res := d.raw(t, "GET", path, "", nil, "")
 		h := res.Header
 		csp := h.Get("Content-Security-Policy")
@@ -122,7 +126,7 @@ func TestSessionIDRevealsNothing(t *testing.T) {
 			t.Fatalf("id %q (seen %v)", s.ID(), seen[id])
 		}
 		seen[id] = true
-		for _, secret := range []string{s.Token(), strings.TrimPrefix(s.JoinPath(), "/join/")} {
+		for _, secret := range []string{s.Token(), strings.TrimPrefix(s.JoinPath(), "/agentsurface/join/")} {
 			if strings.Contains(secret, id[:6]) {
 				t.Fatalf("the id %s shares %q with a secret %s", s.ID(), id[:6], secret)
 			}
@@ -169,7 +173,7 @@ func heapAfterGC() uint64 {
 // during the flood gets a working page.
 func TestSessionFloodBounded(t *testing.T) {
 	const unused = 40
-	d := newDemo(t, console.Options{MaxUnusedSessions: unused})
+	d := newDemo(t, console.Options{Host: webhost.Options{MaxUnusedSessions: unused}})
 	// A visitor with an open page, before the flood.
 	early := d.browser(t)
 	early.get("/")
@@ -182,7 +186,7 @@ func TestSessionFloodBounded(t *testing.T) {
 				for i := w; i < n; i += 4 {
 					path := "/"
 					if i%5 == 0 {
-						path = "/join/bogus" + string(rune('a'+i%26))
+						path = "/agentsurface/join/bogus" + string(rune('a'+i%26))
 					}
 					res := d.raw(t, "GET", path, "", nil, "")
 					if want := map[bool]int{true: http.StatusNotFound, false: http.StatusOK}[path != "/"]; res.StatusCode != want {
@@ -198,7 +202,7 @@ func TestSessionFloodBounded(t *testing.T) {
 	heap0 := heapAfterGC()
 	flood(1000)
 	heap1 := heapAfterGC()
-	if n := d.app.SessionCount(); n > unused+1 {
+	if n := len(d.app.Sessions()); n > unused+1 {
 		t.Fatalf("%d sessions after the flood, want at most %d unused + 1 in use", n, unused)
 	}
 	t.Logf("live heap %d KiB after 200 requests, %d KiB after 1200", heap0>>10, heap1>>10)
@@ -247,7 +251,7 @@ func TestSessionFloodBounded(t *testing.T) {
 // open page loses its session.
 func TestUsedSessionsCapacity(t *testing.T) {
 	const max = 4
-	d := newDemo(t, console.Options{MaxSessions: max})
+	d := newDemo(t, console.Options{Host: webhost.Options{MaxSessions: max}})
 	var tabs []*browser
 	for range max {
 		b := d.browser(t)
@@ -275,7 +279,7 @@ func TestUsedSessionsCapacity(t *testing.T) {
 	if code, _ := sixth.get("/"); code != http.StatusOK {
 		t.Fatalf("the page itself: %d", code)
 	}
-	res, err := sixth.client.Get(d.srv.URL + "/events")
+	res, err := sixth.client.Get(d.srv.URL + eventsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +303,7 @@ func TestUsedSessionsCapacity(t *testing.T) {
 // newest go on following the session.
 func TestStreamsPerSessionBounded(t *testing.T) {
 	const max, extra = 3, 4
-	d := newDemo(t, console.Options{MaxStreams: max})
+	d := newDemo(t, console.Options{Host: webhost.Options{MaxStreams: max}})
 	b := d.browser(t)
 	b.get("/")
 	type tab struct{ events chan string } // "patch", or "bye: <message>"
@@ -307,7 +311,7 @@ func TestStreamsPerSessionBounded(t *testing.T) {
 	for range max + extra {
 		ctx, cancel := context.WithCancel(bg)
 		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.srv.URL+"/events", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.srv.URL+eventsPath, nil)
 		res, err := b.client.Do(req)
 		if err != nil || res.StatusCode != http.StatusOK {
 			t.Fatalf("stream: %v %v", err, res)

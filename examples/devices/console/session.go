@@ -2,15 +2,14 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"html/template"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 // The console's users. The operator may disable and enable devices; the
@@ -24,46 +23,30 @@ var (
 // users are the users the page offers.
 var users = []domain.User{Operator, Viewer}
 
-// Session is one browser session: its user, the state of its views, its
-// registry (one per session, as one per browser tab in a web app), its
-// MCP endpoint and its agent console. Its methods are safe for
-// concurrent use.
+// Session is one browser session of the console: the state of its views
+// (the devices table, the detail panel, the acting user), its activity
+// feed and its agent console, over a session of package webhost, which
+// holds its registry, credentials and pages. It is the webhost.Views of
+// that session. Its methods are safe for concurrent use.
 type Session struct {
-	app       *App
-	id        string // public, for the page and logs; random, unrelated to the secrets
-	cookie    string // the browser's secret
-	token     string // the MCP bearer token
-	join      string // the join code
-	keepShown bool
-	created   time.Time
-	hosted    bool // made by App.NewSession
-	unused    bool // guarded by app.mu: made for a first page, not yet used (sessions.go)
-	reg       *surface.Registry
-	activity  *activity
-	console   *agentConsole
-	webmcp    *webmcpTools  // the tools the page offers through WebMCP
-	done      chan struct{} // closed by Close
+	app      *App
+	ws       *webhost.Session
+	activity *activity
 
-	// mount serializes mounting and unmounting of the views' components;
-	// it is held while calling Register and Unregister, never while
-	// calling anything that could take it again.
-	mount  sync.Mutex
-	table  *surface.Handle
-	detail *surface.Handle
+	// mount serializes mounting, navigation and unmounting of the views'
+	// components; it is held while calling Register and Unregister,
+	// never while calling anything that could take it again.
+	mount    sync.Mutex
+	mountCtx context.Context // the context of the current mount, or nil (unmounted)
+	table    *surface.Handle
+	detail   *surface.Handle
 
-	mu        sync.Mutex
-	user      domain.User
-	view      viewState
-	shown     bool
-	streams   int
-	pageTimer *time.Timer
-	lastSeen  time.Time
-	subs      map[*pageStream]struct{}
-	decisions []Decision
-	runs      map[string]string        // confirmation id → the invocation that presented it
-	rowCache  map[uint64]template.HTML // rendered Activity lines, by entry number
-	seq       uint64                   // numbers the streams, oldest first
-	closed    bool
+	mu       sync.Mutex
+	user     domain.User
+	kept     bool          // made with KeepShown
+	console  *agentConsole // made on first use (agent)
+	view     viewState
+	rowCache map[uint64]template.HTML // rendered Activity lines, by entry number
 }
 
 // viewState is the state of the page's views, held on the server.
@@ -74,52 +57,53 @@ type viewState struct {
 	detail    string   // the device whose detail panel is open, or ""
 }
 
-func newSession(a *App, o SessionOptions, cookie, token, join, id string) *Session {
-	s := &Session{
-		app: a, id: id, cookie: cookie, token: token, join: join, created: time.Now(),
-		keepShown: o.KeepShown, done: make(chan struct{}),
-		user: o.User, lastSeen: time.Now(), subs: map[*pageStream]struct{}{}, runs: map[string]string{},
-		view: viewState{sort: Sorting{Column: "name", Direction: "asc"}},
-	}
+func newSession(a *App, ws *webhost.Session) *Session {
+	s := &Session{app: a, ws: ws, user: Operator, view: viewState{sort: Sorting{Column: "name", Direction: "asc"}}}
 	s.activity = newActivity(200, s.audited)
-	var audit surface.AuditSink = s.activity
-	if a.rep != nil && a.rep.Audit != nil {
-		audit = teeAudit{feed: s.activity, table: a.rep.Audit.For(id)}
-	}
-	s.reg = surface.New(&surface.Options{
-		Context:   s.hostContext,
-		Route:     s.route,
-		Audit:     audit,
-		Logger:    a.log,
-		Limits:    surface.Limits{ConfirmationTTL: a.opts.ConfirmationTTL},
-		Telemetry: a.opts.Telemetry,
-		Policies:  a.opts.Policies,
-	})
-	s.reg.SetProcedureExecutor(a.exec)
-	// The page follows the registry: its events and the changes of the
-	// pending confirmations re-render the fragments they touch.
-	s.reg.Subscribe(s.event)
-	s.reg.Confirmations().Subscribe(func([]surface.PendingConfirmation) { s.changed(partApprovals) })
-	s.console = newAgentConsole(s, a.opts.Agent, a.opts.AgentName)
-	s.webmcp = &webmcpTools{reg: s.reg}
 	return s
 }
 
+// agent returns the session's agent console, made on first use: most
+// sessions never show it.
+func (s *Session) agent() *agentConsole {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.console == nil {
+		s.console = newAgentConsole(s, s.app.opts.Agent, s.app.opts.AgentName)
+	}
+	return s.console
+}
+
+// start follows the registry once it exists: its events re-render the
+// fragments they touch.
+func (s *Session) start() { s.ws.Registry().Subscribe(s.event) }
+
 // ID returns the session's public id ("s_…"), shown on the page.
-func (s *Session) ID() string { return s.id }
+func (s *Session) ID() string { return s.ws.ID() }
 
-// Token returns the session's MCP bearer token.
-func (s *Session) Token() string { return s.token }
+// Token returns the session's MCP bearer token; "" for a session made
+// again from its Credentials, whose token this run knows by its hash.
+func (s *Session) Token() string { return s.ws.Token() }
 
-// JoinPath returns the path ("/join/…") that binds a browser to this
-// session; it works until the session ends.
-func (s *Session) JoinPath() string { return "/join/" + s.join }
+// JoinPath returns the path ("/agentsurface/join/…") that binds a
+// browser to this session; it works until the session ends. It is "" for
+// a session made again from its Credentials.
+func (s *Session) JoinPath() string { return s.ws.JoinPath() }
+
+// Credentials returns what the console keeps of the session's secrets
+// (their hashes), to make it again in a later run.
+func (s *Session) Credentials() webhost.Credentials { return s.ws.Credentials() }
 
 // Registry returns the session's registry.
-func (s *Session) Registry() *surface.Registry { return s.reg }
+func (s *Session) Registry() *surface.Registry { return s.ws.Registry() }
 
 // Done is closed when the session ends.
-func (s *Session) Done() <-chan struct{} { return s.done }
+func (s *Session) Done() <-chan struct{} { return s.ws.Done() }
+
+// Close ends the session: its page streams, agent run, MCP sessions and
+// token, then its registry (pending confirmations expire, calls in flight
+// are cancelled). It is idempotent.
+func (s *Session) Close() { s.ws.Close() }
 
 // User returns the acting user.
 func (s *Session) User() domain.User {
@@ -133,7 +117,14 @@ func (s *Session) SetUser(u domain.User) {
 	s.mu.Lock()
 	s.user = u
 	s.mu.Unlock()
-	s.changed(partAll &^ partConnect)
+	s.changed(partAll)
+}
+
+// keepShown reports whether the session was made with KeepShown.
+func (s *Session) keepShown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept
 }
 
 // hostContext is the registry's host context: who acts. Policies and the
@@ -141,7 +132,7 @@ func (s *Session) SetUser(u domain.User) {
 func (s *Session) hostContext() map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return map[string]any{"user": s.user, "session": s.id}
+	return map[string]any{"user": s.user, "session": s.ws.ID()}
 }
 
 // route is where the page is, for snapshots.
@@ -154,62 +145,16 @@ func (s *Session) route() *surface.Route {
 	return &surface.Route{Path: "/devices"}
 }
 
-// touch records activity, which keeps the session from expiring.
-func (s *Session) touch() {
-	s.mu.Lock()
-	s.lastSeen = time.Now()
-	s.mu.Unlock()
-}
-
-// pageState reports whether a page of the session is open, and when the
-// session was last used.
-func (s *Session) pageState() (open bool, lastSeen time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.streams > 0, s.lastSeen
-}
-
-// idleAt reports whether the session has been idle for timeout at now:
-// no open page stream and no request.
-func (s *Session) idleAt(now time.Time, timeout time.Duration) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.streams == 0 && now.Sub(s.lastSeen) >= timeout
-}
-
-// changed tells every open page of the session to re-render the
-// fragments of p. It never blocks: a stream that has a render pending
-// needs no second signal.
+// changed tells the session's open pages to re-render the fragments of
+// p. It never blocks.
 func (s *Session) changed(p part) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ps := range s.subs {
-		ps.dirty |= p
-		select {
-		case ps.signal <- struct{}{}:
-		default:
+	var ids []string
+	for _, f := range fragments {
+		if p&f.part != 0 {
+			ids = append(ids, f.id)
 		}
 	}
-}
-
-// pageStream is one open event stream of the session's page.
-type pageStream struct {
-	s      *Session
-	signal chan struct{} // a render is pending
-	// evicted is closed when newer streams of the session pushed this one
-	// out (Options.MaxStreams).
-	evicted chan struct{}
-	dirty   part // guarded by s.mu: the fragments to render
-	seq     uint64
-}
-
-// take returns the fragments to render and clears them.
-func (ps *pageStream) take() part {
-	ps.s.mu.Lock()
-	defer ps.s.mu.Unlock()
-	p := ps.dirty
-	ps.dirty = 0
-	return p
+	s.ws.Changed(ids...)
 }
 
 // event follows the registry's events: the header and the Live surface
@@ -232,32 +177,17 @@ func (s *Session) event(e surface.Event) {
 			s.activity.readStarted(e, consumerKey(e.ConsumerID))
 		}
 	case surface.InvocationSettled:
-		if isRead(e.CapabilityID) {
-			s.activity.readSettled(e)
+		if isRead(e.CapabilityID) && s.activity.readSettled(e) {
 			s.changed(partActivity)
 		}
 	}
 }
 
-// audited follows the audit records: the Activity card shows them, and
-// the settlement of a call that presented an approval is the outcome of
-// that decision.
-func (s *Session) audited(e surface.AuditEvent) {
-	p := partActivity
-	if e.Type == surface.AuditInvocationSettled && e.InvocationID != "" {
-		s.mu.Lock()
-		for _, id := range s.runs {
-			if id == e.InvocationID {
-				p |= partApprovals
-			}
-		}
-		s.mu.Unlock()
-	}
-	s.changed(p)
-}
+// audited follows the audit records: the Activity card shows them.
+func (s *Session) audited(surface.AuditEvent) { s.changed(partActivity) }
 
 // reads are the observations of the page's components: reads, which the
-// audit trail never records.
+// audit trail records only when they fail before reaching the component.
 var reads = []string{"view:devices.table.readState", "view:devices.detail.readDevice"}
 
 func isRead(capabilityID string) bool { return slices.Contains(reads, capabilityID) }
@@ -267,213 +197,40 @@ func isRead(capabilityID string) bool { return slices.Contains(reads, capability
 func consumerKey(id string) string {
 	for _, c := range []surface.Consumer{MCPConsumer, ConsoleConsumer, WebMCPConsumer} {
 		if c.ID == id {
-			return string(c.Kind) + ":" + c.ID
+			return c.Key()
 		}
 	}
 	return id
 }
 
-// The page lifecycle. A page is shown while an event stream is open, and
-// for PageGrace after the last one closed (a reload) or after the page
-// was served (until its stream connects). Sessions made with KeepShown
-// stay shown. Showing mounts the views; closing unmounts them.
-
-// pageServed is called when the page is rendered for a browser.
-func (s *Session) pageServed() {
-	s.touch()
-	s.mountViews()
-	s.mu.Lock()
-	if s.streams == 0 {
-		s.armPageTimerLocked()
-	}
-	s.mu.Unlock()
-}
-
-// streamOpened registers an event stream. Beyond Options.MaxStreams
-// streams of the session the oldest is pushed out: each stream costs a
-// render per change, so their number is bounded.
-func (s *Session) streamOpened() (*pageStream, bool) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, false
-	}
-	s.seq++
-	ps := &pageStream{s: s, signal: make(chan struct{}, 1), evicted: make(chan struct{}), seq: s.seq}
-	if len(s.subs) >= s.app.opts.MaxStreams {
-		var oldest *pageStream
-		for x := range s.subs {
-			if oldest == nil || x.seq < oldest.seq {
-				oldest = x
-			}
-		}
-		delete(s.subs, oldest)
-		close(oldest.evicted)
-	}
-	s.subs[ps] = struct{}{}
-	s.streams++
-	s.lastSeen = time.Now()
-	if s.pageTimer != nil {
-		s.pageTimer.Stop()
-		s.pageTimer = nil
-	}
-	s.mu.Unlock()
-	s.mountViews()
-	return ps, true
-}
-
-// streamClosed unregisters an event stream; the page counts as closed
-// when no stream reopens within PageGrace.
-func (s *Session) streamClosed(ps *pageStream) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.subs, ps)
-	s.streams--
-	s.lastSeen = time.Now()
-	if s.streams == 0 && !s.closed {
-		s.armPageTimerLocked()
-	}
-}
-
-func (s *Session) armPageTimerLocked() {
-	if s.keepShown {
-		return
-	}
-	if s.pageTimer != nil {
-		s.pageTimer.Stop()
-	}
-	s.pageTimer = time.AfterFunc(s.app.opts.PageGrace, s.pageTimeout)
-}
-
-// pageTimeout runs PageGrace after the last stream closed.
-func (s *Session) pageTimeout() {
-	s.mu.Lock()
-	closing := s.streams == 0 && !s.keepShown && !s.closed
-	s.pageTimer = nil
-	s.mu.Unlock()
-	if closing {
-		s.unmountViews()
-	}
-}
-
 // Pending returns the confirmations waiting for the user.
-func (s *Session) Pending() []surface.PendingConfirmation {
-	return s.reg.Confirmations().Pending()
-}
+func (s *Session) Pending() []surface.PendingConfirmation { return s.ws.Pending() }
 
-// Decision is a user's answer to a confirmation request, as the console
-// recorded it: who decided what, on exactly which input.
-type Decision struct {
-	ConfirmationID string          `json:"confirmationId"`
-	CapabilityID   string          `json:"capabilityId"`
-	Consumer       string          `json:"consumer"`
-	Summary        string          `json:"summary"`
-	Input          json.RawMessage `json:"input"`
-	Approved       bool            `json:"approved"`
-	Actor          string          `json:"actor"`
-	At             time.Time       `json:"at"`
-	// InvocationID is the call that presented the approval, once one
-	// ran: its settlement is the outcome.
-	InvocationID string `json:"invocationId,omitempty"`
-}
+// Decision is what became of a confirmation request of the session (see
+// webhost.Decision): who decided what, on exactly which input, and what
+// became of the call the approval let through.
+type Decision = webhost.Decision
 
 // Decide approves or denies the pending confirmation id on behalf of
 // actor (recorded in the audit trail). It reports false when id is not
-// pending (unknown, of another session, already decided or expired).
+// pending in this session (unknown, of another session, already decided
+// or expired).
 func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool) {
-	var p *surface.PendingConfirmation
-	for _, pc := range s.reg.Confirmations().Pending() {
-		if pc.ConfirmationID == id {
-			p = &pc
-			break
-		}
-	}
-	if p == nil {
-		return Decision{}, false
-	}
-	if !s.reg.Confirmations().Resolve(id, surface.Resolution{Approved: approve, Actor: actor}) {
-		return Decision{}, false
-	}
-	d := Decision{
-		ConfirmationID: id, CapabilityID: p.CapabilityID, Consumer: p.ConsumerKey, Summary: p.Summary,
-		Input: json.RawMessage(p.Input), Approved: approve, Actor: actor, At: time.Now(),
-	}
-	s.mu.Lock()
-	s.decisions = append(s.decisions, d)
-	if len(s.decisions) > maxDecisions {
-		s.decisions = slices.Delete(s.decisions, 0, len(s.decisions)-maxDecisions)
-	}
-	s.mu.Unlock()
-	s.changed(partApprovals)
-	return d, true
+	return s.ws.Decide(id, approve, actor)
 }
 
-// Decisions returns the decisions taken in this session, oldest first.
-func (s *Session) Decisions() []Decision {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.decisionsLocked()
-}
-
-func (s *Session) decisionsLocked() []Decision {
-	out := slices.Clone(s.decisions)
-	for i := range out {
-		out[i].InvocationID = s.runs[out[i].ConfirmationID]
-	}
-	return out
-}
-
-// maxDecisions is how many decisions a session keeps.
-const maxDecisions = 100
+// Decisions returns the decisions of this session, oldest first, each
+// with what became of the call its approval let through.
+func (s *Session) Decisions() []Decision { return s.ws.Decisions() }
 
 // AwaitDecision waits until confirmation id is no longer pending and
 // reports how it ended.
 func (s *Session) AwaitDecision(ctx context.Context, id string) surface.ConfirmationOutcome {
-	return s.reg.Confirmations().Wait(ctx, id)
+	return s.Registry().Confirmations().Wait(ctx, id)
 }
 
 // Activity returns the session's audit records, newest first.
 func (s *Session) Activity() []surface.AuditEvent { return s.activity.audit() }
-
-// approvedRun records that invocation id executes with the approval of
-// confirmation cid, so that the decision shows the call's outcome. (The
-// call may start before Decide has recorded the decision.)
-func (s *Session) approvedRun(cid, id string) {
-	s.mu.Lock()
-	if len(s.runs) >= 2*maxDecisions { // keep those of the decisions kept
-		for k := range s.runs {
-			if !slices.ContainsFunc(s.decisions, func(d Decision) bool { return d.ConfirmationID == k }) {
-				delete(s.runs, k)
-			}
-		}
-	}
-	s.runs[cid] = id
-	s.mu.Unlock()
-	s.changed(partApprovals)
-}
-
-// Close ends the session: its page streams, agent run, MCP sessions and
-// token, then its registry (pending confirmations expire, calls in flight
-// are cancelled). It is idempotent.
-func (s *Session) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	if s.pageTimer != nil {
-		s.pageTimer.Stop()
-		s.pageTimer = nil
-	}
-	close(s.done)
-	s.mu.Unlock()
-	s.app.forget(s)
-	s.console.close()
-	s.webmcp.close()        // its WebMCP calls waiting for approval return
-	s.app.mcp.Forget(s.reg) // its MCP sessions end
-	_ = s.reg.Close()
-}
 
 // actorName is how a browser user appears in the audit trail.
 func actorName(u domain.User, via string) string {

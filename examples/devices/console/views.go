@@ -5,7 +5,7 @@ package console
 // whenever its state changes, it calls Refresh on its handle so that
 // availability (When) is re-evaluated and pushed to agents.
 //
-//   - mountViews / unmountViews: the page opens or closes;
+//   - Mount (and the end of its context): the page opens or closes;
 //   - openDevice / closeDetail: the detail panel opens, navigates, closes;
 //   - setFilter, sortBy, selectRows, clearSelection: the table's state
 //     changes (from the page or from an agent, through the same methods).
@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 // Filters select the devices the table shows. Empty fields select all.
@@ -221,58 +222,44 @@ func (s *Session) detailComponent(d domain.Device) surface.Component {
 	}
 }
 
-// mountViews registers the components of the views on screen: the table,
-// and the detail panel if one is open. It does nothing if they are
-// mounted already.
-func (s *Session) mountViews() {
+// Mount registers the components of the views on screen (it is the
+// webhost.Views of the session): the table, and the detail panel if one
+// is open, under ctx, which ends when the page has been closed for the
+// grace period or the session ends: they unmount then, and a page that
+// opens later shows no detail panel. Approvals of an unmounted component
+// expire (package webhost expires them: they could not let a call
+// through any more).
+func (s *Session) Mount(ctx context.Context, _ *webhost.Session) error {
 	s.mount.Lock()
 	defer s.mount.Unlock()
 	s.mu.Lock()
-	if s.closed || s.shown {
-		s.mu.Unlock()
-		return
+	if s.mountCtx != nil { // mounted before: the page was closed, and its panel with it
+		s.view.detail = ""
 	}
-	s.shown = true
 	open := s.view.detail
 	s.mu.Unlock()
-	s.table = s.register(s.tableComponent())
+	s.mountCtx = ctx
+	s.table = s.register(ctx, s.tableComponent())
+	s.detail = nil
 	if open != "" {
-		if d, err := s.app.store.Get(context.Background(), s.User(), open); err == nil {
-			s.detail = s.register(s.detailComponent(d))
+		if d, err := s.app.store.Get(ctx, s.User(), open); err == nil {
+			s.detail = s.register(ctx, s.detailComponent(d))
 		}
 	}
-	s.changed(partAll)
+	return nil
 }
 
-// unmountViews unregisters the views' components: the page closed. Calls
-// that arrive later learn it (COMPONENT_UNMOUNTED); approvals the page can
-// no longer show expire.
-func (s *Session) unmountViews() {
-	s.mount.Lock()
-	defer s.mount.Unlock()
-	s.mu.Lock()
-	if !s.shown {
-		s.mu.Unlock()
-		return
-	}
-	s.shown = false
-	s.view.detail = ""
-	s.mu.Unlock()
-	for _, h := range []*surface.Handle{s.detail, s.table} {
-		if h != nil {
-			h.Unregister()
-		}
-	}
-	s.detail, s.table = nil, nil
-	for _, p := range s.reg.Confirmations().Pending() {
-		s.reg.Confirmations().Expire(p.ConfirmationID)
-	}
-	s.changed(partAll)
-}
+// mountedLocked reports whether the views are mounted; s.mount is held.
+func (s *Session) mountedLocked() bool { return s.mountCtx != nil && s.mountCtx.Err() == nil }
 
-// register registers c; a definition error is a bug of this file.
-func (s *Session) register(c surface.Component) *surface.Handle {
-	h, err := s.reg.Register(c)
+// Notified implements webhost.Listener: another session's procedure
+// changed devices, on this replica or another.
+func (s *Session) Notified(context.Context, string) { s.devicesChanged() }
+
+// register registers c under ctx; a definition error is a bug of this
+// file.
+func (s *Session) register(ctx context.Context, c surface.Component) *surface.Handle {
+	h, err := s.Registry().RegisterContext(ctx, c)
 	if err != nil {
 		if errors.Is(err, surface.ErrClosed) {
 			return nil
@@ -286,6 +273,9 @@ func (s *Session) register(c surface.Component) *surface.Handle {
 	return h
 }
 
+// shown reports whether the views are mounted.
+func (s *Session) shown() bool { return s.ws.Shown() }
+
 // openDevice opens the detail panel of device id, replacing the one open.
 func (s *Session) openDevice(ctx context.Context, id string) error {
 	d, err := s.app.store.Get(ctx, s.User(), id)
@@ -297,11 +287,10 @@ func (s *Session) openDevice(ctx context.Context, id string) error {
 	}
 	s.mount.Lock()
 	defer s.mount.Unlock()
-	s.mu.Lock()
-	if !s.shown || s.closed {
-		s.mu.Unlock()
+	if !s.mountedLocked() {
 		return surface.Precondition("The page is closed.", nil)
 	}
+	s.mu.Lock()
 	same := s.view.detail == id && s.detail != nil
 	s.view.detail = id
 	s.mu.Unlock()
@@ -309,7 +298,7 @@ func (s *Session) openDevice(ctx context.Context, id string) error {
 		if s.detail != nil {
 			s.detail.Unregister() // the panel navigates: the old one unmounts
 		}
-		s.detail = s.register(s.detailComponent(d))
+		s.detail = s.register(s.mountCtx, s.detailComponent(d))
 	}
 	s.changed(partView)
 	return nil
@@ -482,13 +471,10 @@ func (s *Session) nameOf(id string) string {
 // devicesChanged runs after a procedure changed devices: rows may have
 // left the table, so the selection is pruned and the page re-rendered.
 func (s *Session) devicesChanged() {
-	s.mu.Lock()
-	shown := s.shown
-	s.mu.Unlock()
-	if shown {
+	if s.shown() {
 		_, _ = s.rows(context.Background())
 	}
-	s.changed(partTable | partDetail | partApprovals)
+	s.changed(partTable | partDetail)
 }
 
 // rows returns the visible rows, sorted, and deselects rows that are no

@@ -44,7 +44,7 @@ func (l offeredList) names() []string {
 // webmcpTools lists the tools the page offers, as GET /webmcp/tools.
 func (b *browser) webmcpTools() offeredList {
 	b.t.Helper()
-	code, body := b.get("/webmcp/tools")
+	code, body := b.get("/agentsurface/webmcp/tools")
 	if code != http.StatusOK {
 		b.t.Fatalf("GET /webmcp/tools: %d %s", code, body)
 	}
@@ -68,7 +68,7 @@ func (b *browser) webmcpPost(body string) (int, string) {
 
 // tryWebMCPPost is webmcpPost for goroutines other than the test's.
 func (b *browser) tryWebMCPPost(body string) (int, string, error) {
-	req, _ := http.NewRequest(http.MethodPost, b.d.srv.URL+"/webmcp/call", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, b.d.srv.URL+"/agentsurface/webmcp/call", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	res, err := b.client.Do(req)
@@ -399,13 +399,13 @@ func TestWebMCPStaleAndUnknown_AS_ADAPTER_003(t *testing.T) {
 		t.Fatalf("oversized body: %d", code)
 	}
 	stranger := d.browser(t)
-	if code, _ := stranger.get("/webmcp/tools"); code != http.StatusUnauthorized {
+	if code, _ := stranger.get("/agentsurface/webmcp/tools"); code != http.StatusUnauthorized {
 		t.Fatalf("list without a session: %d", code)
 	}
 	if code, _ := stranger.webmcpPost(`{"name":"` + toolOpen + `","surfaceVersion":"` + v + `"}`); code != http.StatusUnauthorized {
 		t.Fatalf("call without a session: %d", code)
 	}
-	req, _ := http.NewRequest(http.MethodPost, d.srv.URL+"/webmcp/call", strings.NewReader(`{"name":"`+toolClear+`","surfaceVersion":"`+v+`"}`))
+	req, _ := http.NewRequest(http.MethodPost, d.srv.URL+"/agentsurface/webmcp/call", strings.NewReader(`{"name":"`+toolClear+`","surfaceVersion":"`+v+`"}`))
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	resp, err := b.client.Do(req)
 	if err != nil {
@@ -425,7 +425,7 @@ func TestWebMCPStreamRefresh_AS_ADAPTER_003(t *testing.T) {
 	s := d.session(t)
 	b := d.webmcpBrowser(t, s)
 	plain := b.events()
-	wm := b.eventsAt("/events?webmcp=1")
+	wm := b.eventsAt(eventsPath + "&webmcp=1")
 
 	next := func() offeredList {
 		t.Helper()
@@ -513,7 +513,7 @@ func FuzzWebMCPCall(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.srv.URL+"/webmcp/call", strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.srv.URL+"/agentsurface/webmcp/call", strings.NewReader(body))
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 		res, err := b.client.Do(req)
 		if err != nil {
