@@ -14,9 +14,9 @@ package main
 //
 // Each tag's file (feature_postgres.go, feature_otel.go) plugs its
 // package in by setting one of the two variables below from an init
-// function. Nothing else assigns them, and they are the command's only
-// package-level variables that are ever assigned: nil means this binary
-// was built without the feature.
+// function, before main runs; nothing else assigns them, and nothing
+// changes them after. They are the command's only mutable package-level
+// state: nil means this binary was built without the feature.
 
 import (
 	"context"
