@@ -102,31 +102,41 @@ func TestDemoLinksNoGRPC(t *testing.T) {
 	}
 }
 
-// A binary built without the tags (this test binary is one) says so, and
-// how to build one with them: --postgres fails, an OTLP endpoint variable
-// is warned about (the console runs without traces), the printed Metrics
-// line and --help say what is missing.
+// A binary built without the tags (this test binary is one, unless go
+// test was given them) says so, and how to build one with them:
+// --postgres fails, an OTLP endpoint variable is warned about (the
+// console runs without traces), the printed Metrics line and --help say
+// what is missing.
 func TestDemoWithoutFeaturesSaysHowToGetThem(t *testing.T) {
-	code, _, errOut := cli(t, "demo", "--addr", "127.0.0.1:0", "--postgres", "postgres://u@127.0.0.1:1/db")
-	if code != exitFail || !strings.Contains(errOut, "built without PostgreSQL") || !strings.Contains(errOut, "go build -tags 'postgres otel' ./cmd/agentsurface") {
-		t.Errorf("--postgres: %d %q", code, errOut)
-	}
 	// The usage errors of the flags come first, as in every build.
 	if code, _, _ := cli(t, "demo", "--postgres", "postgres://x/y", "--reset"); code != exitUsage {
 		t.Errorf("--postgres with --reset: %d", code)
 	}
-
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
-	code, out, errOut := cli(t, "demo", "--scripted", "--approve", "--addr", "127.0.0.1:0")
-	if code != exitOK || !strings.Contains(out, "Metrics:         none in this build (the otel build tag adds") {
-		t.Fatalf("--scripted: %d\n%s\n%s", code, out, errOut)
+	if openPostgres == nil {
+		code, _, errOut := cli(t, "demo", "--addr", "127.0.0.1:0", "--postgres", "postgres://u@127.0.0.1:1/db")
+		if code != exitFail || !strings.Contains(errOut, "built without PostgreSQL") || !strings.Contains(errOut, "go build -tags 'postgres otel' ./cmd/agentsurface") {
+			t.Errorf("--postgres: %d %q", code, errOut)
+		}
 	}
-	if !strings.Contains(errOut, "OTEL_EXPORTER_OTLP_ENDPOINT is set, but this binary was built without OpenTelemetry") || !strings.Contains(errOut, "go run -tags postgres,otel ./cmd/agentsurface demo") {
-		t.Errorf("no warning about the OTLP variable:\n%s", errOut)
+	if withTelemetry == nil {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		code, out, errOut := cli(t, "demo", "--scripted", "--approve", "--addr", "127.0.0.1:0")
+		if code != exitOK || !strings.Contains(out, "Metrics:         none in this build (the otel build tag adds") {
+			t.Fatalf("--scripted: %d\n%s\n%s", code, out, errOut)
+		}
+		if !strings.Contains(errOut, "OTEL_EXPORTER_OTLP_ENDPOINT is set, but this binary was built without OpenTelemetry") || !strings.Contains(errOut, "go run -tags postgres,otel ./cmd/agentsurface demo") {
+			t.Errorf("no warning about the OTLP variable:\n%s", errOut)
+		}
 	}
 
 	_, help, _ := cli(t, "demo", "--help")
-	for _, want := range []string{"postgres (not in this binary)", "otel (not in this binary)", "go run -tags postgres,otel ./cmd/agentsurface demo",
+	in := func(b bool) string {
+		if b {
+			return " (in this binary)"
+		}
+		return " (not in this binary)"
+	}
+	for _, want := range []string{"postgres" + in(openPostgres != nil), "otel" + in(withTelemetry != nil), "go run -tags postgres,otel ./cmd/agentsurface demo",
 		"go build -tags 'postgres otel' ./cmd/agentsurface", "go install -tags 'postgres otel' github.com/agentsurface/agentsurface/cmd/agentsurface@latest"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("demo --help lacks %q:\n%s", want, help)
