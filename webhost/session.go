@@ -90,7 +90,7 @@ type Session struct {
 	// Approvals (approvals.go). The maps (and streams) are made on first
 	// use: most sessions never have an approval.
 	known     map[string]surface.PendingConfirmation // requested and not resolved yet, by id
-	deciding  map[string]string                      // id → actor, while Decide resolves it
+	deciding  map[string]decider                     // by id, while decide resolves it
 	decisions []Decision                             // oldest first
 	calls     map[string]CallOutcome                 // by confirmation id: the call that presented it
 }
