@@ -203,20 +203,24 @@ func (s *Session) recordLocked(p surface.PendingConfirmation, outcome surface.Co
 	return d
 }
 
-// requested keeps a new request's public view, for its decision.
+// requested keeps a new request's public view, for its decision, makes
+// it known to the Host (Host.ApproveURL), and has the notifier tell the
+// user.
 func (s *Session) requested(id string) {
-	for _, p := range s.reg.Confirmations().Pending() {
-		if p.ConfirmationID == id {
-			s.mu.Lock()
-			if s.known == nil {
-				s.known = map[string]surface.PendingConfirmation{}
-			}
-			if len(s.known) < 4*s.reg.Limits().MaxPendingConfirmations+16 {
-				s.known[id] = p
-			}
-			s.mu.Unlock()
-			break
+	if p, ok := s.pendingView(id); ok {
+		s.mu.Lock()
+		if s.known == nil {
+			s.known = map[string]surface.PendingConfirmation{}
 		}
+		kept := len(s.known) < 4*s.reg.Limits().MaxPendingConfirmations+16
+		if kept {
+			s.known[id] = p
+		}
+		s.mu.Unlock()
+		if kept {
+			s.h.confirmingAdd(s, id)
+		}
+		s.h.notifyConfirmation(s, p)
 	}
 	s.Changed(ApprovalsID)
 }
@@ -224,6 +228,7 @@ func (s *Session) requested(id string) {
 // resolved records how a request left pending: decided with Decide (if
 // Decide has not recorded it yet), elsewhere, or expired.
 func (s *Session) resolved(id string, outcome surface.ConfirmationOutcome) {
+	s.h.confirmingRemove(s, id)
 	s.mu.Lock()
 	p, ok := s.known[id]
 	delete(s.known, id)
@@ -236,6 +241,29 @@ func (s *Session) resolved(id string, outcome surface.ConfirmationOutcome) {
 	}
 	s.mu.Unlock()
 	s.Changed(ApprovalsID)
+}
+
+// confirmingAdd records that the request id is pending in s, while s
+// is live.
+func (h *Host) confirmingAdd(s *Session, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dir.byID[s.id] != s { // ended: forget has purged its requests already
+		return
+	}
+	if h.confirming == nil {
+		h.confirming = map[string]*Session{}
+	}
+	h.confirming[id] = s
+}
+
+// confirmingRemove forgets that the request id is pending in s.
+func (h *Host) confirmingRemove(s *Session, id string) {
+	h.mu.Lock()
+	if h.confirming[id] == s {
+		delete(h.confirming, id)
+	}
+	h.mu.Unlock()
 }
 
 // unregistered expires the pending requests of a registration that went
@@ -319,10 +347,8 @@ func (s *Session) called(id string, c CallOutcome) {
 // Otherwise the answer is 409 for a request of the session that was
 // decided already or expired, and 404 ("There is no such approval
 // request in this session.") for any other id, another session's
-// included.
-// An approve page reached by a link or URL-mode elicitation would be a
-// route beside it (GET shows one confirmation, POST decides, never on
-// GET); it is not served yet.
+// included. The approve page of one request ([Host.ApprovePath],
+// [Session.ApproveURL]) is a route beside it.
 func (h *Host) DecidePath() string { return h.opts.Prefix + "decide" }
 
 // serveDecide decides a pending confirmation of the request's session.
