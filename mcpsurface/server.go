@@ -118,9 +118,12 @@ type Options struct {
 	// seconds at most: it must return promptly, and a link it returns
 	// after its context ended is not used. "" means no link, and so does
 	// a link that is not an absolute http(s) URL; a panic is recovered
-	// and logged, and gives no link. It may mint a signed, single-use
-	// link bound to p.ConfirmationID and the user; it may be called more
-	// than once for a confirmation (once per answer that carries it).
+	// and logged, and gives no link. The link reaches the client and the
+	// agent, so opening it must never approve by itself: the page needs
+	// the person's session (or a signed, single-use, short-lived link
+	// bound to p.ConfirmationID and the user) and still asks for their
+	// click, never on GET. It may be called more than once for a
+	// confirmation (once per answer that carries it).
 	ApproveURL func(ctx context.Context, p surface.PendingConfirmation) string
 	// NoURLElicitation keeps ApproveURL's link out of URL-mode
 	// elicitation: every client then gets it in CONFIRMATION_REQUIRED
