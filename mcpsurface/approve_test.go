@@ -568,7 +568,8 @@ func TestHTTPApprovePage(t *testing.T) {
 
 // The URL elicitation's request state, driven by hand at 2026-07-28: the
 // first round asks for the page (the link, an elicitationId); a re-call
-// that accepts waits for the person, and a concurrent replay of the same
+// that accepts waits for the person (even when its answer claims an
+// approval, as a form's would), and a concurrent replay of the same
 // state holds nothing: it answers at once with the link. Once the person
 // approved, the waiting call runs, once, and a later replay of the state
 // replays that result without running again. A state signed for another
@@ -593,7 +594,9 @@ func TestURLElicitationRequestState_AS_IDENT_006(t *testing.T) {
 		if !first.NeedsInput() || first.RequestState == "" || !ok || ep.Mode != "url" || ep.URL != approvePage(p) || ep.ElicitationID == "" {
 			t.Fatalf("%+v %+v", first, first.InputRequests)
 		}
-		accept := mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}
+		// The client claims the person approved, as a form's answer would:
+		// in URL mode that approves nothing.
+		accept := mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}
 		recall := func() <-chan outcome {
 			ch := make(chan outcome, 1)
 			go func() {
