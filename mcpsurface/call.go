@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/agentsurface/agentsurface/internal/canonical"
 	"github.com/agentsurface/agentsurface/surface"
@@ -132,20 +131,16 @@ func (c *toolCall) invoke(ctx context.Context, sentID, cid string) surface.Resul
 
 // respond is the answer to a result that is not simply relayed: the
 // input request or protocol error a handler asked for, a confirmation
-// elicitation, or a result with Options.Content's blocks.
+// elicitation or approve link (approve.go), or a result with
+// Options.Content's blocks.
 func (c *toolCall) respond(ctx context.Context, res surface.Result) (*mcp.CallToolResult, error) {
 	s := c.s
 	if answer, err, ok := c.answerOf(res); ok {
 		return answer, err
 	}
-	if code(res) == surface.CodeConfirmationRequired && s.opts.Elicit && elicitable(c.req) && ctx.Value(noElicitKey{}) == nil {
-		cid := res.Error.ConfirmationID()
-		if expiresAt, pending := s.expiry(cid); pending {
-			c.at.invocationID, c.at.capabilityID = res.InvocationID, res.CapabilityID
-			if c.f != nil { // older clients are asked while this call waits: until expiry at most
-				c.f.expireAt(s, cid, expiresAt)
-			}
-			return c.elicitation(res), nil
+	if code(res) == surface.CodeConfirmationRequired {
+		if elicit, ok := c.confirm(ctx, &res); ok {
+			return elicit, nil
 		}
 	}
 	out := toolResult(res)
@@ -169,20 +164,6 @@ func (s *Server) contentOf(t surface.Tool, output surface.JSONText) (blocks []mc
 		}
 	}()
 	return slices.DeleteFunc(s.opts.Content(t, output), func(c mcp.Content) bool { return c == nil })
-}
-
-// expiry returns when the pending confirmation cid expires; pending is
-// false once it has been resolved.
-func (s *Server) expiry(cid string) (at time.Time, pending bool) {
-	if cid == "" {
-		return time.Time{}, false
-	}
-	for _, pc := range s.reg.Confirmations().Pending() {
-		if pc.ConfirmationID == cid {
-			return pc.ExpiresAt, true
-		}
-	}
-	return time.Time{}, false
 }
 
 // clientOf names the client a request comes from, among those of its

@@ -227,6 +227,46 @@
 // CANCELLED). A 2026-07-28 client answers in a new request: the server
 // holds nothing meanwhile.
 //
+// # Approve page and links
+//
+// Most clients cannot show a server's question, and a form answered by
+// the client is only as trustworthy as the client. With
+// [Options.ApproveURL] the application gives, for a pending
+// confirmation, the address of its own approve page, where the person,
+// signed in, sees the exact input and approves or denies (resolving the
+// same registry record: digest binding, single use, TTL, audit). Each
+// client then reaches the person in the first way it supports:
+//
+//   - URL-mode elicitation, for a client that declares elicitation.url
+//     (2025-11-25: elicitation/create with mode "url", an elicitationId,
+//     the link and a message naming the summary; 2026-07-28: the same as
+//     an input request of the first round). The client only opens the
+//     page: its "accept" means the person went there, and the call then
+//     waits (the older client's tools/call, or the 2026-07-28 client's
+//     second round) for the decision on the page, until the confirmation
+//     expires at the latest, and on [Server.Close], [HTTPHandler.Close]
+//     or the session's DELETE at once (CANCELLED). It then goes on as
+//     any approved confirmation does (or answers CONFIRMATION_INVALID
+//     denied or expired), and an older client gets
+//     notifications/elicitation/complete with the elicitationId. A
+//     decline or cancel resolves nothing: the call answers at once with
+//     the CONFIRMATION_REQUIRED of the still pending confirmation and its
+//     link. URL mode needs no trust in the client, so it needs no Elicit;
+//     [Options.NoURLElicitation] turns it off. Each URL elicitation sent
+//     is logged (info, with the confirmation and elicitation ids; never
+//     the link, which may carry a token).
+//   - A form, as above, with Elicit only.
+//   - For every other client, CONFIRMATION_REQUIRED carries the link:
+//     details.approveUrl ([surface.Error.ApproveURL]) and a message that
+//     asks the agent to hand it to the user ("Ask the user to approve
+//     this call at <link> and retry with the confirmationId once
+//     approved."); the default instructions say so too.
+//
+// Who resolved through which page is the page's to record
+// ([surface.Resolution].Channel: [surface.ChannelURL] for a page opened
+// by elicitation, [surface.ChannelLink] for the link). Without
+// ApproveURL, answers are byte for byte what they were.
+//
 // # HTTP
 //
 // [NewHTTPHandler] serves Streamable HTTP for many user sessions at once,

@@ -39,6 +39,9 @@ type requestState struct {
 	// App.
 	Use string `json:"use,omitempty"`
 	App string `json:"app,omitempty"`
+	// Eid is the elicitationId of a URL-mode confirmation elicitation
+	// (the approve page); empty for a form.
+	Eid string `json:"eid,omitempty"`
 }
 
 // Uses of a request state.
@@ -121,43 +124,62 @@ func elicitable(req *mcp.CallToolRequest) bool {
 }
 
 // elicitation turns the CONFIRMATION_REQUIRED res of the call into an
-// input request for the client, with the signed state the re-call needs.
+// input request for the client, a form, with the signed state the
+// re-call needs.
 func (c *toolCall) elicitation(res surface.Result) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{Mode: "form", Message: asking(res.Error), RequestedSchema: approveSchema}},
+		RequestState:  c.s.sign(c.confirmState(res)),
+	}
+}
+
+// confirmState is the request state of a confirmation elicitation for
+// the CONFIRMATION_REQUIRED res of the call.
+func (c *toolCall) confirmState(res surface.Result) requestState {
 	s := c.s
-	cid := res.Error.ConfirmationID()
-	summary := res.Error.Summary()
 	st := requestState{
 		V: stateVersion, Srf: s.reg.SurfaceID(), Con: s.consumerKey,
-		Tool: c.name, Args: argsDigest(c.req.Params.Arguments), CID: cid, Inv: res.InvocationID, Cap: res.CapabilityID,
+		Tool: c.name, Args: argsDigest(c.req.Params.Arguments), CID: res.Error.ConfirmationID(), Inv: res.InvocationID, Cap: res.CapabilityID,
 	}
 	if !s.meta() {
 		if t, ok := c.catalog().Tool(c.name); ok {
 			st.Reg, st.Kind, st.Cap = t.RegistrationID, t.Kind, t.CapabilityID
 		}
 	}
-	msg := "The agent asks to: " + summary
-	if effect := res.Error.Effect(); effect != "" {
+	return st
+}
+
+// asking is what the person is told a confirmation elicitation is
+// about: the summary of the call, and its effect.
+func asking(e *surface.Error) string {
+	msg := "The agent asks to: " + e.Summary()
+	if effect := e.Effect(); effect != "" {
 		msg += " (" + string(effect) + ")"
 	}
-	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{confirmKey: &mcp.ElicitParams{Mode: "form", Message: msg, RequestedSchema: approveSchema}},
-		RequestState:  s.sign(st),
-	}
+	return msg
 }
 
 // resume handles the re-call that carries the client's answer to a
-// confirmation, with st its verified state: it resolves the registry's
-// record and retries with the evidence, as the asking call (the toolset
-// remembers it; see toolCall.invoke). It never asks again.
+// confirmation, with st its verified state. For a form, it resolves the
+// registry's record; for the approve page (URL mode), the person decides
+// there, and it waits for that (awaitPage). Then it retries with the
+// evidence, as the asking call (the toolset remembers it; see
+// toolCall.invoke). It never asks again.
 func (c *toolCall) resume(ctx context.Context, st requestState) surface.Result {
 	s, p := c.s, c.req.Params
 	c.at.invocationID, c.at.capabilityID = st.Inv, st.Cap
+	if st.Eid != "" {
+		if res, ended := c.awaitPage(ctx, st); ended {
+			return res
+		}
+		return c.linked(ctx, c.retry(ctx, st))
+	}
 	approve, action := answer(p.InputResponses[confirmKey])
 	actor := "mcp-elicitation"
 	if ci := c.req.ClientInfo(); ci != nil && ci.Name != "" {
 		actor += ":" + ci.Name
 	}
-	resolution := surface.Resolution{Approved: approve, Actor: actor}
+	resolution := surface.Resolution{Approved: approve, Actor: actor, Channel: surface.ChannelForm, Approver: surface.ApproverClient}
 	if !approve {
 		resolution.Reason = "elicitation " + action
 	}
@@ -168,6 +190,13 @@ func (c *toolCall) resume(ctx context.Context, st requestState) surface.Result {
 		return surface.Result{Status: surface.StatusError, InvocationID: st.Inv, CapabilityID: st.Cap,
 			Error: surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonDenied, ""), SurfaceVersion: s.reg.Version()}
 	}
+	return c.retry(ctx, st)
+}
+
+// retry calls again with the confirmation of st as evidence, under the
+// asking call's invocation id.
+func (c *toolCall) retry(ctx context.Context, st requestState) surface.Result {
+	s, p := c.s, c.req.Params
 	if s.meta() {
 		args := withFields(p.Arguments, map[string]string{"confirmationId": st.CID, "invocationId": st.Inv})
 		return s.ts.Call(ctx, c.name, args, surface.CallOptions{ToolCallID: st.Inv, Client: c.client})

@@ -47,13 +47,19 @@ const (
 		"CONFIRMATION_REQUIRED means the user must approve in the application (tell them error.details.summary), "
 	directInstructions = instructionsBase + "then call the same tool again with the same arguments."
 	metaInstructions   = instructionsBase + "then call surface_act again with the same input and the confirmationId."
+	// linkInstructions follow either when Options.ApproveURL is set.
+	linkInstructions = " When error.details.approveUrl is present, give the user that link: they approve or deny there."
 )
 
-func defaultInstructions(mode surface.ToolsetMode) string {
+func defaultInstructions(mode surface.ToolsetMode, links bool) string {
+	s := directInstructions
 	if mode == surface.ToolsetMeta {
-		return metaInstructions
+		s = metaInstructions
 	}
-	return directInstructions
+	if links {
+		s += linkInstructions
+	}
+	return s
 }
 
 // Options configure a Server. The zero value (or nil) is valid.
@@ -86,6 +92,43 @@ type Options struct {
 	// host application (surface.Confirmations.Resolve) and the agent
 	// calls again.
 	Elicit bool
+	// ApproveURL, if set, gives the address of the application's approve
+	// page for a pending confirmation (p): a page where the person,
+	// signed in to the application, sees the exact input and approves or
+	// denies it ([surface.Confirmations.Resolve] or ResolveGrant, with
+	// Channel [surface.ChannelURL] or [surface.ChannelLink]). With it,
+	// every client reaches the person, in this order:
+	//
+	//   - a client that declares URL-mode elicitation (elicitation.url)
+	//     is sent to the page (elicitation/create with mode "url" before
+	//     2026-07-28, an input request at 2026-07-28), and the call waits
+	//     for the person's decision there, until the confirmation
+	//     expires at the latest, then goes on as with any approved (or
+	//     denied, or expired) confirmation. The client only opens the
+	//     page, it decides nothing, so this needs no trust in it and no
+	//     Elicit; NoURLElicitation turns it off;
+	//   - a client that declares form elicitation is asked with a form
+	//     as before, with Elicit only;
+	//   - any other client's CONFIRMATION_REQUIRED carries the link, in
+	//     details.approveUrl ([surface.Error.ApproveURL]) and in the
+	//     message the agent reads, to hand to the person.
+	//
+	// It is called outside every lock, with the tool call's context
+	// ([RequestFromContext] gives the request), which ends after 5
+	// seconds at most: it must return promptly, and a link it returns
+	// after its context ended is not used. "" means no link, and so does
+	// a link that is not an absolute http(s) URL; a panic is recovered
+	// and logged, and gives no link. The link reaches the client and the
+	// agent, so opening it must never approve by itself: the page needs
+	// the person's session (or a signed, single-use, short-lived link
+	// bound to p.ConfirmationID and the user) and still asks for their
+	// click, never on GET. It may be called more than once for a
+	// confirmation (once per answer that carries it).
+	ApproveURL func(ctx context.Context, p surface.PendingConfirmation) string
+	// NoURLElicitation keeps ApproveURL's link out of URL-mode
+	// elicitation: every client then gets it in CONFIRMATION_REQUIRED
+	// only (or, with Elicit, a form where the client supports one).
+	NoURLElicitation bool
 	// SigningKey signs the elicitation request state (HMAC-SHA256).
 	// Default: a random key per Server, so state does not survive a
 	// restart. Servers sharing a key still reject each other's state
@@ -190,6 +233,7 @@ type Server struct {
 	list  *toolList // the SDK's tool set, following the catalog
 	pins  pins      // what each client was last shown
 	calls calls     // the tool calls in progress
+	waits pageWaits // the calls waiting for the approve page
 
 	// quiet is shut by Close: what is logged and sent for this Server
 	// passes it.
@@ -299,7 +343,7 @@ func (s *Server) implementation() *mcp.Implementation {
 func (s *Server) serverOptions(sessionPrefix string, ext *Extension) *mcp.ServerOptions {
 	instructions := s.opts.Instructions
 	if instructions == "" {
-		instructions = defaultInstructions(s.opts.Mode)
+		instructions = defaultInstructions(s.opts.Mode, s.opts.ApproveURL != nil)
 	}
 	sopts := &mcp.ServerOptions{
 		Instructions: instructions,

@@ -3,6 +3,7 @@ package mcpsurface_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -44,9 +45,11 @@ import (
 // its files are
 //
 //   - setup (optional), one option per line: "stateless"
-//     (HTTPOptions.Stateless), "max-sessions N", "meta" (meta mode);
-//     "panel" and "secret" mount the devices panel and devices.secret
-//     beside the devices table;
+//     (HTTPOptions.Stateless), "max-sessions N", "meta" (meta mode),
+//     "approve-url" (Options.ApproveURL gives
+//     https://app.example/approve/<confirmation id>); "panel" and
+//     "secret" mount the devices panel and devices.secret beside the
+//     devices table;
 //   - client: JSON-RPC messages, each POSTed as a request body, and
 //     directives, lines that start with ">": "> client NAME" (later
 //     messages come from the client NAME, with the credential
@@ -57,18 +60,24 @@ import (
 //     registered again, replacing its registration), "> unmount" (it is
 //     unregistered), "> hide" and "> show" (a policy hides
 //     devices.secret, or shows it again, without a surface change),
-//     "> sleep DURATION" (the bubble's clock advances);
+//     "> sleep DURATION" (the bubble's clock advances), "> background"
+//     (the next message's response is read in the background, as an
+//     open stream, so that the client can go on while the server
+//     waits: to answer the server's request on it, or for the person to
+//     decide);
 //   - server: what the server answered, in order: the messages of each
 //     response, "> http STATUS" before those of a response whose status
 //     is not the expected one (200, 202 for a notification), and
 //     "> stream N" before what the N-th open stream (a
-//     subscriptions/listen request) delivered since.
+//     subscriptions/listen request, or a message sent after
+//     "> background") delivered since.
 //
 // Random ids are replaced by placeholders, numbered in order of
 // appearance: confirmation ids cnf_@1, the registry's invocation ids
 // inv_@1, registration ids reg_@1, the
 // invocation-id prefix of a server mcp_@1 (so mcp_@1_2 is its second
-// invocation id), surface ids srf_@1. A client message may use a
+// invocation id), surface ids srf_@1, elicitation ids eli_@1, and the
+// signed request states of input requests state_@1. A client message may use a
 // placeholder the server has sent; it is sent as the id it stands for.
 // Every HTTP request carries the headers a client derives from its
 // message: the session id and negotiated version of its client
@@ -136,6 +145,10 @@ func replay(t *testing.T, setup []byte, steps []item) []byte {
 			opts.Stateless = true
 		case f[0] == "meta":
 			opts.Mode = surface.ToolsetMeta
+		case f[0] == "approve-url":
+			opts.ApproveURL = func(_ context.Context, p surface.PendingConfirmation) string {
+				return "https://app.example/approve/" + p.ConfirmationID
+			}
 		case f[0] == "max-sessions" && len(f) == 2:
 			n, err := strconv.Atoi(f[1])
 			if err != nil {
@@ -206,6 +219,8 @@ type replayer struct {
 	ids     *scrubber
 	streams []*wireStream
 	out     bytes.Buffer
+	// background: the next message's response is read as a stream.
+	background bool
 }
 
 // wireClient is what a client of a transcript knows: its credential, and
@@ -243,6 +258,8 @@ func (r *replayer) do(d []string) {
 		r.app.table.Unregister()
 	case d[0] == "hide" || d[0] == "show":
 		r.app.hidden.Store(d[0] == "hide")
+	case d[0] == "background" && len(d) == 1:
+		r.background = true
 	case d[0] == "sleep" && len(d) == 2:
 		dur, err := time.ParseDuration(d[1])
 		if err != nil {
@@ -265,7 +282,8 @@ func (r *replayer) send(msg json.RawMessage) {
 		t.Fatalf("client message %s: %v", msg, err)
 	}
 	req := r.request(m, body)
-	if call, ok := m.(*jsonrpc.Request); ok && call.Method == "subscriptions/listen" {
+	if call, ok := m.(*jsonrpc.Request); (ok && call.Method == "subscriptions/listen") || r.background {
+		r.background = false
 		s := &wireStream{n: len(r.streams) + 1}
 		r.streams = append(r.streams, s)
 		go s.read(r.p.client, req)
@@ -488,9 +506,12 @@ var randomIDs = []struct {
 	{"reg_", regexp.MustCompile(`reg_[0-9A-Za-z]{10,}`)},
 	{"mcp_", regexp.MustCompile(`mcp_[A-Z2-7]{26}`)},
 	{"srf_", regexp.MustCompile(`srf_[0-9A-Za-z]{22}`)},
+	{"eli_", regexp.MustCompile(`eli_[A-Z2-7]{26}`)},
+	// A request state: base64url of {"v":1,…}, a dot, its HMAC-SHA256.
+	{"state_", regexp.MustCompile(`eyJ2IjoxL[0-9A-Za-z_-]*\.[0-9A-Za-z_-]{43}`)},
 }
 
-var placeholder = regexp.MustCompile(`(cnf_|inv_|reg_|mcp_|srf_)@[0-9]+`)
+var placeholder = regexp.MustCompile(`(cnf_|inv_|reg_|mcp_|srf_|eli_|state_)@[0-9]+`)
 
 func (s *scrubber) scrub(b []byte) []byte {
 	for _, id := range randomIDs {

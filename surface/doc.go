@@ -167,6 +167,16 @@
 // (MCP sessions) names the calling one in [InvokeOptions].Client: the
 // evidence then binds to that client too.
 //
+// The person may be reached in several ways, all resolving that one
+// record (same digest binding, single use, TTL, audit): the host's own
+// page, an approve page the host serves, reached by URL-mode elicitation
+// or by a link in the answer, a form the client shows, an out-of-band
+// notifier; [Resolution].Channel records which. The registry knows no
+// URLs: an adapter that has the host's approve link for a pending record
+// adds it to CONFIRMATION_REQUIRED as details.approveUrl
+// ([Error.WithApproveURL], read with [Error.ApproveURL]), beside the
+// details the error matrix names, and the agent hands it to the user.
+//
 // # Standing grants
 //
 // A person who approves may also allow "this, for ten minutes": the host

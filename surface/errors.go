@@ -511,6 +511,40 @@ func (e *Error) ConfirmationID() string { return e.text("confirmationId") }
 // user is asked to approve; "" when there is none.
 func (e *Error) Summary() string { return e.text("summary") }
 
+// ApproveURL returns details.approveUrl: for CONFIRMATION_REQUIRED, the
+// address of the application's approve page for this confirmation, where
+// the person sees the exact input and approves or denies it; "" when
+// there is none. The registry never sets it (it knows no URLs): an
+// adapter adds it ([Error.WithApproveURL]) when the host gives one, as
+// package mcpsurface does with its Options.ApproveURL. The agent hands
+// the link to the user, then retries as for any confirmation.
+func (e *Error) ApproveURL() string { return e.text("approveUrl") }
+
+// WithApproveURL returns a copy of the CONFIRMATION_REQUIRED e that
+// carries the approve link url: details.approveUrl (see
+// [Error.ApproveURL]), and a message that asks the agent to hand it to
+// the user ("Ask the user to approve this call at <url> and retry …";
+// when that would pass the 300-character cap, it points at
+// details.approveUrl instead, so the link is never cut). It returns e
+// itself when url is empty or e is nil or of another code. The caller
+// checks that url is one to show to a person (an absolute http(s) URL);
+// the copy's other details are e's.
+func (e *Error) WithApproveURL(url string) *Error {
+	if e == nil || url == "" || e.Code != CodeConfirmationRequired {
+		return e
+	}
+	c := e.clone()
+	if c.Details == nil {
+		c.Details = map[string]any{}
+	}
+	c.Details["approveUrl"] = url
+	c.Message = "Ask the user to approve this call at " + url + " and retry with the confirmationId once approved."
+	if jsLen(c.Message) > maxMessage {
+		c.Message = "Ask the user to approve this call at the link in details.approveUrl and retry with the confirmationId once approved."
+	}
+	return c
+}
+
 // Effect returns details.effect: for CONFIRMATION_REQUIRED, the effect of
 // the call awaiting approval; "" when there is none.
 func (e *Error) Effect() Effect { return Effect(e.text("effect")) }

@@ -28,6 +28,7 @@ type accessed struct {
 	Issues             []surface.Issue
 	LockedFields       []string
 	Instances          []surface.InstanceRef
+	ApproveURL         string
 }
 
 func access(e *surface.Error) accessed {
@@ -35,6 +36,7 @@ func access(e *surface.Error) accessed {
 		Reason: e.Reason(), ConfirmationID: e.ConfirmationID(), Summary: e.Summary(), Effect: e.Effect(),
 		Origin: e.Origin(), LiveRegistrationID: e.LiveRegistrationID(), ExpiresAt: e.ExpiresAt(),
 		RetryAfter: e.RetryAfter(), Issues: e.Issues(), LockedFields: e.LockedFields(), Instances: e.Instances(),
+		ApproveURL: e.ApproveURL(),
 	}
 }
 
@@ -92,6 +94,7 @@ func TestErrorAccessorsSameOverTheWire_AS_ERR_001(t *testing.T) {
 		"confirmationId":     rapid.Map(text, func(s string) any { return s }),
 		"summary":            rapid.Map(text, func(s string) any { return s }),
 		"liveRegistrationId": rapid.Map(text, func(s string) any { return s }),
+		"approveUrl":         rapid.Map(text, func(s string) any { return s }),
 		"effect": rapid.OneOf(
 			rapid.Map(text, func(s string) any { return s }),
 			rapid.Map(rapid.SampledFrom([]surface.Effect{surface.EffectLocalState, surface.EffectDestructive}), func(e surface.Effect) any { return e })),
@@ -126,7 +129,7 @@ func TestErrorAccessorsSameOverTheWire_AS_ERR_001(t *testing.T) {
 			})),
 		"instances": rapid.Map(rapid.SliceOf(ref), func(s []surface.InstanceRef) any { return s }),
 	}
-	keys := []string{"reason", "confirmationId", "summary", "liveRegistrationId", "effect", "origin",
+	keys := []string{"reason", "confirmationId", "summary", "liveRegistrationId", "approveUrl", "effect", "origin",
 		"expiresAt", "retryAfterMs", "issues", "lockedFields", "instances"}
 	codes := []surface.Code{surface.CodeConfirmationRequired, surface.CodeInvalidInput, surface.CodeAmbiguousInstance,
 		surface.CodeStaleCapability, surface.CodeRateLimited, surface.CodeExecutionFailed, surface.CodeNotAuthorized}
@@ -215,7 +218,25 @@ func TestErrorAccessorsReadTheRegistrysDetails_AS_ERR_001(t *testing.T) {
 				!e.ExpiresAt().Equal(p.ExpiresAt.Truncate(time.Millisecond)) || e.ExpiresAt().Location() != time.UTC {
 				t.Fatalf("%+v: %+v, pending %+v", e, access(e), p)
 			}
+			if e.ApproveURL() != "" {
+				t.Fatalf("the registry set an approve link: %+v", access(e))
+			}
 		})
+		// An adapter adds the host's approve link: details.approveUrl and
+		// the message, on a copy; the other details are unchanged.
+		const link = "https://app.example/approve/x?sig=abc"
+		linked := e.WithApproveURL(link)
+		both(t, linked, func(l *surface.Error) {
+			got, want := access(l), access(e)
+			want.ApproveURL = link
+			if !reflect.DeepEqual(got, want) || !strings.Contains(l.Message, " "+link+" ") ||
+				l.Code != surface.CodeConfirmationRequired || l.Retry != surface.RetryWithConfirmation {
+				t.Fatalf("%+v: %+v", l, got)
+			}
+		})
+		if e.ApproveURL() != "" || strings.Contains(e.Message, link) {
+			t.Fatal("WithApproveURL changed the original")
+		}
 	})
 	t.Run("INVALID_INPUT", func(t *testing.T) {
 		e := surfacetest.RequireCode(t, call(surface.Invocation{CapabilityID: "view:vault.open", RegistrationID: h.ID(),
@@ -288,4 +309,31 @@ func TestErrorAccessorsReadTheRegistrysDetails_AS_ERR_001(t *testing.T) {
 			}
 		}
 	})
+}
+
+// WithApproveURL applies to CONFIRMATION_REQUIRED only and never cuts the
+// link: a message too long for the cap points at details.approveUrl.
+func TestErrorWithApproveURL(t *testing.T) {
+	e := surface.NewError(surface.CodeConfirmationRequired, "", map[string]any{"confirmationId": "cnf_x"})
+	if e.WithApproveURL("") != e {
+		t.Fatal("an empty link made a copy")
+	}
+	other := surface.NewReasonError(surface.CodeConfirmationInvalid, surface.ReasonDenied, "")
+	if other.WithApproveURL("https://app.example/a") != other {
+		t.Fatal("a link added to another code")
+	}
+	var nilErr *surface.Error
+	if nilErr.WithApproveURL("https://app.example/a") != nil {
+		t.Fatal("nil")
+	}
+	long := "https://app.example/approve/" + strings.Repeat("s", 300)
+	l := e.WithApproveURL(long)
+	if l.ApproveURL() != long || strings.Contains(l.Message, "https://") || !strings.Contains(l.Message, "details.approveUrl") ||
+		len([]rune(l.Message)) > 300 || l.ConfirmationID() != "cnf_x" {
+		t.Fatalf("%+v", l)
+	}
+	bare := (&surface.Error{Code: surface.CodeConfirmationRequired}).WithApproveURL("https://app.example/a")
+	if bare.ApproveURL() != "https://app.example/a" {
+		t.Fatalf("%+v", bare)
+	}
 }

@@ -104,9 +104,12 @@ func TestGrantProperty(t *testing.T) {
 		var now atomic.Int64
 		now.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 		clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
-		f := newGrantFixture(t, &surface.Options{Now: clock, Limits: surface.Limits{MaxGrants: 1000}})
+		// Every call that asks leaves a confirmation pending: room for all
+		// of them, so that a run never meets RATE_LIMITED instead.
+		limits := surface.Limits{MaxGrants: 1000, MaxPendingConfirmations: 200, MaxPendingConfirmationsPerConsumer: 200}
+		f := newGrantFixture(t, &surface.Options{Now: clock, Limits: limits})
 		f.register(t, "spare")
-		other := newGrantFixture(t, &surface.Options{Now: clock})
+		other := newGrantFixture(t, &surface.Options{Now: clock, Limits: limits})
 		defer f.reg.Close()
 		defer other.reg.Close()
 

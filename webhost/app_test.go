@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/webhost"
@@ -37,7 +38,20 @@ type board struct {
 	notified []string
 	pad      int  // bytes of padding in the count fragment (slow-client test)
 	blocked  bool // clear's precondition fails
+	// archivable mounts the archive action too (approve page tests): it
+	// needs approval and allows standing grants.
+	archivable bool
+	archived   [][]string
 }
+
+// archiveInput is the input of the archive action.
+type archiveInput struct {
+	IDs   []string `json:"ids" jsonschema:"The notes to archive"`
+	Force bool     `json:"force,omitempty" jsonschema:"Archive even pinned notes"`
+}
+
+// archiveGrants is the archive action's grant ceiling.
+var archiveGrants = surface.GrantRule{Allow: true, MaxTTL: 30 * time.Minute, MaxUses: 3}
 
 type addInput struct {
 	Text string `json:"text" jsonschema:"The note"`
@@ -135,6 +149,25 @@ func (b *board) Mount(ctx context.Context, s *webhost.Session) error {
 	})
 	if err != nil {
 		return err
+	}
+	if b.archivable {
+		if _, err := s.Registry().RegisterContext(ctx, surface.Component{
+			Type: "notes.archive", InstanceID: "main", Description: "The archive",
+			Actions: map[string]surface.Capability{
+				"archive": surface.Action(surface.ActionDef[archiveInput, surface.None]{
+					Description: "Archive notes", Effect: surface.EffectLocalState, Confirmation: surface.ConfirmRequired,
+					Grants: archiveGrants,
+					Execute: func(_ context.Context, _ *surface.Call, in archiveInput) (surface.None, error) {
+						b.mu.Lock()
+						b.archived = append(b.archived, in.IDs)
+						b.mu.Unlock()
+						return surface.None{}, nil
+					},
+				}),
+			},
+		}); err != nil {
+			return err
+		}
 	}
 	h.Refresh() // a new registration starts as all available: push the real state
 	b.mu.Lock()

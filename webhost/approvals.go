@@ -48,11 +48,19 @@ type Decision struct {
 	// Actor is who decided: the actor given to Decide, "" when the
 	// request expired or was resolved outside the Host (through the
 	// registry's Confirmations, or an MCP client's elicitation).
-	Actor string    `json:"actor,omitempty"`
-	At    time.Time `json:"at"`
+	Actor string `json:"actor,omitempty"`
+	// Channel is how the person was reached when the Host took the
+	// decision: the page's approvals card (page), the approve page
+	// reached by a link (link) or by URL-mode elicitation (url), or the
+	// approve page opened with the session's cookie (page). "" for a
+	// decision made with Decide, elsewhere, or an expiry.
+	Channel surface.Channel `json:"channel,omitempty"`
+	At      time.Time       `json:"at"`
 	// Call is the call that presented the approval, once one did; nil
 	// before (and for denials and expiries).
 	Call *CallOutcome `json:"call,omitempty"`
+
+	view surface.PendingConfirmation // the request as it was pending: what an approve link was signed over
 }
 
 // CallOutcome is what became of the call that presented an approval:
@@ -91,38 +99,59 @@ func (s *Session) Pending() []surface.PendingConfirmation {
 // reports false, and does nothing, when id is not pending in this
 // session: unknown, another session's, decided already or expired.
 func (s *Session) Decide(id string, approve bool, actor string) (Decision, bool) {
-	var p *surface.PendingConfirmation
-	for _, x := range s.reg.Confirmations().Pending() {
-		if x.ConfirmationID == id {
-			p = &x
-			break
-		}
-	}
-	if p == nil {
-		return Decision{}, false
+	d, _, err := s.decide(id, surface.Resolution{Approved: approve, Actor: actor})
+	return d, err == nil
+}
+
+// decider is who is deciding a request, while Resolve runs.
+type decider struct {
+	actor   string
+	channel surface.Channel
+}
+
+// decide resolves the pending confirmation id of this session as res
+// says (with the grant res.Grant asks for, if any) and records the
+// decision. It fails surface.ErrNotPending when id is not pending in this
+// session, and with the *surface.GrantError of a refused grant (the
+// request then stays pending).
+func (s *Session) decide(id string, res surface.Resolution) (Decision, surface.Grant, error) {
+	p, ok := s.pendingView(id)
+	if !ok {
+		return Decision{}, surface.Grant{}, surface.ErrNotPending
 	}
 	s.mu.Lock()
 	if s.deciding == nil {
-		s.deciding = map[string]string{}
+		s.deciding = map[string]decider{}
 	}
-	s.deciding[id] = actor
+	s.deciding[id] = decider{res.Actor, res.Channel}
 	s.mu.Unlock()
-	ok := s.reg.Confirmations().Resolve(id, surface.Resolution{Approved: approve, Actor: actor})
+	g, err := s.reg.Confirmations().ResolveGrant(id, res)
 	s.mu.Lock()
 	delete(s.deciding, id)
 	var d Decision
-	if ok {
+	if err == nil {
 		outcome := surface.OutcomeDenied
-		if approve {
+		if res.Approved {
 			outcome = surface.OutcomeApproved
 		}
-		d = s.recordLocked(*p, outcome, actor) // unless the resolution's event recorded it first
+		d = s.recordLocked(p, outcome, decider{res.Actor, res.Channel}) // unless the resolution's event recorded it first
 	}
 	s.mu.Unlock()
-	if ok {
+	if err == nil {
 		s.Changed(ApprovalsID)
 	}
-	return d, ok
+	return d, g, err
+}
+
+// pendingView returns the request id while it is pending in this
+// session.
+func (s *Session) pendingView(id string) (surface.PendingConfirmation, bool) {
+	for _, x := range s.reg.Confirmations().Pending() {
+		if x.ConfirmationID == id {
+			return x, true
+		}
+	}
+	return surface.PendingConfirmation{}, false
 }
 
 // Decisions returns the session's decisions, oldest first, each with the
@@ -152,14 +181,14 @@ func (s *Session) RenderApprovals(w io.Writer) error { return s.h.renderApproval
 
 // recordLocked records the decision on p once, and returns it; s.mu is
 // held.
-func (s *Session) recordLocked(p surface.PendingConfirmation, outcome surface.ConfirmationOutcome, actor string) Decision {
+func (s *Session) recordLocked(p surface.PendingConfirmation, outcome surface.ConfirmationOutcome, by decider) Decision {
 	for _, d := range s.decisions {
 		if d.ConfirmationID == p.ConfirmationID {
 			return d
 		}
 	}
 	d := Decision{ConfirmationID: p.ConfirmationID, CapabilityID: p.CapabilityID, Consumer: p.ConsumerKey,
-		Summary: p.Summary, Input: p.Input, Outcome: outcome, Actor: actor, At: time.Now()}
+		Summary: p.Summary, Input: p.Input, Outcome: outcome, Actor: by.actor, Channel: by.channel, At: time.Now(), view: p}
 	s.decisions = append(s.decisions, d)
 	if n := len(s.decisions) - maxDecisions; n > 0 {
 		s.decisions = slices.Delete(s.decisions, 0, n)
@@ -174,20 +203,24 @@ func (s *Session) recordLocked(p surface.PendingConfirmation, outcome surface.Co
 	return d
 }
 
-// requested keeps a new request's public view, for its decision.
+// requested keeps a new request's public view, for its decision, makes
+// it known to the Host (Host.ApproveURL), and has the notifier tell the
+// user.
 func (s *Session) requested(id string) {
-	for _, p := range s.reg.Confirmations().Pending() {
-		if p.ConfirmationID == id {
-			s.mu.Lock()
-			if s.known == nil {
-				s.known = map[string]surface.PendingConfirmation{}
-			}
-			if len(s.known) < 4*s.reg.Limits().MaxPendingConfirmations+16 {
-				s.known[id] = p
-			}
-			s.mu.Unlock()
-			break
+	if p, ok := s.pendingView(id); ok {
+		s.mu.Lock()
+		if s.known == nil {
+			s.known = map[string]surface.PendingConfirmation{}
 		}
+		kept := len(s.known) < 4*s.reg.Limits().MaxPendingConfirmations+16
+		if kept {
+			s.known[id] = p
+		}
+		s.mu.Unlock()
+		if kept {
+			s.h.confirmingAdd(s, id)
+		}
+		s.h.notifyConfirmation(s, p)
 	}
 	s.Changed(ApprovalsID)
 }
@@ -195,18 +228,42 @@ func (s *Session) requested(id string) {
 // resolved records how a request left pending: decided with Decide (if
 // Decide has not recorded it yet), elsewhere, or expired.
 func (s *Session) resolved(id string, outcome surface.ConfirmationOutcome) {
+	s.h.confirmingRemove(s, id)
 	s.mu.Lock()
 	p, ok := s.known[id]
 	delete(s.known, id)
 	if ok {
-		actor, deciding := s.deciding[id]
+		by, deciding := s.deciding[id]
 		if !deciding || outcome == surface.OutcomeExpired {
-			actor = ""
+			by = decider{}
 		}
-		s.recordLocked(p, outcome, actor)
+		s.recordLocked(p, outcome, by)
 	}
 	s.mu.Unlock()
 	s.Changed(ApprovalsID)
+}
+
+// confirmingAdd records that the request id is pending in s, while s
+// is live.
+func (h *Host) confirmingAdd(s *Session, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dir.byID[s.id] != s { // ended: forget has purged its requests already
+		return
+	}
+	if h.confirming == nil {
+		h.confirming = map[string]*Session{}
+	}
+	h.confirming[id] = s
+}
+
+// confirmingRemove forgets that the request id is pending in s.
+func (h *Host) confirmingRemove(s *Session, id string) {
+	h.mu.Lock()
+	if h.confirming[id] == s {
+		delete(h.confirming, id)
+	}
+	h.mu.Unlock()
 }
 
 // unregistered expires the pending requests of a registration that went
@@ -290,10 +347,8 @@ func (s *Session) called(id string, c CallOutcome) {
 // Otherwise the answer is 409 for a request of the session that was
 // decided already or expired, and 404 ("There is no such approval
 // request in this session.") for any other id, another session's
-// included.
-// An approve page reached by a link or URL-mode elicitation would be a
-// route beside it (GET shows one confirmation, POST decides, never on
-// GET); it is not served yet.
+// included. The approve page of one request ([Host.ApprovePath],
+// [Session.ApproveURL]) is a route beside it.
 func (h *Host) DecidePath() string { return h.opts.Prefix + "decide" }
 
 // serveDecide decides a pending confirmation of the request's session.
@@ -312,17 +367,24 @@ func (h *Host) serveDecide(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `decision must be "approve" or "deny"`, http.StatusBadRequest)
 		return
 	}
-	actor := cmp.Or(s.User(), "anonymous") + " (page)"
-	if h.opts.Actor != nil {
-		actor = h.opts.Actor(r, s)
-	}
 	id := r.PostForm.Get("id")
-	if _, ok := s.Decide(id, approve, actor); !ok {
+	res := surface.Resolution{Approved: approve, Actor: h.actor(r, s, surface.ChannelPage), Channel: surface.ChannelPage, Approver: surface.ApproverUser}
+	if _, _, err := s.decide(id, res); err != nil {
 		status, msg := decideRefusal(s, id)
 		http.Error(w, msg, status)
 		return
 	}
 	h.Posted(w, r)
+}
+
+// actor names who decides in the request r of session s, reached by
+// channel: Options.Actor, or the session's user ("anonymous" without
+// one) and the channel.
+func (h *Host) actor(r *http.Request, s *Session, channel surface.Channel) string {
+	if h.opts.Actor != nil {
+		return h.opts.Actor(r, s)
+	}
+	return cmp.Or(s.User(), "anonymous") + " (" + string(channel) + ")"
 }
 
 // decideRefusal says why confirmation id could not be decided in s, from

@@ -47,6 +47,15 @@ type tab struct {
 // live: its first patch applied.
 func openTab(t *testing.T, browser context.Context, url, stub string) *tab {
 	t.Helper()
+	tb := newTab(t, browser, stub)
+	tb.do(chromedp.Navigate(url), chromedp.WaitReady(`body[data-live]`))
+	return tb
+}
+
+// newTab opens an empty tab with cookies of its own; stub, if not empty,
+// runs before the scripts of the pages it loads.
+func newTab(t *testing.T, browser context.Context, stub string) *tab {
+	t.Helper()
 	ctx, closeTab := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	tb := &tab{t: t, ctx: ctx}
@@ -73,7 +82,6 @@ func openTab(t *testing.T, browser context.Context, url, stub string) *tab {
 			t.Fatal(err)
 		}
 	}
-	tb.do(chromedp.Navigate(url), chromedp.WaitReady(`body[data-live]`))
 	return tb
 }
 
@@ -412,4 +420,49 @@ func TestBrowserStickyLog(t *testing.T) {
 	if p := tb.problems(); len(p) > 0 {
 		t.Errorf("the page logged: %q", p)
 	}
+}
+
+// The approve link the agent was handed, in a real browser: outside the
+// session's browsers it is refused; in one (joined by the session's join
+// link) it opens the approve page, styled by its own stylesheet under
+// the strict Content-Security-Policy (nothing refused, nothing logged),
+// with the exact input; a click on Approve (a plain form post, no
+// script) approves, and the agent's pending call, retried, completes.
+func TestBrowserApproveLink(t *testing.T) {
+	a := newArchiveApp(t, webhost.Options{})
+	s := a.archivable(t, "")
+	args := `{"ids":["n1","n2"]}`
+	p, cs := ask(t, a, s, args)
+	link := s.ApproveURL(p)
+	browser := headless(t)
+	tb := newTab(t, browser, "")
+	// Elsewhere than the session's browser, the agent's link opens
+	// nothing; in it (joined), the page.
+	tb.do(chromedp.Navigate(link), chromedp.WaitVisible(`main[data-refusal="sign-in"]`))
+	tb.do(chromedp.Navigate(a.srv.URL+s.JoinPath()), chromedp.WaitReady(`body[data-live]`))
+	tb.do(chromedp.Navigate(link), chromedp.WaitVisible(`main[data-state="ask"] button.approve`))
+	input := eval[string](tb, `document.querySelector('pre.input').textContent`)
+	var got map[string][]string
+	if err := json.Unmarshal([]byte(input), &got); err != nil || !slices.Equal(got["ids"], []string{"n1", "n2"}) {
+		t.Fatalf("the page shows the input %q", input)
+	}
+	if !eval[bool](tb, `getComputedStyle(document.querySelector('button.approve')).backgroundColor === 'rgb(31, 122, 61)'`) {
+		t.Fatal("the stylesheet did not apply")
+	}
+	if eval[int](tb, `document.scripts.length`) != 0 {
+		t.Fatal("the approve page has scripts")
+	}
+	tb.do(chromedp.Click(`main[data-state="ask"] button.approve`), chromedp.WaitVisible(`[data-outcome="approved"]`))
+	if ds := s.Decisions(); len(ds) != 1 || ds[0].Channel != surface.ChannelLink {
+		t.Fatalf("decisions %+v", ds)
+	}
+	requireCode(t, retry(t, cs, "view:notes.archive.archive", args, p.ConfirmationID), "ok")
+	if got := boardOf(s).archivedIDs(); len(got) != 1 || !slices.Equal(got[0], []string{"n1", "n2"}) {
+		t.Fatalf("archived %v", got)
+	}
+	if pr := tb.problems(); len(pr) != 1 || !strings.Contains(pr[0], "401") { // the refused first visit's
+		t.Fatalf("the page logged problems: %q", pr)
+	}
+	// The link again: it is spent (410).
+	tb.do(chromedp.Navigate(link), chromedp.WaitVisible(`main[data-refusal="decided"]`))
 }

@@ -277,6 +277,13 @@ func (h *Host) dropLocked(s *Session) {
 			delete(h.paired, u)
 		}
 	}
+	s.mu.Lock() // after h.mu in the lock order
+	for id := range s.known {
+		if h.confirming[id] == s {
+			delete(h.confirming, id)
+		}
+	}
+	s.mu.Unlock()
 }
 
 // forget removes an ended session from the directory and releases its

@@ -205,6 +205,50 @@
 // an approval is bound to the exact input, single use and short-lived
 // whoever gives it.
 //
+// A user who is not looking at the page decides on the approve page:
+// one request, its summary, who asks, the exact input, when it expires,
+// Approve and Deny (the default page, or [Options.RenderApprove]). It
+// decides only on a same-origin POST, never on GET, and never takes the
+// agent's MCP bearer token. The session's own browser opens it with its
+// cookie ([Host.ApprovePath]). Elsewhere, a signed approve link opens
+// it: an HMAC, with a key of this process, over the request's id, the
+// session, its user and a digest of the request as it is pending (its
+// capability, registration, consumer, effect, exact input and expiry).
+// A link lives as long as its request, decides it once, and binds the
+// browser to nothing. The link handed to the agent ([Session.ApproveURL],
+// or [Host.ApproveURL] from the request alone, for an MCP adapter's
+// URL-mode elicitation or CONFIRMATION_REQUIRED) opens only for the
+// session's user: signed in as that user with [Options.User], else in a
+// browser of the session; so the agent, which holds it, cannot approve
+// its own call, and a person clicks. The link the notifier sends the
+// user directly opens on any device (with Options.User, signed in).
+// Decisions record how the person was reached: surface.ChannelPage (the
+// card, or the page with the cookie), ChannelLink (the agent's link),
+// ChannelURL (that link opened by URL-mode elicitation, which adds
+// via=url: unsigned, it only labels the audit trail), ChannelWebhook
+// (the notifier's link). With several replicas, a link names its session
+// by its public id, which the session's owner claims with its
+// credentials, so any replica forwards it to the owner, which alone
+// verifies it. A forged, mistyped or other session's link is answered
+// like an unknown request (404); a genuine one opened by someone it is
+// not for gets 401 or 403, a used or expired one 410; each refusal is
+// logged at warn, without the link, and counted ([Stats].Refused).
+//
+// Where the capability allows standing grants (surface.GrantRule), the
+// page also offers "approve, and allow this for N minutes": a grant for
+// the asking consumer alone, within the capability's ceiling (its
+// longest TTL, its most uses), for inputs that set the approved input's
+// members and no other, each holding only values the approved input held
+// ([GrantOffer]). The Host derives the grant from the request, never
+// from the form, which picks only among the durations offered.
+//
+// [Options.Notifier] tells the user of each request out of band, with
+// its approve link (set [Options.PublicURL] for absolute links):
+// [SlackWebhook] posts it to a Slack-style incoming webhook. Its calls
+// run in the background, each bounded by a deadline, at most
+// MaxConcurrent at once, a panic recovered; a call, a page or Close never
+// waits on a notifier that hangs (Close waits at most its Timeout).
+//
 // # What protects the application
 //
 // [Host.Handler] puts every route, the application's included, behind
@@ -244,6 +288,9 @@
 // A Host and its Sessions are safe for concurrent use. The Host never
 // calls the application's code (Options' funcs, Views, Listener) while
 // holding a lock of its own. Its goroutines (a sweeper, notifications,
-// the page grace timers) end before Close returns; an event stream runs
-// on its request's goroutine and ends when the session does.
+// the page grace timers, the notifier's calls) end before Close returns,
+// but for a notifier call that ignores its context past
+// Options.Notifier.Timeout, which Close abandons with a log line; an
+// event stream runs on its request's goroutine and ends when the session
+// does.
 package webhost

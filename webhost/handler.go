@@ -72,6 +72,9 @@ func (h *Host) newRoutes() *http.ServeMux {
 	mux.HandleFunc("GET "+p+"events", h.serveEvents)
 	mux.HandleFunc("GET "+p+"join/{code}", h.serveJoin)
 	mux.Handle("POST "+p+"decide", h.Action(http.HandlerFunc(h.serveDecide)))
+	mux.HandleFunc("GET "+p+"approve.css", h.serveApproveCSS)
+	mux.HandleFunc("GET "+p+"approve/{id}", h.serveApprove)
+	mux.Handle("POST "+p+"approve/{id}", h.approveGuard(http.HandlerFunc(h.serveApproveDecide)))
 	if !h.opts.WebMCP.Disabled {
 		mux.Handle("GET "+p+"webmcp/tools", h.sessionRoute(http.HandlerFunc(h.serveWebMCPTools)))
 		mux.Handle("POST "+p+"webmcp/call", h.Action(http.HandlerFunc(h.serveWebMCPCall)))
@@ -324,9 +327,10 @@ func (h *Host) longLived(r *http.Request) bool {
 
 // sessionToken names the session a request is for, as the Host's routes
 // read it (the bearer token, or with OAuth the pairing header, on the MCP
-// path; the join code of a join link; nothing for the page script, the
-// ping and the probes; the cookie for everything else), to the replicas:
-// by its hash, as they know the sessions' credentials.
+// path; the join code of a join link; the session's public id, as its
+// route, for an approve link; nothing for the page script, the ping and
+// the probes; the cookie for everything else), to the replicas: by its
+// hash, as they know the sessions' credentials.
 func (h *Host) sessionToken(r *http.Request) string {
 	if secret := h.requestSecret(r); secret != "" {
 		return replicaToken(keyOf(secret))
@@ -350,7 +354,14 @@ func (h *Host) requestSecret(r *http.Request) string {
 			return ""
 		}
 		return code
-	case p == h.ScriptPath(), p == h.opts.Prefix+"ping", p == h.opts.HealthPath, p == h.opts.ReadyPath:
+	case strings.HasPrefix(p, h.opts.Prefix+"approve/"):
+		if link := r.URL.Query().Get(linkParam); link != "" { // an approve link names its session by its public id
+			if sid, _, _, ok := parseLink(link); ok {
+				return routeSecret(sid)
+			}
+			return ""
+		}
+	case p == h.ScriptPath(), p == h.opts.Prefix+"ping", p == h.opts.Prefix+"approve.css", p == h.opts.HealthPath, p == h.opts.ReadyPath:
 		return ""
 	}
 	return h.cookie(r)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -132,10 +133,34 @@ type Options struct {
 	// locks held; its form must post to [Host.DecidePath] as the default
 	// card's does.
 	RenderApprovals func(w io.Writer, s *Session, a Approvals) error
-	// Actor names who decides an approval in the page, for the audit
-	// trail and the decisions list. Default: the session's user
-	// ("anonymous" without one) and " (page)".
+	// Actor names who decides an approval in the page or on the approve
+	// page, for the audit trail and the decisions list. Default: the
+	// session's user ("anonymous" without one) and how the decision was
+	// reached: " (page)" (the approvals card, or the approve page opened
+	// with the session's cookie), " (link)" (the approve link handed to
+	// the agent), " (url)" (that link opened by URL-mode elicitation) or
+	// " (webhook)" (the link the notifier sent).
 	Actor func(r *http.Request, s *Session) string
+	// RenderApprove, if set, renders the approve page ([Host.ApprovePath],
+	// [Session.ApproveURL]) instead of the Host's default page: the
+	// request and its form, the decision just taken, or a refusal. It
+	// runs without locks held; the Host sets the status, the headers
+	// (the Content-Security-Policy, no-store) and writes what it
+	// rendered. Its form must post to ApprovePage.Action, with the field
+	// "decision" ("approve", "deny" or "grant") and, for "grant",
+	// "minutes" (one of GrantOffer.Minutes), as the default page's does.
+	RenderApprove func(w io.Writer, p ApprovePage) error
+	// PublicURL is the absolute URL at which users reach the application
+	// ("https://app.example.com"), for the links the Host hands out to be
+	// opened elsewhere: approve links ([Session.ApproveURL]) in a chat
+	// message or an MCP client's URL-mode elicitation. Default "": those
+	// links are paths, which a notifier that posts them must make
+	// absolute itself.
+	PublicURL string
+	// Notifier tells the user about confirmation requests out of band
+	// (a chat message with the approve link), for users who are not
+	// looking at the application's page. Off unless its Notify is set.
+	Notifier NotifierOptions
 	// MCP configures the MCP endpoint.
 	MCP MCPOptions
 	// WebMCP configures the WebMCP endpoints.
@@ -215,20 +240,25 @@ var (
 // concurrent use; it calls the application's code (Options' funcs,
 // [Views]) without holding any of its locks.
 type Host struct {
-	opts    Options
-	log     *slog.Logger
-	csp     string
-	mcp     *mcpsurface.HTTPHandler // nil when MCP is disabled
-	routes  *http.ServeMux          // the Host's own routes
-	cluster cluster
-	stats   counters
+	opts     Options
+	log      *slog.Logger
+	csp      string
+	mcp      *mcpsurface.HTTPHandler // nil when MCP is disabled
+	routes   *http.ServeMux          // the Host's own routes
+	cluster  cluster
+	stats    counters
+	linkKey  []byte   // signs approve links (approve.go); random, this process's
+	notifier notifier // Options.Notifier's calls (notifier.go)
 
-	mu       sync.Mutex
-	dir      directory // the sessions (directory.go)
-	epoch    uint64    // counts endSessions calls: a session claimed before one is not admitted after it
-	paired   map[string]*Session
-	draining bool
-	closed   bool
+	mu     sync.Mutex
+	dir    directory // the sessions (directory.go)
+	epoch  uint64    // counts endSessions calls: a session claimed before one is not admitted after it
+	paired map[string]*Session
+	// confirming maps the confirmation requests pending in the sessions
+	// to their session, for Host.ApproveURL.
+	confirming map[string]*Session
+	draining   bool
+	closed     bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup // the sweeper, notifications, page timers
@@ -276,6 +306,15 @@ func New(opts Options) (*Host, error) {
 	if opts.CookieName == "" {
 		opts.CookieName = "agentsurface_session"
 	}
+	if opts.PublicURL != "" {
+		u, err := url.Parse(opts.PublicURL)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, errors.New(`webhost: Options.PublicURL must be an absolute http(s) URL without query ("https://app.example.com")`)
+		}
+		opts.PublicURL = strings.TrimSuffix(opts.PublicURL, "/")
+	}
+	def(&opts.Notifier.Timeout, 10*time.Second)
+	defInt(&opts.Notifier.MaxConcurrent, 4)
 	if opts.HealthPath == "" {
 		opts.HealthPath = "/healthz"
 	}
@@ -299,7 +338,10 @@ func New(opts Options) (*Host, error) {
 			return nil, errors.New("webhost: Options.MCP.OAuth needs Options.User: an agent acts on a session of its verified user")
 		}
 	}
-	h := &Host{opts: opts, log: opts.Logger, csp: opts.ContentSecurityPolicy, dir: newDirectory(), stop: make(chan struct{})}
+	h := &Host{opts: opts, log: opts.Logger, csp: opts.ContentSecurityPolicy, dir: newDirectory(), stop: make(chan struct{}),
+		linkKey: make([]byte, 32)}
+	_, _ = rand.Read(h.linkKey)
+	h.notifier.ctx, h.notifier.cancel = context.WithCancel(context.Background())
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -316,6 +358,7 @@ func New(opts Options) (*Host, error) {
 			if h.mcp != nil {
 				_ = h.mcp.Close()
 			}
+			h.notifier.cancel()
 			return nil, err
 		}
 	}
@@ -409,9 +452,11 @@ func (h *Host) Drain() {
 }
 
 // Close ends every session (their event streams say "ended", so that
-// their pages reconnect, and their MCP sessions and tokens go), stops
-// the Host's goroutines and then its Replicas. Requests that arrive later
-// are answered 503. It is idempotent.
+// their pages reconnect, and their MCP sessions and tokens go), ends the
+// context of the notifier's calls and waits for them at most
+// Options.Notifier.Timeout (abandoning, with a log line, those that
+// ignore it), stops the Host's goroutines and then its Replicas. Requests
+// that arrive later are answered 503. It is idempotent.
 //
 // To stop a server: Drain, wait for the load balancer to notice, Close,
 // then http.Server.Shutdown (which Close makes quick: the event streams
@@ -431,6 +476,7 @@ func (h *Host) Close() error {
 	if h.mcp != nil {
 		_ = h.mcp.Close()
 	}
+	h.closeNotifier()
 	h.wg.Wait()
 	if h.opts.Replicas != nil {
 		return h.opts.Replicas.Close()

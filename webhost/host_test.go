@@ -245,6 +245,9 @@ func TestDecideSaysWhatBecameOfTheRequest(t *testing.T) {
 	if code, msg := decide(p.ConfirmationID, "deny"); code != http.StatusNoContent {
 		t.Fatalf("deny: %d %s", code, msg)
 	}
+	if ds := s.Decisions(); len(ds) != 1 || ds[0].Channel != surface.ChannelPage {
+		t.Fatalf("decisions %+v", ds)
+	}
 	if code, msg := decide(p.ConfirmationID, "approve"); code != http.StatusConflict || msg != "This request was denied already by anonymous (page)." {
 		t.Fatalf("approving a denied request: %d %q", code, msg)
 	}

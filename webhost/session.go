@@ -66,6 +66,7 @@ type Session struct {
 	user      string
 	created   time.Time
 	reg       *surface.Registry
+	now       func() time.Time // the registry's clock
 	views     Views
 	keepShown bool
 	hosted    bool // made by Host.NewSession
@@ -90,7 +91,7 @@ type Session struct {
 	// Approvals (approvals.go). The maps (and streams) are made on first
 	// use: most sessions never have an approval.
 	known     map[string]surface.PendingConfirmation // requested and not resolved yet, by id
-	deciding  map[string]string                      // id → actor, while Decide resolves it
+	deciding  map[string]decider                     // by id, while decide resolves it
 	decisions []Decision                             // oldest first
 	calls     map[string]CallOutcome                 // by confirmation id: the call that presented it
 }
@@ -112,6 +113,10 @@ func (s *Session) init() (err error) {
 		h.opts.Registry(s, &o)
 	}
 	o.Telemetry = s.observe(o.Telemetry)
+	s.now = o.Now
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if h.opts.Replicas != nil {
 		if shared := h.opts.Replicas.AuditSink(s.id); shared != nil {
 			if o.Audit == nil {
@@ -195,13 +200,14 @@ func (s *Session) Credentials() Credentials {
 }
 
 // replicaTokens names the session's credentials to the replicas'
-// directory.
+// directory,
+// and the route of its approve links (approve.go).
 func (s *Session) replicaTokens() []string {
-	out := make([]string, len(s.keys))
+	out := make([]string, len(s.keys), len(s.keys)+1)
 	for i, k := range s.keys {
 		out[i] = replicaToken(k)
 	}
-	return out
+	return append(out, replicaToken(keyOf(routeSecret(s.id))))
 }
 
 // User returns the session's user ([Options.User]), "" for an anonymous

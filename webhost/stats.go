@@ -14,6 +14,13 @@ type Stats struct {
 	Streams int
 	// MCPRequests counts the requests to the MCP endpoint.
 	MCPRequests uint64
+	// Notifying is the number of calls of Options.Notifier.Notify
+	// running (those Close abandoned included, until they return).
+	Notifying int
+	// NotifyFailed counts the calls of Options.Notifier.Notify that
+	// failed (an error, a panic); NotifyDropped the confirmation
+	// requests not notified because MaxConcurrent calls were running.
+	NotifyFailed, NotifyDropped uint64
 	// Refused counts the requests refused, by reason.
 	Refused Refusals
 }
@@ -28,6 +35,13 @@ type Refusals struct {
 	Unauthenticated uint64
 	// Ended: the request named no live session (401, 410, 404; MCP 401).
 	Ended uint64
+	// Approve: requests of the approve page refused for what they
+	// named or sent: a forged, malformed, used or expired approve link,
+	// a request that is not pending (or not of the session), a bad form,
+	// a refused grant, a missing credential (404, 410, 400, 409, 401,
+	// 503). Each is logged at warn. Another user's request counts as
+	// OtherUser, a cross-origin post as CrossOrigin.
+	Approve uint64
 	// OtherUser: the request's user is not the session's (403).
 	OtherUser uint64
 	// Full: MaxSessions sessions had open pages (503).
@@ -50,6 +64,7 @@ type counters struct {
 	mu                                                         sync.Mutex
 	host, crossOrigin, unauthenticated, ended, otherUser, full uint64
 	unavailable, tooLarge, pushedOut, slowClients, mcpRequests uint64
+	approve, notifyFailed, notifyDropped                       uint64
 	shownN, streamsN                                           int
 }
 
@@ -77,13 +92,17 @@ func (h *Host) Stats() Stats {
 	h.mu.Lock()
 	used, unused := h.dir.used, len(h.dir.unused)
 	h.mu.Unlock()
+	h.notifier.mu.Lock()
+	notifying := h.notifier.running
+	h.notifier.mu.Unlock()
 	c := &h.stats
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Stats{
 		Sessions: used, UnusedSessions: unused, ShownSessions: c.shownN, Streams: c.streamsN, MCPRequests: c.mcpRequests,
+		Notifying: notifying, NotifyFailed: c.notifyFailed, NotifyDropped: c.notifyDropped,
 		Refused: Refusals{
-			Host: c.host, CrossOrigin: c.crossOrigin, Unauthenticated: c.unauthenticated, Ended: c.ended,
+			Host: c.host, CrossOrigin: c.crossOrigin, Unauthenticated: c.unauthenticated, Ended: c.ended, Approve: c.approve,
 			OtherUser: c.otherUser, Full: c.full, Unavailable: c.unavailable, TooLarge: c.tooLarge,
 			PushedOut: c.pushedOut, SlowClients: c.slowClients,
 		},

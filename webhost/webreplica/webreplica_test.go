@@ -570,3 +570,64 @@ func TestNewRefusesHostOwnedOptions(t *testing.T) {
 		}
 	}
 }
+
+// An approve link reaches its session's owner through any replica: it
+// names the session by its public id, which the owner claimed with the
+// session's credentials. Opened through b in a browser of the session
+// (joined through b), a's session's request shows and is approved (as
+// "link"); in a browser of no session it is refused; b makes no
+// session; a forged link and a link naming no session are refused
+// through b alike, and a replayed one says it is decided.
+func TestApproveLinkReachesOwner(t *testing.T) {
+	c := newCluster(t, 2)
+	a, b := c.nodes[0], c.nodes[1]
+	s, err := a.h.NewSession(webhost.SessionOptions{KeepShown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := s.Registry().Invoke(bg, surface.Invocation{CapabilityID: "view:demo.counter.reset"}, surface.InvokeOptions{})
+	if res.Error == nil || res.Error.Code != surface.CodeConfirmationRequired {
+		t.Fatalf("%+v", res)
+	}
+	p := s.Pending()[0]
+	link := s.ApproveURL(p)
+	stranger := newJar(t)
+	if code, _ := stranger.do("GET", b.url()+link, nil, nil); code != http.StatusUnauthorized {
+		t.Fatalf("the link outside the session's browsers, through b: %d", code)
+	}
+	phone := newJar(t)
+	if code, _ := phone.do("GET", b.url()+s.JoinPath(), nil, nil); code != http.StatusSeeOther {
+		t.Fatalf("join through b: %d", code)
+	}
+	code, page := phone.do("GET", b.url()+link, nil, nil)
+	if code != http.StatusOK || !strings.Contains(page, `data-state="ask"`) || !strings.Contains(page, p.ConfirmationID) {
+		t.Fatalf("the link through b: %d %.300s", code, page)
+	}
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "same-origin"}
+	forged := link[:len(link)-2] + "AA"
+	if strings.HasSuffix(link, "AA") {
+		forged = link[:len(link)-2] + "BA"
+	}
+	i := strings.Index(link, "link=s_")
+	nobody := link[:i] + "link=s_nosuchsession.u" + link[strings.LastIndex(link, "."):]
+	for _, l := range []string{forged, nobody} {
+		if code, _ := phone.do("POST", b.url()+l, strings.NewReader("decision=approve"), form); code != http.StatusNotFound {
+			t.Fatalf("a bad link through b: %d", code)
+		}
+	}
+	if code, page := phone.do("POST", b.url()+link, strings.NewReader("decision=approve"), form); code != http.StatusOK || !strings.Contains(page, `data-outcome="approved"`) {
+		t.Fatalf("approve through b: %d %.300s", code, page)
+	}
+	if ds := s.Decisions(); len(ds) != 1 || ds[0].Outcome != surface.OutcomeApproved || ds[0].Channel != surface.ChannelLink {
+		t.Fatalf("decisions %+v", ds)
+	}
+	if code, _ := phone.do("GET", b.url()+link, nil, nil); code != http.StatusGone {
+		t.Fatalf("replayed through b: %d", code)
+	}
+	if n := len(b.h.Sessions()); n != 0 {
+		t.Fatalf("b holds %d sessions", n)
+	}
+	if res := s.Registry().Invoke(bg, surface.Invocation{CapabilityID: "view:demo.counter.reset", ConfirmationID: p.ConfirmationID}, surface.InvokeOptions{}); res.Status != surface.StatusOK {
+		t.Fatalf("the retry: %+v", res.Error)
+	}
+}

@@ -44,7 +44,9 @@ const loadEnv = "AGENTSURFACE_LOAD"
 //   - memory: the same console with readState answering a fixed table
 //     from memory, the bound of what the console's own work allows;
 //   - bare: mcpsurface alone, N registries with one no-op observation
-//     and no pages.
+//     and no pages;
+//   - go-sdk: the go-sdk alone, one server with one no-op tool of the
+//     same name, the floor of any MCP server in Go on this machine.
 //
 // It runs only with AGENTSURFACE_LOAD=1; AGENTSURFACE_LOAD_SESSIONS
 // (default 100) and AGENTSURFACE_LOAD_DURATION (default 10s) size it, and
@@ -64,16 +66,19 @@ func TestLoadReadState(t *testing.T) {
 		dur = v
 	}
 	only := os.Getenv(loadEnv + "_ONLY")
-	for _, variant := range []string{"console", "memory", "bare"} {
+	for _, variant := range []string{"console", "memory", "bare", "go-sdk"} {
 		if only != "" && only != variant {
 			continue
 		}
 		t.Run(variant, func(t *testing.T) {
 			var callers []func(context.Context) error
 			var pages []*loadPage
-			if variant == "bare" {
+			switch variant {
+			case "bare":
 				callers = bareServer(t, n)
-			} else {
+			case "go-sdk":
+				callers = goSDKServer(t, n)
+			default:
 				app := newTestApp(t)
 				if variant == "memory" {
 					fixed := fixedTable(t, app)
@@ -281,6 +286,30 @@ func (p *loadPage) session(t *testing.T, app *App) *Session {
 		t.Fatalf("no session %q for the page", id)
 	}
 	return s
+}
+
+// goSDKServer serves one go-sdk server with one no-op tool named as the
+// console's readState over Streamable HTTP, and returns n callers, each
+// its own MCP session with the same client as the others.
+func goSDKServer(t *testing.T, n int) []func(context.Context) error {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "go-sdk", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "view_devices__table__readState", Description: "Does nothing.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{}`}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	callers := make([]func(context.Context) error, 0, n)
+	for range n {
+		m, err := agent.Dial(context.Background(), hs.URL, &agent.DialOptions{Token: "unused", HTTPClient: hs.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		callers = append(callers, readStateCaller(m))
+	}
+	runtime.GC()
+	return callers
 }
 
 // bareServer serves n registries with mcpsurface alone, each with one
