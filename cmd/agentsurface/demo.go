@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/otel"
-
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/chat"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
@@ -49,7 +47,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "format of the diagnostics on standard error: text (key=value) or json (one object per line, for a log collector)")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY\n($OPENAI_ORG_ID and $OPENAI_PROJECT_ID, if set, are sent too).\n\nIt serves Prometheus metrics at /metrics, and exports traces over OTLP/HTTP\nwhen OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set\n(and only then).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentsurface demo [flags]\n\nRuns the devices console: a web page whose live state an AI agent operates\nthrough agentsurface, over MCP or in the page's agent console, with you\napproving what matters. The model's API key is read from $OPENAI_API_KEY\n($OPENAI_ORG_ID and $OPENAI_PROJECT_ID, if set, are sent too).\n\n%s\nFlags:\n", demoFeatures())
 		fs.PrintDefaults()
 	}
 	pos, code, done := parse(fs, args, stdout, stderr)
@@ -91,6 +89,9 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentsurface demo: --drain must not be negative")
 		return exitUsage
 	}
+	if rf.postgres != "" && openPostgres == nil {
+		return fail(stderr, "demo", errWithoutPostgres)
+	}
 	levelSet, addrSet, drainSet := false, false, false
 	fs.Visit(func(f *flag.Flag) {
 		levelSet = levelSet || f.Name == "log-level"
@@ -125,8 +126,6 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		log, pairing = log.With("replica", name), name
 	}
-	// The SDK's own errors (an unreachable collector) go to the same log.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "error", err) }))
 
 	// Listen first: the other replicas reach this one at its address.
 	ln, err := net.Listen("tcp", *addr)
@@ -185,7 +184,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 	defer app.Close()
 	if dep != nil {
-		log.Info("replica joined", "id", dep.rep.Directory().ID(), "name", rf.name, "addr", dep.addr)
+		log.Info("replica joined", "id", dep.id(), "name", rf.name, "addr", dep.addr)
 	}
 
 	log.Info("serving the devices console", "addr", ln.Addr().String(), "version", modversion.Module())
@@ -226,7 +225,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Devices console: %s/   (session %s, kept from an earlier start: the link printed then, and its open pages, still work)\n", base, s.ID())
 		fmt.Fprintf(stdout, "MCP:             %s/mcp   (the token printed then still works: it is kept as a hash only, so it cannot be printed again; --new-token makes a new one)\n", base)
 	}
-	fmt.Fprintf(stdout, "Metrics:         %s/metrics\n", base)
+	fmt.Fprintf(stdout, "Metrics:         %s\n", metricsLine(base))
 
 	if !*scripted {
 		fmt.Fprintln(stdout, "Press Ctrl+C to stop.")

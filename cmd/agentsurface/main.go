@@ -14,6 +14,11 @@
 //
 // Every command takes --help. Exit status: 0 on success, 1 on failure, 2
 // on a usage error. Errors go to standard error.
+//
+// The default build is lean. The build tag postgres adds demo --postgres
+// (several replicas on PostgreSQL), otel adds /metrics and OTLP trace
+// export: go build -tags 'postgres otel' ./cmd/agentsurface. See
+// features.go and agentsurface demo --help.
 package main
 
 import (

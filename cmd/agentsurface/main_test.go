@@ -118,7 +118,11 @@ func TestDemoScripted(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("%d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"Devices console: http://127.0.0.1:", "claude mcp add --transport http devices", "STALE_CAPABILITY         ✓", "CONFIRMATION_REQUIRED    ✓", "Metrics:         http://127.0.0.1:", "OK: every step"} {
+	metrics := "Metrics:         none in this build" // the default build's
+	if withTelemetry != nil {
+		metrics = "Metrics:         http://127.0.0.1:"
+	}
+	for _, want := range []string{"Devices console: http://127.0.0.1:", "claude mcp add --transport http devices", "STALE_CAPABILITY         ✓", "CONFIRMATION_REQUIRED    ✓", metrics, "OK: every step"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the output lacks %q:\n%s", want, out)
 		}

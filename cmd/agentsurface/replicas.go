@@ -9,12 +9,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/agentsurface/agentsurface/internal/randid"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
-	"github.com/agentsurface/agentsurface/replica"
-	"github.com/agentsurface/agentsurface/webhost/webreplica"
+	"github.com/agentsurface/agentsurface/internal/randid"
+	"github.com/agentsurface/agentsurface/webhost"
 )
 
 // envReplicaSecret names the variable holding the secret every replica
@@ -32,26 +29,27 @@ type replicaFlags struct {
 	durableAudit bool
 }
 
-// deployment is what --postgres sets up on one Postgres database: the
-// devices domain, and this replica's part in the deployment (its session
-// directory, audit writer and change notifier), which the console's Host
-// starts and stops.
+// deployment is what --postgres sets up on one Postgres database (in a
+// build with the postgres tag: package pgdemo): the devices domain, and
+// this replica's part in the deployment (its session directory, audit
+// writer and change notifier), which the console's Host starts and stops.
 type deployment struct {
-	store *domain.Store
-	pool  *pgxpool.Pool
-	rep   *webreplica.Replicas
-	addr  string // where the other replicas reach this one
+	store     *domain.Store
+	rep       webhost.Replicas
+	addr      string        // where the other replicas reach this one
+	id        func() string // this replica's id, once the Host has started rep
+	closeFunc func()
 }
-
-// notifyChannel is the Postgres LISTEN/NOTIFY channel on which the
-// console's replicas tell each other of domain writes.
-const notifyChannel = "agentsurface_devices"
 
 // openDeployment connects to f.postgres and prepares this replica's
 // part: the console's Host joins the replicas when it starts. ln is the
 // demo's listener: by default the other replicas reach this one at its
-// address.
-func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *slog.Logger) (_ *deployment, err error) {
+// address. A build without the postgres tag fails with
+// errWithoutPostgres.
+func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *slog.Logger) (*deployment, error) {
+	if openPostgres == nil {
+		return nil, errWithoutPostgres
+	}
 	secret, err := replicaSecret(f.addr != "", log)
 	if err != nil {
 		return nil, err
@@ -64,35 +62,7 @@ func openDeployment(ctx context.Context, f replicaFlags, ln net.Listener, log *s
 		}
 		addr = "http://" + ln.Addr().String()
 	}
-	d := &deployment{addr: addr}
-	defer func() {
-		if err != nil {
-			d.close()
-		}
-	}()
-	if d.store, err = domain.OpenPostgres(ctx, f.postgres); err != nil {
-		return nil, err
-	}
-	if err = d.store.Seed(ctx); err != nil {
-		return nil, err
-	}
-	if d.pool, err = pgxpool.New(ctx, f.postgres); err != nil {
-		return nil, fmt.Errorf("connect to --postgres: %w", err)
-	}
-	// Durable audit waits at most 2 s per record while Postgres is away,
-	// rather than the 5 s default.
-	d.rep, err = webreplica.New(d.pool, addr, secret, &webreplica.Options{
-		Directory: replica.Options{Name: f.name, Lease: f.lease, Logger: log},
-		Channel:   notifyChannel,
-		Notifier:  replica.NotifierOptions{Logger: log},
-		Audit: &replica.AuditOptions{Replica: f.name, Logger: log,
-			Durable: f.durableAudit, Timeout: 2 * time.Second},
-		Migrate: true,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
+	return openPostgres(ctx, f, addr, secret, log)
 }
 
 // replicaSecret is $AGENTSURFACE_REPLICA_SECRET, required when other
@@ -114,11 +84,4 @@ func replicaSecret(shared bool, log *slog.Logger) ([]byte, error) {
 
 // close closes the database connections; the console's Host has left
 // the deployment (Close) already.
-func (d *deployment) close() {
-	if d.pool != nil {
-		d.pool.Close()
-	}
-	if d.store != nil {
-		_ = d.store.Close()
-	}
-}
+func (d *deployment) close() { d.closeFunc() }

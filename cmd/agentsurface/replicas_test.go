@@ -35,16 +35,43 @@ import (
 // replica's sessions end within it.
 const testLease = 2 * time.Second
 
-// buildCLI builds this command into a temporary directory, for tests
-// that run it as separate processes.
-func buildCLI(t *testing.T) string {
+// fullBuild are the build tags of a binary with every optional feature
+// (features.go); this test binary has none of them, so tests of those
+// features run a binary built with them.
+var fullBuild = []string{"postgres", "otel"}
+
+// buildCLI builds this command with the build tags into a temporary
+// directory, for tests that run it as separate processes.
+func buildCLI(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "agentsurface")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("go build %v: %v\n%s", args, err, out)
 	}
 	return bin
+}
+
+// runCLI runs bin with args as a process of its own, with the extra
+// environment variables env, and returns its exit status and outputs.
+func runCLI(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a failure bound
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%s %v: %v", bin, args, err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
 
 // replicaProc is one `agentsurface demo --postgres` process.
@@ -345,7 +372,7 @@ func randomHex(n int) string {
 // instead of failing on them: the figure durability is measured against.
 func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 	dbURL := pg.Database(t)
-	bin := buildCLI(t)
+	bin := buildCLI(t, fullBuild...)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	secret := randomHex(32)
@@ -633,8 +660,9 @@ func TestThreeReplicasBehindARoundRobinBalancer(t *testing.T) {
 // refuses to start, saying what to set.
 func TestDemoScriptedOnPostgres(t *testing.T) {
 	dbURL := pg.Database(t)
+	bin := buildCLI(t, fullBuild...)
 	t.Setenv(envReplicaSecret, "")
-	code, out, errOut := cli(t, "demo", "--scripted", "--approve", "--addr", "127.0.0.1:0", "--postgres", dbURL, "--replica-name", "solo")
+	code, out, errOut := runCLI(t, bin, nil, "demo", "--scripted", "--approve", "--addr", "127.0.0.1:0", "--postgres", dbURL, "--replica-name", "solo")
 	if code != exitOK || !strings.Contains(out, "OK: every step got the expected outcome") {
 		t.Fatalf("%d\n%s\n%s", code, out, errOut)
 	}
@@ -652,7 +680,7 @@ func TestDemoScriptedOnPostgres(t *testing.T) {
 	if disabled != 3 || audited < 1 { // d11 from the seed, d9 and d10 by the task
 		t.Fatalf("after the task: %d disabled devices, %d settled disable records", disabled, audited)
 	}
-	code, _, errOut = cli(t, "demo", "--addr", "127.0.0.1:0", "--postgres", dbURL, "--replica-addr", "http://127.0.0.1:1")
+	code, _, errOut = runCLI(t, bin, nil, "demo", "--addr", "127.0.0.1:0", "--postgres", dbURL, "--replica-addr", "http://127.0.0.1:1")
 	if code != exitFail || !strings.Contains(errOut, envReplicaSecret) {
 		t.Fatalf("--replica-addr without a secret: %d %q", code, errOut)
 	}

@@ -55,7 +55,52 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 		return code
 	}
 	t.Cleanup(func() { d.stop() })
-	sc := bufio.NewScanner(pr)
+	d.read(t, pr)
+	return d
+}
+
+// startDemoBin is startDemo with the binary bin (built with build tags
+// that this test binary lacks) as a process of its own; stop sends it
+// SIGTERM.
+func startDemoBin(t *testing.T, bin string, args ...string) *demoRun {
+	t.Helper()
+	d := &demoRun{errOut: &lockedBuffer{}}
+	cmd := exec.Command(bin, append([]string{"demo", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Stderr = d.errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	code, stopped := 0, false
+	d.stop = func() int {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second): // a failure bound
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			code = cmd.ProcessState.ExitCode()
+		}
+		return code
+	}
+	t.Cleanup(func() { d.stop() })
+	d.read(t, stdout)
+	return d
+}
+
+// read reads what the demo prints on r about its session, up to its
+// Metrics line, and then discards the rest.
+func (d *demoRun) read(t *testing.T, r io.Reader) {
+	t.Helper()
+	sc := bufio.NewScanner(r)
 	var out strings.Builder
 	for sc.Scan() {
 		line := sc.Text()
@@ -75,12 +120,11 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 			break
 		}
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	go func() { _, _ = io.Copy(io.Discard, r) }()
 	d.out = out.String()
 	if d.base == "" {
 		t.Fatalf("the demo printed no console link:\n%s\n%s", d.out, d.errOut.String())
 	}
-	return d
 }
 
 // tools lists what an agent holding token sees through the demo's MCP
@@ -110,9 +154,14 @@ func TestDemoKeepsItsSessionAcrossRestarts(t *testing.T) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			var args []string
+			startDemo := startDemo
 			if backend == "sqlite" {
 				args = []string{"--db", filepath.Join(t.TempDir(), "d.db")}
 			} else {
+				// This test binary is the default build: --postgres
+				// needs one with the postgres tag.
+				bin := buildCLI(t, fullBuild...)
+				startDemo = func(t *testing.T, args ...string) *demoRun { return startDemoBin(t, bin, args...) }
 				t.Setenv(envReplicaSecret, "")
 				args = []string{"--postgres", pg.Database(t), "--replica-name", "solo", "--drain", "0s"}
 			}
@@ -268,8 +317,14 @@ func startDemoProc(t *testing.T, bin string, args ...string) *demoProc {
 				t.Fatalf("the demo exited: %v\n%s\n%s", p.err, out.String(), p.stderr.String())
 			}
 			out.WriteString(line + "\n")
-			if u, ok := strings.CutPrefix(line, "Metrics:"); ok {
-				p.base = strings.TrimSuffix(strings.TrimSpace(u), "/metrics")
+			if u, ok := strings.CutPrefix(line, "Devices console: "); ok {
+				u, _, _ = strings.Cut(u, " ")
+				if i := strings.Index(u, "/agentsurface/join/"); i >= 0 {
+					u = u[:i]
+				}
+				p.base = strings.TrimSuffix(u, "/")
+			}
+			if strings.HasPrefix(line, "Metrics:") {
 				p.out = out.String()
 				go func() {
 					for range lines {

@@ -11,6 +11,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/agent"
 	"github.com/agentsurface/agentsurface/examples/devices/console"
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/examples/devices/domain/pgdomain"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -158,7 +159,7 @@ func TestInvocationIDOfAnotherSessionExecutes(t *testing.T) {
 // AS-IDENT-004 across replicas.
 func TestInvocationIDOfAnotherSessionExecutesAcrossReplicas(t *testing.T) {
 	domainURL := pg.Database(t)
-	c := newClusterOn(t, 2, func() (*domain.Store, error) { return domain.OpenPostgres(bg, domainURL) })
+	c := newClusterOn(t, 2, func() (*domain.Store, error) { return pgdomain.Open(bg, domainURL) })
 	ra, rb := c.nodes[0], c.nodes[1]
 	mk := func(name string, owner, via *node) sessionAgent {
 		s, err := owner.app.NewSession(console.SessionOptions{KeepShown: true})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/examples/devices/domain/pgdomain"
 	"github.com/jackc/pgx/v5"
 	"pgregory.net/rapid"
 )
@@ -158,5 +159,5 @@ func icuDB(t *testing.T, db *testDB) *testDB {
 	if err := raw.QueryRow(`SELECT daticulocale FROM pg_database WHERE datname = current_database()`).Scan(&collation); err != nil || collation != "en-US" {
 		t.Fatalf("ICU locale %q %v", collation, err)
 	}
-	return &testDB{openStore: func() (*domain.Store, error) { return domain.OpenPostgres(bg, url) }, raw: raw, url: url}
+	return &testDB{openStore: func() (*domain.Store, error) { return pgdomain.Open(bg, url) }, raw: raw, url: url}
 }

@@ -6,8 +6,10 @@
 // # The store
 //
 // [Open] opens (or creates) a SQLite database file, the embedded default;
-// [OpenPostgres] opens a PostgreSQL database, which several replicas of
-// the application share. Both migrate the schema and return a [Store]
+// [OpenPostgresDB] opens a PostgreSQL database, which several replicas of
+// the application share, through any database/sql driver (package
+// pgdomain opens one from a URL with pgx, so that this package links no
+// PostgreSQL driver). Both migrate the schema and return a [Store]
 // that behaves the same on either backend: same results, same order, same
 // errors (a property test holds them to it). [Store.Seed] fills an empty
 // database with a dozen devices. Replicas that start together on one new

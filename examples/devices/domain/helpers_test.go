@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
+	"github.com/agentsurface/agentsurface/examples/devices/domain/pgdomain"
 )
 
 var (
@@ -57,7 +58,7 @@ var backends = []backend{
 		}
 		t.Cleanup(func() { _ = db.Close() })
 		return &testDB{
-			openStore: func() (*domain.Store, error) { return domain.OpenPostgres(bg, url) },
+			openStore: func() (*domain.Store, error) { return pgdomain.Open(bg, url) },
 			raw:       db,
 			url:       url,
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // Store is the devices domain service on a SQLite ([Open]) or PostgreSQL
-// ([OpenPostgres]) database; both behave the same. It is safe for
+// ([OpenPostgresDB]) database; both behave the same. It is safe for
 // concurrent use, and several Stores (processes) may share one PostgreSQL
 // database.
 type Store struct {

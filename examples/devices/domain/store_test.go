@@ -139,8 +139,7 @@ func TestOpenUpgradesVersion1(t *testing.T) {
 }
 
 // On PostgreSQL the schema version is in devices_schema; opening again
-// migrates nothing, a newer schema is refused, and a malformed or
-// unreachable URL is an error that does not show the password.
+// migrates nothing, and a newer schema is refused.
 func TestOpenPostgres(t *testing.T) {
 	db := backends[1].newDB(t)
 	for i := range 3 {
@@ -183,18 +182,6 @@ func TestOpenPostgres(t *testing.T) {
 			_ = s.Close()
 		}
 		t.Fatalf("open of a newer schema: %v", err)
-	}
-
-	if _, err := domain.OpenPostgres(bg, "postgres://u:hunter2@127.0.0.1:notaport/db"); !errors.Is(err, domain.ErrInvalid) || strings.Contains(err.Error(), "hunter2") {
-		t.Fatalf("malformed URL: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-	defer cancel()
-	if s, err := domain.OpenPostgres(ctx, "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2"); err == nil || strings.Contains(err.Error(), "hunter2") {
-		if s != nil {
-			_ = s.Close()
-		}
-		t.Fatalf("unreachable server: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package teldemo
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func decodeExport(b []byte) ([]*tracepb.ResourceSpans, bool) {
 
 // demoConsole is the demo's console with its telemetry over a fresh
 // database, served by an httptest server.
-func demoConsole(t *testing.T) (*console.App, *telemetry, *httptest.Server) {
+func demoConsole(t *testing.T) (*console.App, *Telemetry, *httptest.Server) {
 	t.Helper()
 	ctx := context.Background()
 	store, err := domain.Open(ctx, filepath.Join(t.TempDir(), "d.db"))
@@ -95,15 +95,15 @@ func demoConsole(t *testing.T) (*console.App, *telemetry, *httptest.Server) {
 	if err := store.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
-	app, tel, handler, err := newConsole(ctx, console.Options{Store: store, Host: webhost.Options{Logger: slog.New(slog.DiscardHandler)}})
+	app, tel, err := NewConsole(ctx, console.Options{Store: store, Host: webhost.Options{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(app)
 	t.Cleanup(func() {
 		_ = app.Close()
 		srv.Close()
-		_ = tel.shutdown(ctx)
+		_ = tel.Shutdown(ctx)
 	})
 	return app, tel, srv
 }
@@ -204,7 +204,7 @@ func TestDemoMetricsAndTraces(t *testing.T) {
 
 	// Flush the spans.
 	_ = app.Close()
-	if err := tel.shutdown(ctx); err != nil {
+	if err := tel.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	col.mu.Lock()

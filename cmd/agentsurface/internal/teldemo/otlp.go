@@ -1,4 +1,4 @@
-package main
+package teldemo
 
 // The demo's OTLP/HTTP traces client. The OpenTelemetry exporter
 // (otlptrace) turns spans into OTLP messages and batches them; this

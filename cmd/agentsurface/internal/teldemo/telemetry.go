@@ -1,4 +1,15 @@
-package main
+// Package teldemo is the telemetry of `agentsurface demo`: the devices
+// console's registries instrumented with OpenTelemetry (package
+// otelsurface), metrics served at /metrics in the Prometheus format, and
+// traces exported over OTLP/HTTP when the standard OTEL_EXPORTER_OTLP_*
+// variables name a collector.
+//
+// It is a package of its own, beside the command, so that the command
+// links the OpenTelemetry SDK, the Prometheus client and protobuf only
+// when built with the otel build tag (its file feature_otel.go plugs
+// [NewConsole] in), while `go test ./...` compiles and tests this package
+// in every build.
+package teldemo
 
 import (
 	"cmp"
@@ -29,10 +40,10 @@ import (
 // or OTEL_RESOURCE_ATTRIBUTES say otherwise.
 const serviceName = "agentsurface-demo"
 
-// telemetry is the demo's OpenTelemetry: metrics served at /metrics in
+// Telemetry is the demo's OpenTelemetry: metrics served at /metrics in
 // the Prometheus format, and traces exported over OTLP/HTTP only when the
 // standard variables name a collector.
-type telemetry struct {
+type Telemetry struct {
 	// inst instruments the console's registries and continues the trace
 	// context MCP clients send.
 	inst *otelsurface.Instrumentation
@@ -55,7 +66,7 @@ var tracesEndpointVars = []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EX
 // configuration (endpoint, headers, timeout, TLS) from the standard
 // OTEL_EXPORTER_OTLP_* variables; without an endpoint variable it is not
 // created, and the demo opens no connection for telemetry.
-func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
+func newTelemetry(ctx context.Context, log *slog.Logger) (*Telemetry, error) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", serviceName)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
@@ -70,7 +81,7 @@ func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	t := &telemetry{
+	t := &Telemetry{
 		reg:     reg,
 		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}),
 		mp:      sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res)),
@@ -103,14 +114,14 @@ func newTelemetry(ctx context.Context, log *slog.Logger) (*telemetry, error) {
 	}
 	t.inst, err = otelsurface.New(&otelsurface.Options{TracerProvider: tp, MeterProvider: t.mp})
 	if err != nil {
-		_ = t.shutdown(ctx)
+		_ = t.Shutdown(ctx)
 		return nil, fmt.Errorf("instrumentation: %w", err)
 	}
 	return t, nil
 }
 
-// shutdown flushes the spans not yet exported and stops the providers.
-func (t *telemetry) shutdown(ctx context.Context) error {
+// Shutdown flushes the spans not yet exported and stops the providers.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
 	var errs []error
 	if t.tp != nil {
 		errs = append(errs, t.tp.Shutdown(ctx))
@@ -119,33 +130,24 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// parseLogLevel parses --log-level: debug, info, warn or error.
-func parseLogLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", s)
-	}
-	return l, nil
-}
-
-// newConsole makes the devices console for opts with the demo's
+// NewConsole makes the devices console for opts with the demo's
 // telemetry: its registries instrumented, the trace context of MCP
-// clients continued, /metrics served. Close the App, then shut the
-// telemetry down.
-func newConsole(ctx context.Context, opts console.Options) (*console.App, *telemetry, http.Handler, error) {
+// clients continued, /metrics served beside its routes. Close the App,
+// then shut the telemetry down.
+func NewConsole(ctx context.Context, opts console.Options) (*console.App, *Telemetry, error) {
 	log := opts.Host.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	tel, err := newTelemetry(ctx, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	opts.Telemetry, opts.Host.MCP.HTTP.TraceContext = tel.inst.Telemetry(), tel.inst.ExtractMeta
 	app, err := console.New(opts)
 	if err != nil {
-		_ = tel.shutdown(ctx)
-		return nil, nil, nil, err
+		_ = tel.Shutdown(ctx)
+		return nil, nil, err
 	}
 	tel.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "agentsurface_console_sessions", Help: "Browser sessions the devices console holds.",
@@ -153,5 +155,5 @@ func newConsole(ctx context.Context, opts console.Options) (*console.App, *telem
 	// /metrics beside the console's routes, behind its Host check and
 	// headers.
 	app.Handle("GET /metrics", tel.metrics)
-	return app, tel, app, nil
+	return app, tel, nil
 }

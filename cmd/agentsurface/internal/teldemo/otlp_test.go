@@ -1,16 +1,14 @@
-package main
+package teldemo
 
 import (
 	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/pem"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -241,32 +239,5 @@ func TestOTLPCertificate(t *testing.T) {
 	}
 	if err := untrusted.UploadTraces(ctx, someSpans("a")); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("untrusted: %v", err)
-	}
-}
-
-// The demo links no gRPC: the OTLP client above replaces otlptracehttp,
-// whose configuration code pulls in google.golang.org/grpc and
-// grpc-gateway, and no other package it imports needs them.
-func TestDemoLinksNoGRPC(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool on PATH: %v", err)
-	}
-	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
-	if err != nil {
-		var ee *exec.ExitError
-		errors.As(err, &ee)
-		t.Fatalf("go list -deps: %v\n%s", err, ee.Stderr)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 100 {
-		t.Fatalf("go list -deps lists %d packages", len(deps))
-	}
-	for _, d := range deps {
-		for _, banned := range []string{"google.golang.org/grpc", "github.com/grpc-ecosystem/", "google.golang.org/genproto/", "github.com/openai/"} {
-			if strings.HasPrefix(d, banned) {
-				t.Errorf("the demo links %s", d)
-			}
-		}
 	}
 }
