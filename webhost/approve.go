@@ -63,6 +63,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -214,42 +215,94 @@ const (
 // when p is not pending in this session (decided, expired, another
 // session's, the session ended). The link is not logged.
 func (s *Session) ApproveURL(p surface.PendingConfirmation) string {
-	return s.approveURL(p, linkForUser)
+	return s.approveURL(p, linkForUser, s.h.opts.PublicURL)
 }
 
-// approveURL returns the approve link of kind of the request p of s, or
-// "" when p is not pending in s.
-func (s *Session) approveURL(p surface.PendingConfirmation, kind linkKind) string {
+// approveURL returns the approve link of kind of the request p of s,
+// under base (Options.PublicURL, the base derived from an MCP request,
+// or "" for a path), or "" when p is not pending in s.
+func (s *Session) approveURL(p surface.PendingConfirmation, kind linkKind, base string) string {
 	v, ok := s.pendingView(p.ConfirmationID)
 	if !ok || !sameRequest(v, p) {
 		return ""
 	}
 	h := s.h
 	q := url.Values{linkParam: {s.id + "." + string(kind) + "." + base64.RawURLEncoding.EncodeToString(h.linkMAC(s, v, kind))}}
-	return h.opts.PublicURL + h.ApprovePath(v.ConfirmationID) + "?" + q.Encode()
+	return base + h.ApprovePath(v.ConfirmationID) + "?" + q.Encode()
 }
 
 // ApproveURL returns the approve link of the confirmation request p of
 // whichever session of this Host it is pending in ([Session.ApproveURL]),
-// or "" when it is pending in none. Its shape is that of a hook that
-// knows only the call and the request (an MCP adapter's): ctx is not
-// used.
-func (h *Host) ApproveURL(_ context.Context, p surface.PendingConfirmation) string {
-	h.mu.Lock()
-	s := h.confirming[p.ConfirmationID]
-	h.mu.Unlock()
-	if s == nil { // its event may not have reached the session yet
-		for _, x := range h.all() {
-			if _, ok := x.pendingView(p.ConfirmationID); ok {
-				s = x
-				break
-			}
-		}
-	}
+// or "" when it is pending in none. Its shape is that of
+// mcpsurface.Options.ApproveURL, a hook that knows only the call and the
+// request, and the Host sets it as that hook of its MCP endpoint (unless
+// Options.MCP.HTTP sets one), so that every MCP client of every session
+// reaches the person: by URL-mode elicitation where the client declares
+// it, by the link in CONFIRMATION_REQUIRED otherwise.
+//
+// Outside an MCP tool call (ctx without mcpsurface.RequestFromContext)
+// it is Session.ApproveURL: absolute with Options.PublicURL, else a
+// path. Within one, which is how the MCP endpoint calls it:
+//
+//   - the link is absolute: under Options.PublicURL when it is set, else
+//     under the scheme and Host of the MCP request that made the call
+//     (https when it came over TLS to this server, else http; the Host
+//     header only, never X-Forwarded-Host or X-Forwarded-Proto, which
+//     any client can send). The Host guard has already refused a Host
+//     outside loopback and Options.AllowedHosts, and a client that names
+//     another allowed Host only changes the link it gets itself, which
+//     opens for the session's user only. Behind a proxy that terminates
+//     TLS, or whose public name the replicas do not see, set PublicURL;
+//     where neither gives a base (a call that came over no HTTP request
+//     of this Host) it returns "", and mcpsurface leaves the answer as
+//     it was, without a link;
+//   - for the call's URL-mode elicitation it appends "&via=url", so that
+//     the decision is recorded with surface.ChannelURL. mcpsurface does
+//     not say what it asks a link for: the Host infers it as mcpsurface
+//     decides, from the call's first round (no request state) of a
+//     client that declares elicitation.url, with URL elicitation not
+//     turned off (Options.MCP.HTTP.NoURLElicitation). A link given after
+//     such a client declined the page (its re-call carries request
+//     state) is labelled link. The label is not signed and grants
+//     nothing: it only names the channel in the audit trail.
+func (h *Host) ApproveURL(ctx context.Context, p surface.PendingConfirmation) string {
+	s := h.pendingIn(p.ConfirmationID)
 	if s == nil {
 		return ""
 	}
-	return s.ApproveURL(p)
+	req := mcpsurface.RequestFromContext(ctx)
+	if req == nil {
+		return s.ApproveURL(p)
+	}
+	base := h.opts.PublicURL
+	if base == "" {
+		base = mcpBase(req)
+	}
+	if base == "" {
+		return ""
+	}
+	link := s.approveURL(p, linkForUser, base)
+	if link != "" && h.urlElicited(req) {
+		link += "&" + viaParam + "=url"
+	}
+	return link
+}
+
+// pendingIn returns the session the confirmation request id is pending
+// in, or nil.
+func (h *Host) pendingIn(id string) *Session {
+	h.mu.Lock()
+	s := h.confirming[id]
+	h.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	for _, x := range h.all() { // its event may not have reached the session yet
+		if _, ok := x.pendingView(id); ok {
+			return x
+		}
+	}
+	return nil
 }
 
 // sameRequest reports whether p, as a caller gave it, names the request

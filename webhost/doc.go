@@ -180,6 +180,18 @@
 // paired with [Session.PairAgent], or the one it names by token in a
 // header.
 //
+// An MCP client's call that needs approval reaches the person through
+// the approve page (below): the Host is the endpoint's
+// mcpsurface ApproveURL hook ([Host.ApproveURL]) unless
+// Options.MCP.HTTP sets one. A client that declares URL-mode elicitation
+// is sent to the page, and its call completes once the person decided
+// there; any other client's CONFIRMATION_REQUIRED carries the link
+// (details.approveUrl, and the message), for the agent to hand to the
+// person. The link is absolute: under [Options.PublicURL], or, without
+// it, under the scheme and Host of the MCP request (the Host header the
+// guard admitted, never a forwarding header); set PublicURL behind a
+// proxy that terminates TLS.
+//
 // An agent in the user's own browser gets the session's tools through
 // WebMCP ([WebMCPOptions]): where the browser has a model context
 // (document.modelContext; navigator.modelContext in earlier drafts) the
