@@ -618,13 +618,12 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 			badForm("This request offers no standing grant.", "a grant where none is offered")
 			return
 		}
-		minutes, err := strconv.Atoi(r.PostForm.Get("minutes"))
-		if err != nil || !slices.Contains(offer.Minutes, minutes) {
+		spec, _ := grantChosen(offer, r.PostForm.Get("minutes"))
+		if spec == nil {
 			badForm("Pick one of the durations the page offers.", "a grant duration not offered")
 			return
 		}
-		res.Approved = true
-		res.Grant = &surface.GrantSpec{Constraints: offer.Constraints, TTL: time.Duration(minutes) * time.Minute, MaxUses: offer.MaxUses}
+		res.Approved, res.Grant = true, spec
 	default:
 		badForm(`The decision must be "approve", "deny" or "grant".`, "an unknown decision")
 		return
@@ -714,6 +713,23 @@ func (h *Host) serveApproveCSS(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/css; charset=utf-8")
 	w.Header().Set("Cache-Control", scriptCacheControl)
 	http.ServeContent(w, r, "approve.css", time.Time{}, bytes.NewReader(approveCSS))
+}
+
+// GrantOffer returns the standing grant the Host offers with an approval
+// of the confirmation request p of this session — on the approve page
+// and in the approvals card ([Approvals].Offers), and what a "grant"
+// decision posted to either makes — or nil when p is not pending here,
+// its capability allows no standing grant, or its input does not lend
+// itself to constraints. It is derived from the request as it is
+// pending (p names it by its ConfirmationID: the other fields of p are
+// not read), never from what a form or an agent sent: an application
+// that renders its own card shows exactly what a decision will grant.
+func (s *Session) GrantOffer(p surface.PendingConfirmation) *GrantOffer {
+	v, ok := s.pendingView(p.ConfirmationID)
+	if !ok {
+		return nil
+	}
+	return grantOffer(s, v)
 }
 
 // grantOffer returns the standing grant the approve page offers with

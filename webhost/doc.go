@@ -252,7 +252,10 @@
 // longest TTL, its most uses), for inputs that set the approved input's
 // members and no other, each holding only values the approved input held
 // ([GrantOffer]). The Host derives the grant from the request, never
-// from the form, which picks only among the durations offered.
+// from the form, which picks only among the durations offered. The
+// approvals card offers the same grant ([Session.GrantOffer],
+// [Approvals].Offers; its form posts decision "grant" and the minutes to
+// [Host.DecidePath]).
 //
 // [Options.Notifier] tells the user of each request out of band, with
 // its approve link (set [Options.PublicURL] for absolute links):

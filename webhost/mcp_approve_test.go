@@ -12,8 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -276,5 +276,85 @@ func TestMCPApproveURLOfTheApplication(t *testing.T) {
 	if _, ok := res.Error.Details["approveUrl"]; ok || strings.Contains(res.Error.Message, "http") {
 		t.Fatalf("a link where none could be made: %+v", res.Error)
 	}
-	_ = mcpsurface.MetaConfirmationID
+}
+
+// The approvals card offers the approve page's grant: the same offer
+// (Session.GrantOffer), "approve, and allow" for the durations offered;
+// its post makes exactly that grant, for the asking consumer, whatever
+// else the form names; a duration not offered, a grant where none is
+// offered, or another session's request decides nothing. The agent's next
+// call within the grant runs unasked; one outside it asks again.
+func TestApprovalsCardOffersTheGrant(t *testing.T) {
+	a := newArchiveApp(t, webhost.Options{})
+	s := a.archivable(t, "")
+	b := a.joined(t, s)
+	tab := b.open(false, webhost.ApprovalsID)
+	args := `{"ids":["n1","n2"]}`
+	p, cs := ask(t, a, s, args)
+	offer := s.GrantOffer(p)
+	if offer == nil || !slices.Equal(offer.Minutes, []int{5, 15, 30}) || offer.MaxUses != 3 || offer.Consumer != "mcp-bridge:agent" {
+		t.Fatalf("offer %+v", offer)
+	}
+	if s.GrantOffer(surface.PendingConfirmation{ConfirmationID: "cnf_nothere"}) != nil {
+		t.Fatal("an offer for a request that is not pending")
+	}
+	card := tab.await(t, webhost.ApprovalsID, func(h string) bool { return strings.Contains(h, p.ConfirmationID) })
+	for _, want := range []string{`value="grant"`, `<option value="5">`, `<option value="30">`, "(at most 3)",
+		`ids: a non-empty list of &#34;n1&#34;, &#34;n2&#34; only`, "mcp-bridge:agent"} {
+		if !strings.Contains(card, want) {
+			t.Fatalf("the card lacks %q:\n%s", want, card)
+		}
+	}
+	// The page shows the same terms.
+	if _, page := b.get(pathOf(t, s.ApproveURL(p))); !strings.Contains(page, offer.Terms[1]) && !strings.Contains(page, strings.ReplaceAll(offer.Terms[1], `"`, "&#34;")) {
+		t.Fatalf("the page's terms differ from the card's: %v", offer.Terms)
+	}
+
+	for _, minutes := range []string{"60", "0", "", "5 minutes"} {
+		if code, _ := b.post("/agentsurface/decide", url.Values{"id": {p.ConfirmationID}, "decision": {"grant"}, "minutes": {minutes}}); code != http.StatusBadRequest {
+			t.Fatalf("minutes %q: %d", minutes, code)
+		}
+	}
+	other := a.archivable(t, "")
+	po, _ := ask(t, a, other, `{"ids":["n9"]}`)
+	if code, _ := b.post("/agentsurface/decide", url.Values{"id": {po.ConfirmationID}, "decision": {"grant"}, "minutes": {"5"}}); code != http.StatusNotFound {
+		t.Fatalf("another session's request: %d", code)
+	}
+	if len(s.Pending()) != 1 || len(other.Pending()) != 1 || len(s.Registry().Grants().List())+len(other.Registry().Grants().List()) != 0 {
+		t.Fatal("a refused post decided")
+	}
+	code, msg := b.post("/agentsurface/decide", url.Values{"id": {p.ConfirmationID}, "decision": {"grant"}, "minutes": {"15"},
+		"consumer": {"*"}, "constraints": {"[]"}, "maxUses": {"100"}, "ids": {"n3"}})
+	if code != http.StatusNoContent {
+		t.Fatalf("grant: %d %s", code, msg)
+	}
+	gs := s.Registry().Grants().List()
+	if len(gs) != 1 || gs[0].ConsumerKey != "mcp-bridge:agent" || gs[0].MaxUses != 3 || gs[0].ExpiresAt.Sub(gs[0].CreatedAt) != 15*time.Minute ||
+		!sameConstraints(gs[0].Constraints, offer.Constraints) || gs[0].CreatedBy != "anonymous (page)" || gs[0].ConfirmationID != p.ConfirmationID {
+		t.Fatalf("grants %+v", gs)
+	}
+	requireCode(t, retry(t, cs, "view:notes.archive.archive", args, p.ConfirmationID), "ok")
+	res := callTool(t, cs, "view:notes.archive.archive", `{"ids":["n1"]}`, nil)
+	requireCode(t, res, "ok")
+	if res.GrantID != gs[0].GrantID {
+		t.Fatalf("grant id %q", res.GrantID)
+	}
+	requireCode(t, callTool(t, cs, "view:notes.archive.archive", `{"ids":["n1","n3"]}`, nil), string(surface.CodeConfirmationRequired))
+	if got := boardOf(s).archivedIDs(); len(got) != 2 {
+		t.Fatalf("archived %v", got)
+	}
+	// The card of a request whose capability allows no grant offers none.
+	requireCode(t, callTool(t, cs, "view:notes.board.clear", "", nil), string(surface.CodeConfirmationRequired))
+	clear := awaitPending(t, s)
+	for _, q := range s.Pending() {
+		if q.CapabilityID == "view:notes.board.clear" {
+			clear = q
+		}
+	}
+	if s.GrantOffer(clear) != nil {
+		t.Fatal("an offer for clear")
+	}
+	if code, _ := b.post("/agentsurface/decide", url.Values{"id": {clear.ConfirmationID}, "decision": {"grant"}, "minutes": {"5"}}); code != http.StatusBadRequest {
+		t.Fatalf("a grant for clear: %d", code)
+	}
 }
