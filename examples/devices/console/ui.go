@@ -136,6 +136,10 @@ func (s *Session) handleForm(ctx context.Context, action string, f map[string][]
 			return http.StatusBadRequest, "unknown user"
 		}
 		s.SetUser(users[i])
+	case "revoke":
+		if !s.revokeGrant(ctx, get("id")) {
+			return http.StatusNotFound, "There is no such active grant in this session."
+		}
 	case "stop":
 		s.StopAgent() // nothing to stop is fine: the run may just have ended
 	case "ask":
