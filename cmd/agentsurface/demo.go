@@ -45,7 +45,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	newToken := fs.Bool("new-token", false, "make a new printed session, with a new link and MCP token, instead of the one kept in the database from an earlier start (whose token, link and pages then stop working)")
 	drain := fs.Duration("drain", 0, "on SIGTERM or Ctrl+C, answer /readyz with 503 for this long before stopping, so that a load balancer stops sending new requests first (with --postgres: 5s unless set)")
 	fs.BoolVar(&rf.durableAudit, "audit-durable", true, "with --postgres: answer a call only once its audit record is committed, so that a crash loses none (false: write the audit in the background; a crash loses the last records)")
-	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links (default: the address it listens on); behind a load balancer, the balancer's")
+	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links and the approve links it hands to agents (default: the address it listens on; approve links then use the address each agent connected to); behind a load balancer, the balancer's")
 	logFormat := fs.String("log-format", "text", "format of the diagnostics on standard error: text (key=value) or json (one object per line, for a log collector)")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
@@ -139,7 +139,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer ln.Close()
 
-	opts := console.Options{Host: webhost.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}}
+	opts := console.Options{Host: webhost.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts), PublicURL: *publicURL}}
 	var dep *deployment
 	if rf.postgres != "" {
 		if dep, err = openDeployment(ctx, rf, ln, log); err != nil {
