@@ -33,7 +33,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use (with --scripted: a fresh temporary one unless set)")
 	reset := fs.Bool("reset", false, "delete the database first, for a fresh seed")
 	scripted := fs.Bool("scripted", false, "play the scripted agent over MCP, print its transcript and exit (0 if every step went as expected)")
-	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
+	approve := fs.Bool("approve", false, "with --scripted: decide headless, as you would on the approve page of the link the agent hands you (approve the task, with a grant for its devices; deny what it asks beyond), instead of waiting for a click in the browser")
 	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
 	modelTimeout := fs.Duration("model-timeout", chat.DefaultRequestTimeout, "give up on a model request that has not answered after this long (the page's Stop ends a run at once)")
