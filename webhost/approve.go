@@ -41,9 +41,10 @@ package webhost
 // a genuine link gets the more precise answers (401 not signed in, or
 // not in the session's browser; 403 another user, or another session's
 // browser; 410 decided or expired). Every refusal is logged at warn (the
-// log never holds a link's signature) and counted. (The registry's audit
-// trail takes records of the registry's own events only; a refusal is
-// not one, and often names no session whose trail it could go to.)
+// log never holds a link's signature) and counted; one that the Host can
+// tell is about a request of a session (a genuine link, a post that
+// decides nothing) also goes to that session's audit trail
+// ([AuditApproveRefused]).
 
 import (
 	"bytes"
@@ -367,11 +368,61 @@ type approveTarget struct {
 }
 
 // approveRefusal is a refused approve-page request: the page, and what
-// the log says of it.
+// the log and the audit trail say of it.
 type approveRefusal struct {
 	page    ApprovePage
 	why     string // for the log
 	session string // the session's public id, when known
+	// trail, when set, is the session whose audit trail records the
+	// refusal (AuditApproveRefused): one of a genuine link, or of a post
+	// to a request the caller reached; req is the request, actor who
+	// tried, when known.
+	trail *Session
+	req   surface.PendingConfirmation
+	actor string
+}
+
+// on has the refusal recorded in the audit trail of s, about its request
+// v.
+func (ref *approveRefusal) on(s *Session, v surface.PendingConfirmation) *approveRefusal {
+	ref.trail, ref.req = s, v
+	return ref
+}
+
+// AuditApproveRefused is the type of the audit record the Host writes to
+// a session's audit trail (its registry's sink: surface.Options.Audit,
+// and the replicas' shared audit) when the approve page refuses a request
+// about one of its confirmation requests that it can tell is the
+// session's: a genuine approve link (its signature verified) opened by
+// someone it is not for, or after its request was decided or expired;
+// and a post, through a link or with the session's cookie, that decides
+// nothing (a bad form, a refused grant, a request decided meanwhile). The
+// record names the request (capability, registration, consumer,
+// confirmation), the refusal and why in Reason ("other-user: a link
+// opened by another user"), and in Actor the signed-in user who tried,
+// when Options.User names one. A malformed, forged or unknown link names
+// no session it could be trusted to be about, and is only logged and
+// counted, like every refusal (so that forged links cannot flood a
+// session's trail).
+const AuditApproveRefused surface.AuditType = "approve-refused"
+
+// auditRefusal records ref in its session's audit trail. The sink is
+// called outside every lock; its failure or panic is logged.
+func (h *Host) auditRefusal(r *http.Request, ref *approveRefusal) {
+	s := ref.trail
+	if s.audit == nil {
+		return
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			h.log.Error("webhost: the audit sink panicked on an approve page refusal", "session", s.id, "panic", rec)
+		}
+	}()
+	e := surface.AuditEvent{At: s.now(), Type: AuditApproveRefused, CapabilityID: ref.req.CapabilityID, RegistrationID: ref.req.RegistrationID,
+		ConfirmationID: ref.req.ConfirmationID, ConsumerID: ref.req.ConsumerKey, Actor: ref.actor, Reason: string(ref.page.Refusal) + ": " + ref.why}
+	if err := s.audit.Record(context.WithoutCancel(r.Context()), e); err != nil {
+		h.log.Warn("webhost: an approve page refusal was not audited", "session", s.id, "error", err)
+	}
 }
 
 func refusal(status int, reason ApproveRefusal, msg, why string) *approveRefusal {
@@ -442,7 +493,7 @@ func (h *Host) linkTarget(r *http.Request, link string, viaURL bool) (*approveTa
 	}
 	// A genuine link from here on: who opens it?
 	if ref := h.linkOpener(r, s, kind); ref != nil {
-		return nil, ref
+		return nil, ref.on(s, v)
 	}
 	channel := surface.ChannelWebhook
 	if kind == linkForUser {
@@ -452,7 +503,7 @@ func (h *Host) linkTarget(r *http.Request, link string, viaURL bool) (*approveTa
 		}
 	}
 	if ref := h.ended(s, v, pending, decided); ref != nil {
-		return nil, ref
+		return nil, ref.on(s, v)
 	}
 	q := url.Values{linkParam: {link}}
 	if viaURL {
@@ -480,8 +531,10 @@ func (h *Host) linkOpener(r *http.Request, s *Session, kind linkKind) *approveRe
 			h.stats.add(&h.stats.unauthenticated)
 			return signIn("Sign in to the application, then open the link again.", "not signed in")
 		case u != s.user:
-			return otherUser("This approval request is another user's. Sign in as the user whose agent asked, then open the link again.",
+			ref := otherUser("This approval request is another user's. Sign in as the user whose agent asked, then open the link again.",
 				"a link opened by another user")
+			ref.actor = u
+			return ref
 		}
 	case kind == linkForUser:
 		c := h.cookie(r)
@@ -599,14 +652,14 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		h.refuseApprove(w, r, &approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Refusal: RefuseBadForm,
-			Message: "The form could not be read."}, why: "unreadable form", session: t.s.id})
+		h.refuseApprove(w, r, (&approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Refusal: RefuseBadForm,
+			Message: "The form could not be read."}, why: "unreadable form", session: t.s.id}).on(t.s, t.view))
 		return
 	}
 	res := surface.Resolution{Actor: h.actor(r, t.s, t.channel), Channel: t.channel, Approver: surface.ApproverUser}
 	badForm := func(msg, why string) {
-		h.refuseApprove(w, r, &approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Session: t.s, Request: t.view,
-			Refusal: RefuseBadForm, Message: msg + " Nothing was decided: open the page again."}, why: why, session: t.s.id})
+		h.refuseApprove(w, r, (&approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Session: t.s, Request: t.view,
+			Refusal: RefuseBadForm, Message: msg + " Nothing was decided: open the page again."}, why: why, session: t.s.id}).on(t.s, t.view))
 	}
 	switch r.PostForm.Get("decision") {
 	case "approve":
@@ -632,9 +685,9 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 	var ge *surface.GrantError
 	switch {
 	case errors.As(err, &ge):
-		h.refuseApprove(w, r, &approveRefusal{page: ApprovePage{Status: http.StatusConflict, Session: t.s, Request: t.view, Refusal: RefuseGrant,
+		h.refuseApprove(w, r, (&approveRefusal{page: ApprovePage{Status: http.StatusConflict, Session: t.s, Request: t.view, Refusal: RefuseGrant,
 			Message: "The standing grant was refused (" + ge.Message + "). Nothing was approved: the request still waits; open the page again."},
-			why: "grant refused: " + string(ge.Code), session: t.s.id})
+			why: "grant refused: " + string(ge.Code), session: t.s.id}).on(t.s, t.view))
 		return
 	case err != nil: // decided or expired meanwhile
 		v, pending, decided := t.s.request(t.view.ConfirmationID)
@@ -642,7 +695,7 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 		if ref == nil {
 			ref = notFound(t.s.id, "not pending")
 		}
-		h.refuseApprove(w, r, ref)
+		h.refuseApprove(w, r, ref.on(t.s, t.view))
 		return
 	}
 	page := ApprovePage{Status: http.StatusOK, Session: t.s, Request: t.view, Decision: &d}
@@ -676,6 +729,9 @@ func (h *Host) refuseApprove(w http.ResponseWriter, r *http.Request, ref *approv
 	}
 	h.log.Warn("webhost: approve page refused", "reason", ref.page.Refusal, "why", ref.why, "method", r.Method,
 		"confirmation", clipForLog(r.PathValue("id")), "session", ref.session, "remote", r.RemoteAddr)
+	if ref.trail != nil {
+		h.auditRefusal(r, ref)
+	}
 	h.renderApprove(w, ref.page)
 }
 

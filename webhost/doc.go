@@ -244,7 +244,10 @@
 // verifies it. A forged, mistyped or other session's link is answered
 // like an unknown request (404); a genuine one opened by someone it is
 // not for gets 401 or 403, a used or expired one 410; each refusal is
-// logged at warn, without the link, and counted ([Stats].Refused).
+// logged at warn, without the link, and counted ([Stats].Refused), and
+// one about a request of a session (a genuine link, a post that decides
+// nothing) is recorded in the session's audit trail too
+// ([AuditApproveRefused]).
 //
 // Where the capability allows standing grants (surface.GrantRule), the
 // page also offers "approve, and allow this for N minutes": a grant for

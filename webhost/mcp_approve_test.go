@@ -358,3 +358,63 @@ func TestApprovalsCardOffersTheGrant(t *testing.T) {
 		t.Fatalf("a grant for clear: %d", code)
 	}
 }
+
+// A refusal the approve page can tell is about a request of a session
+// goes to that session's audit trail: a genuine link opened by another
+// user (with who tried), a bad form posted through it, the link opened
+// again once the request was decided. A forged link, which names no
+// session it can be trusted to be about, is only logged: it adds nothing
+// to the trail, however many times it is tried.
+func TestApproveRefusalsAudited(t *testing.T) {
+	audit := surface.NewMemorySink(200)
+	a := newArchiveApp(t, webhost.Options{User: headerUser, Registry: func(_ *webhost.Session, o *surface.Options) { o.Audit = audit }})
+	s := a.archivable(t, "alice")
+	p, _ := ask(t, a, s, `{"ids":["n1"]}`)
+	path := pathOf(t, s.ApproveURL(p))
+	refused := func() []surface.AuditEvent {
+		var out []surface.AuditEvent
+		for _, e := range audit.Events() {
+			if e.Type == webhost.AuditApproveRefused {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	forged := path[:len(path)-4] + "AAAA"
+	for range 5 {
+		if code, _ := a.as(t, "alice").get(forged); code != http.StatusNotFound {
+			t.Fatalf("forged: %d", code)
+		}
+	}
+	if n := len(refused()); n != 0 {
+		t.Fatalf("%d records of forged links", n)
+	}
+	if code, _ := a.as(t, "mallory").get(path); code != http.StatusForbidden {
+		t.Fatalf("another user: %d", code)
+	}
+	alice := a.as(t, "alice")
+	if code, _ := alice.decideVia(path, url.Values{"decision": {"grant"}, "minutes": {"600"}}); code != http.StatusBadRequest {
+		t.Fatalf("bad form: %d", code)
+	}
+	if code, _ := alice.decideVia(path, url.Values{"decision": {"deny"}}); code != http.StatusOK {
+		t.Fatalf("deny: %d", code)
+	}
+	if code, _ := alice.get(path); code != http.StatusGone {
+		t.Fatalf("decided: %d", code)
+	}
+	got := refused()
+	want := []struct{ reason, actor string }{
+		{"other-user: a link opened by another user", "mallory"},
+		{"bad-form: a grant duration not offered", ""},
+		{"decided: decided already", ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("records %+v", got)
+	}
+	for i, e := range got {
+		if e.Reason != want[i].reason || e.Actor != want[i].actor || e.ConfirmationID != p.ConfirmationID ||
+			e.CapabilityID != p.CapabilityID || e.ConsumerID != p.ConsumerKey || e.At.IsZero() {
+			t.Fatalf("record %d: %+v", i, e)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/agentsurface/agentsurface/webhost"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -218,6 +219,21 @@ func TestAgentCannotMakeOrUseGrants(t *testing.T) {
 		if got := g.d.raw(t, r.method, r.path, "", bearer, r.body); got.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("%s %s with the agent's token: %d", r.method, r.path, got.StatusCode)
 		}
+	}
+	// The approve page, which the link reached, recorded its refusals in
+	// the session's trail (the decide and revoke routes refused before
+	// any session was named: those are logged and counted).
+	n := 0
+	for _, e := range g.s.Activity() {
+		if e.Type == webhost.AuditApproveRefused && e.ConfirmationID == res.Error.ConfirmationID() && strings.HasPrefix(e.Reason, "sign-in: ") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d refusals of the approve link audited, want 2", n)
+	}
+	if st := g.d.app.Host().Stats(); st.Refused.Ended < 2 || st.Refused.Approve < 2 {
+		t.Fatalf("the refusals are not counted: %+v", st.Refused)
 	}
 	gs := g.s.Grants()
 	if len(gs) != 1 || gs[0].GrantID != g.grantID || gs[0].Uses != 0 || gs[0].MaxUses != console.DisableGrants.MaxUses || len(g.s.Pending()) != 1 {

@@ -390,6 +390,7 @@ var events = map[surface.AuditType]string{
 	surface.AuditGrantUsed:             "grant used",
 	surface.AuditGrantRevoked:          "grant revoked",
 	surface.AuditGrantExpired:          "grant ended",
+	webhost.AuditApproveRefused:        "approve page refused",
 }
 
 func (s *Session) feedRow(e feedEntry) activityRow {
@@ -431,7 +432,7 @@ func (s *Session) feedRow(e feedEntry) activityRow {
 		r.Outcome, r.Class = "waiting for you", "pending"
 	case surface.AuditGrantCreated, surface.AuditGrantUsed, surface.AuditGrantRevoked, surface.AuditGrantExpired:
 		r.Outcome = e.GrantID
-	case surface.AuditGrantRefused:
+	case surface.AuditGrantRefused, webhost.AuditApproveRefused:
 		r.Outcome, r.Class = e.Reason, "failed"
 	}
 	if e.Type == surface.AuditInvocationSettled && e.GrantID != "" {
