@@ -13,10 +13,12 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/agentsurface/agentsurface/surface"
@@ -85,8 +87,14 @@ type Approvals struct {
 	// Decisions are the decisions kept, newest first.
 	Decisions []Decision
 	// Action is where the card's form posts: fields "id" (the
-	// confirmation id) and "decision" ("approve" or "deny").
+	// confirmation id) and "decision" ("approve", "deny", or "grant"
+	// with "minutes": see [Host.DecidePath]).
 	Action string
+	// Offers are the standing grants the card may offer with an
+	// approval ("approve, and allow this for N minutes"), by
+	// confirmation id: those the approve page offers ([Session.GrantOffer]).
+	// A request whose capability allows none has no entry.
+	Offers map[string]*GrantOffer
 }
 
 // Pending returns the confirmations waiting for the user, oldest first.
@@ -172,7 +180,16 @@ func (s *Session) Decisions() []Decision {
 func (s *Session) Approvals() Approvals {
 	ds := s.Decisions()
 	slices.Reverse(ds)
-	return Approvals{Pending: s.Pending(), Decisions: ds, Action: s.h.DecidePath()}
+	a := Approvals{Pending: s.Pending(), Decisions: ds, Action: s.h.DecidePath()}
+	for _, p := range a.Pending {
+		if o := grantOffer(s, p); o != nil {
+			if a.Offers == nil {
+				a.Offers = map[string]*GrantOffer{}
+			}
+			a.Offers[p.ConfirmationID] = o
+		}
+	}
+	return a
 }
 
 // RenderApprovals writes the approvals fragment's HTML, as the event
@@ -342,13 +359,19 @@ func (s *Session) called(id string, c CallOutcome) {
 }
 
 // DecidePath is where the approvals card's form posts (Options.Prefix +
-// "decide"), with the fields "id" and "decision" ("approve" or "deny"):
-// the session of the request's cookie decides, if id is pending in it.
-// Otherwise the answer is 409 for a request of the session that was
-// decided already or expired, and 404 ("There is no such approval
-// request in this session.") for any other id, another session's
-// included. The approve page of one request ([Host.ApprovePath],
-// [Session.ApproveURL]) is a route beside it.
+// "decide"), with the fields "id" and "decision" ("approve", "deny", or
+// "grant" with "minutes"): the session of the request's cookie decides,
+// if id is pending in it. "grant" approves with the standing grant the
+// Host offers for the request ([Session.GrantOffer]), for one of the
+// durations it offers: nothing else of the form is read, so the scope
+// and constraints are the Host's own derivation from the pending
+// request, as on the approve page. Otherwise the answer is 409 for a
+// request of the session that was decided already or expired, or whose
+// grant the registry refused (nothing is decided then), 400 for a grant
+// not offered, and 404 ("There is no such approval request in this
+// session.") for any other id, another session's included. The approve
+// page of one request ([Host.ApprovePath], [Session.ApproveURL]) is a
+// route beside it.
 func (h *Host) DecidePath() string { return h.opts.Prefix + "decide" }
 
 // serveDecide decides a pending confirmation of the request's session.
@@ -358,23 +381,54 @@ func (h *Host) serveDecide(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
-	var approve bool
+	id := r.PostForm.Get("id")
+	res := surface.Resolution{Actor: h.actor(r, s, surface.ChannelPage), Channel: surface.ChannelPage, Approver: surface.ApproverUser}
 	switch r.PostForm.Get("decision") {
 	case "approve":
-		approve = true
+		res.Approved = true
 	case "deny":
+	case "grant":
+		p, ok := s.pendingView(id)
+		if !ok {
+			status, msg := decideRefusal(s, id)
+			http.Error(w, msg, status)
+			return
+		}
+		spec, msg := grantChosen(grantOffer(s, p), r.PostForm.Get("minutes"))
+		if spec == nil {
+			http.Error(w, msg, http.StatusBadRequest)
+			return
+		}
+		res.Approved, res.Grant = true, spec
 	default:
-		http.Error(w, `decision must be "approve" or "deny"`, http.StatusBadRequest)
+		http.Error(w, `decision must be "approve", "deny" or "grant"`, http.StatusBadRequest)
 		return
 	}
-	id := r.PostForm.Get("id")
-	res := surface.Resolution{Approved: approve, Actor: h.actor(r, s, surface.ChannelPage), Channel: surface.ChannelPage, Approver: surface.ApproverUser}
-	if _, _, err := s.decide(id, res); err != nil {
+	_, _, err := s.decide(id, res)
+	var ge *surface.GrantError
+	switch {
+	case errors.As(err, &ge):
+		http.Error(w, "The standing grant was refused ("+ge.Message+"). Nothing was approved: the request still waits.", http.StatusConflict)
+		return
+	case err != nil:
 		status, msg := decideRefusal(s, id)
 		http.Error(w, msg, status)
 		return
 	}
 	h.Posted(w, r)
+}
+
+// grantChosen returns the grant of offer for the duration a form chose
+// (minutes, one of offer.Minutes), or nil and why not.
+func grantChosen(offer *GrantOffer, minutes string) (*surface.GrantSpec, string) {
+	if offer == nil {
+		return nil, "This request offers no standing grant."
+	}
+	m, err := strconv.Atoi(minutes)
+	if err != nil || !slices.Contains(offer.Minutes, m) {
+		return nil, "Pick one of the durations offered."
+	}
+	return &surface.GrantSpec{Constraints: offer.Constraints, TTL: time.Duration(m) * time.Minute, MaxUses: offer.MaxUses}, ""
 }
 
 // actor names who decides in the request r of session s, reached by

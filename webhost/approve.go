@@ -41,9 +41,10 @@ package webhost
 // a genuine link gets the more precise answers (401 not signed in, or
 // not in the session's browser; 403 another user, or another session's
 // browser; 410 decided or expired). Every refusal is logged at warn (the
-// log never holds a link's signature) and counted. (The registry's audit
-// trail takes records of the registry's own events only; a refusal is
-// not one, and often names no session whose trail it could go to.)
+// log never holds a link's signature) and counted; one that the Host can
+// tell is about a request of a session (a genuine link, a post that
+// decides nothing) also goes to that session's audit trail
+// ([AuditApproveRefused]).
 
 import (
 	"bytes"
@@ -63,6 +64,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 )
 
@@ -214,42 +216,94 @@ const (
 // when p is not pending in this session (decided, expired, another
 // session's, the session ended). The link is not logged.
 func (s *Session) ApproveURL(p surface.PendingConfirmation) string {
-	return s.approveURL(p, linkForUser)
+	return s.approveURL(p, linkForUser, s.h.opts.PublicURL)
 }
 
-// approveURL returns the approve link of kind of the request p of s, or
-// "" when p is not pending in s.
-func (s *Session) approveURL(p surface.PendingConfirmation, kind linkKind) string {
+// approveURL returns the approve link of kind of the request p of s,
+// under base (Options.PublicURL, the base derived from an MCP request,
+// or "" for a path), or "" when p is not pending in s.
+func (s *Session) approveURL(p surface.PendingConfirmation, kind linkKind, base string) string {
 	v, ok := s.pendingView(p.ConfirmationID)
 	if !ok || !sameRequest(v, p) {
 		return ""
 	}
 	h := s.h
 	q := url.Values{linkParam: {s.id + "." + string(kind) + "." + base64.RawURLEncoding.EncodeToString(h.linkMAC(s, v, kind))}}
-	return h.opts.PublicURL + h.ApprovePath(v.ConfirmationID) + "?" + q.Encode()
+	return base + h.ApprovePath(v.ConfirmationID) + "?" + q.Encode()
 }
 
 // ApproveURL returns the approve link of the confirmation request p of
 // whichever session of this Host it is pending in ([Session.ApproveURL]),
-// or "" when it is pending in none. Its shape is that of a hook that
-// knows only the call and the request (an MCP adapter's): ctx is not
-// used.
-func (h *Host) ApproveURL(_ context.Context, p surface.PendingConfirmation) string {
-	h.mu.Lock()
-	s := h.confirming[p.ConfirmationID]
-	h.mu.Unlock()
-	if s == nil { // its event may not have reached the session yet
-		for _, x := range h.all() {
-			if _, ok := x.pendingView(p.ConfirmationID); ok {
-				s = x
-				break
-			}
-		}
-	}
+// or "" when it is pending in none. Its shape is that of
+// mcpsurface.Options.ApproveURL, a hook that knows only the call and the
+// request, and the Host sets it as that hook of its MCP endpoint (unless
+// Options.MCP.HTTP sets one), so that every MCP client of every session
+// reaches the person: by URL-mode elicitation where the client declares
+// it, by the link in CONFIRMATION_REQUIRED otherwise.
+//
+// Outside an MCP tool call (ctx without mcpsurface.RequestFromContext)
+// it is Session.ApproveURL: absolute with Options.PublicURL, else a
+// path. Within one, which is how the MCP endpoint calls it:
+//
+//   - the link is absolute: under Options.PublicURL when it is set, else
+//     under the scheme and Host of the MCP request that made the call
+//     (https when it came over TLS to this server, else http; the Host
+//     header only, never X-Forwarded-Host or X-Forwarded-Proto, which
+//     any client can send). The Host guard has already refused a Host
+//     outside loopback and Options.AllowedHosts, and a client that names
+//     another allowed Host only changes the link it gets itself, which
+//     opens for the session's user only. Behind a proxy that terminates
+//     TLS, or whose public name the replicas do not see, set PublicURL;
+//     where neither gives a base (a call that came over no HTTP request
+//     of this Host) it returns "", and mcpsurface leaves the answer as
+//     it was, without a link;
+//   - for the call's URL-mode elicitation it appends "&via=url", so that
+//     the decision is recorded with surface.ChannelURL. mcpsurface does
+//     not say what it asks a link for: the Host infers it as mcpsurface
+//     decides, from the call's first round (no request state) of a
+//     client that declares elicitation.url, with URL elicitation not
+//     turned off (Options.MCP.HTTP.NoURLElicitation). A link given after
+//     such a client declined the page (its re-call carries request
+//     state) is labelled link. The label is not signed and grants
+//     nothing: it only names the channel in the audit trail.
+func (h *Host) ApproveURL(ctx context.Context, p surface.PendingConfirmation) string {
+	s := h.pendingIn(p.ConfirmationID)
 	if s == nil {
 		return ""
 	}
-	return s.ApproveURL(p)
+	req := mcpsurface.RequestFromContext(ctx)
+	if req == nil {
+		return s.ApproveURL(p)
+	}
+	base := h.opts.PublicURL
+	if base == "" {
+		base = mcpBase(req)
+	}
+	if base == "" {
+		return ""
+	}
+	link := s.approveURL(p, linkForUser, base)
+	if link != "" && h.urlElicited(req) {
+		link += "&" + viaParam + "=url"
+	}
+	return link
+}
+
+// pendingIn returns the session the confirmation request id is pending
+// in, or nil.
+func (h *Host) pendingIn(id string) *Session {
+	h.mu.Lock()
+	s := h.confirming[id]
+	h.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	for _, x := range h.all() { // its event may not have reached the session yet
+		if _, ok := x.pendingView(id); ok {
+			return x
+		}
+	}
+	return nil
 }
 
 // sameRequest reports whether p, as a caller gave it, names the request
@@ -314,11 +368,61 @@ type approveTarget struct {
 }
 
 // approveRefusal is a refused approve-page request: the page, and what
-// the log says of it.
+// the log and the audit trail say of it.
 type approveRefusal struct {
 	page    ApprovePage
 	why     string // for the log
 	session string // the session's public id, when known
+	// trail, when set, is the session whose audit trail records the
+	// refusal (AuditApproveRefused): one of a genuine link, or of a post
+	// to a request the caller reached; req is the request, actor who
+	// tried, when known.
+	trail *Session
+	req   surface.PendingConfirmation
+	actor string
+}
+
+// on has the refusal recorded in the audit trail of s, about its request
+// v.
+func (ref *approveRefusal) on(s *Session, v surface.PendingConfirmation) *approveRefusal {
+	ref.trail, ref.req = s, v
+	return ref
+}
+
+// AuditApproveRefused is the type of the audit record the Host writes to
+// a session's audit trail (its registry's sink: surface.Options.Audit,
+// and the replicas' shared audit) when the approve page refuses a request
+// about one of its confirmation requests that it can tell is the
+// session's: a genuine approve link (its signature verified) opened by
+// someone it is not for, or after its request was decided or expired;
+// and a post, through a link or with the session's cookie, that decides
+// nothing (a bad form, a refused grant, a request decided meanwhile). The
+// record names the request (capability, registration, consumer,
+// confirmation), the refusal and why in Reason ("other-user: a link
+// opened by another user"), and in Actor the signed-in user who tried,
+// when Options.User names one. A malformed, forged or unknown link names
+// no session it could be trusted to be about, and is only logged and
+// counted, like every refusal (so that forged links cannot flood a
+// session's trail).
+const AuditApproveRefused surface.AuditType = "approve-refused"
+
+// auditRefusal records ref in its session's audit trail. The sink is
+// called outside every lock; its failure or panic is logged.
+func (h *Host) auditRefusal(r *http.Request, ref *approveRefusal) {
+	s := ref.trail
+	if s.audit == nil {
+		return
+	}
+	defer func() {
+		if rec := recover(); rec != nil {
+			h.log.Error("webhost: the audit sink panicked on an approve page refusal", "session", s.id, "panic", rec)
+		}
+	}()
+	e := surface.AuditEvent{At: s.now(), Type: AuditApproveRefused, CapabilityID: ref.req.CapabilityID, RegistrationID: ref.req.RegistrationID,
+		ConfirmationID: ref.req.ConfirmationID, ConsumerID: ref.req.ConsumerKey, Actor: ref.actor, Reason: string(ref.page.Refusal) + ": " + ref.why}
+	if err := s.audit.Record(context.WithoutCancel(r.Context()), e); err != nil {
+		h.log.Warn("webhost: an approve page refusal was not audited", "session", s.id, "error", err)
+	}
 }
 
 func refusal(status int, reason ApproveRefusal, msg, why string) *approveRefusal {
@@ -389,7 +493,7 @@ func (h *Host) linkTarget(r *http.Request, link string, viaURL bool) (*approveTa
 	}
 	// A genuine link from here on: who opens it?
 	if ref := h.linkOpener(r, s, kind); ref != nil {
-		return nil, ref
+		return nil, ref.on(s, v)
 	}
 	channel := surface.ChannelWebhook
 	if kind == linkForUser {
@@ -399,7 +503,7 @@ func (h *Host) linkTarget(r *http.Request, link string, viaURL bool) (*approveTa
 		}
 	}
 	if ref := h.ended(s, v, pending, decided); ref != nil {
-		return nil, ref
+		return nil, ref.on(s, v)
 	}
 	q := url.Values{linkParam: {link}}
 	if viaURL {
@@ -427,8 +531,10 @@ func (h *Host) linkOpener(r *http.Request, s *Session, kind linkKind) *approveRe
 			h.stats.add(&h.stats.unauthenticated)
 			return signIn("Sign in to the application, then open the link again.", "not signed in")
 		case u != s.user:
-			return otherUser("This approval request is another user's. Sign in as the user whose agent asked, then open the link again.",
+			ref := otherUser("This approval request is another user's. Sign in as the user whose agent asked, then open the link again.",
 				"a link opened by another user")
+			ref.actor = u
+			return ref
 		}
 	case kind == linkForUser:
 		c := h.cookie(r)
@@ -546,14 +652,14 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		h.refuseApprove(w, r, &approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Refusal: RefuseBadForm,
-			Message: "The form could not be read."}, why: "unreadable form", session: t.s.id})
+		h.refuseApprove(w, r, (&approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Refusal: RefuseBadForm,
+			Message: "The form could not be read."}, why: "unreadable form", session: t.s.id}).on(t.s, t.view))
 		return
 	}
 	res := surface.Resolution{Actor: h.actor(r, t.s, t.channel), Channel: t.channel, Approver: surface.ApproverUser}
 	badForm := func(msg, why string) {
-		h.refuseApprove(w, r, &approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Session: t.s, Request: t.view,
-			Refusal: RefuseBadForm, Message: msg + " Nothing was decided: open the page again."}, why: why, session: t.s.id})
+		h.refuseApprove(w, r, (&approveRefusal{page: ApprovePage{Status: http.StatusBadRequest, Session: t.s, Request: t.view,
+			Refusal: RefuseBadForm, Message: msg + " Nothing was decided: open the page again."}, why: why, session: t.s.id}).on(t.s, t.view))
 	}
 	switch r.PostForm.Get("decision") {
 	case "approve":
@@ -565,13 +671,12 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 			badForm("This request offers no standing grant.", "a grant where none is offered")
 			return
 		}
-		minutes, err := strconv.Atoi(r.PostForm.Get("minutes"))
-		if err != nil || !slices.Contains(offer.Minutes, minutes) {
+		spec, _ := grantChosen(offer, r.PostForm.Get("minutes"))
+		if spec == nil {
 			badForm("Pick one of the durations the page offers.", "a grant duration not offered")
 			return
 		}
-		res.Approved = true
-		res.Grant = &surface.GrantSpec{Constraints: offer.Constraints, TTL: time.Duration(minutes) * time.Minute, MaxUses: offer.MaxUses}
+		res.Approved, res.Grant = true, spec
 	default:
 		badForm(`The decision must be "approve", "deny" or "grant".`, "an unknown decision")
 		return
@@ -580,9 +685,9 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 	var ge *surface.GrantError
 	switch {
 	case errors.As(err, &ge):
-		h.refuseApprove(w, r, &approveRefusal{page: ApprovePage{Status: http.StatusConflict, Session: t.s, Request: t.view, Refusal: RefuseGrant,
+		h.refuseApprove(w, r, (&approveRefusal{page: ApprovePage{Status: http.StatusConflict, Session: t.s, Request: t.view, Refusal: RefuseGrant,
 			Message: "The standing grant was refused (" + ge.Message + "). Nothing was approved: the request still waits; open the page again."},
-			why: "grant refused: " + string(ge.Code), session: t.s.id})
+			why: "grant refused: " + string(ge.Code), session: t.s.id}).on(t.s, t.view))
 		return
 	case err != nil: // decided or expired meanwhile
 		v, pending, decided := t.s.request(t.view.ConfirmationID)
@@ -590,7 +695,7 @@ func (h *Host) serveApproveDecide(w http.ResponseWriter, r *http.Request) {
 		if ref == nil {
 			ref = notFound(t.s.id, "not pending")
 		}
-		h.refuseApprove(w, r, ref)
+		h.refuseApprove(w, r, ref.on(t.s, t.view))
 		return
 	}
 	page := ApprovePage{Status: http.StatusOK, Session: t.s, Request: t.view, Decision: &d}
@@ -624,6 +729,9 @@ func (h *Host) refuseApprove(w http.ResponseWriter, r *http.Request, ref *approv
 	}
 	h.log.Warn("webhost: approve page refused", "reason", ref.page.Refusal, "why", ref.why, "method", r.Method,
 		"confirmation", clipForLog(r.PathValue("id")), "session", ref.session, "remote", r.RemoteAddr)
+	if ref.trail != nil {
+		h.auditRefusal(r, ref)
+	}
 	h.renderApprove(w, ref.page)
 }
 
@@ -661,6 +769,23 @@ func (h *Host) serveApproveCSS(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/css; charset=utf-8")
 	w.Header().Set("Cache-Control", scriptCacheControl)
 	http.ServeContent(w, r, "approve.css", time.Time{}, bytes.NewReader(approveCSS))
+}
+
+// GrantOffer returns the standing grant the Host offers with an approval
+// of the confirmation request p of this session — on the approve page
+// and in the approvals card ([Approvals].Offers), and what a "grant"
+// decision posted to either makes — or nil when p is not pending here,
+// its capability allows no standing grant, or its input does not lend
+// itself to constraints. It is derived from the request as it is
+// pending (p names it by its ConfirmationID: the other fields of p are
+// not read), never from what a form or an agent sent: an application
+// that renders its own card shows exactly what a decision will grant.
+func (s *Session) GrantOffer(p surface.PendingConfirmation) *GrantOffer {
+	v, ok := s.pendingView(p.ConfirmationID)
+	if !ok {
+		return nil
+	}
+	return grantOffer(s, v)
 }
 
 // grantOffer returns the standing grant the approve page offers with

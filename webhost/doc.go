@@ -180,6 +180,18 @@
 // paired with [Session.PairAgent], or the one it names by token in a
 // header.
 //
+// An MCP client's call that needs approval reaches the person through
+// the approve page (below): the Host is the endpoint's
+// mcpsurface ApproveURL hook ([Host.ApproveURL]) unless
+// Options.MCP.HTTP sets one. A client that declares URL-mode elicitation
+// is sent to the page, and its call completes once the person decided
+// there; any other client's CONFIRMATION_REQUIRED carries the link
+// (details.approveUrl, and the message), for the agent to hand to the
+// person. The link is absolute: under [Options.PublicURL], or, without
+// it, under the scheme and Host of the MCP request (the Host header the
+// guard admitted, never a forwarding header); set PublicURL behind a
+// proxy that terminates TLS.
+//
 // An agent in the user's own browser gets the session's tools through
 // WebMCP ([WebMCPOptions]): where the browser has a model context
 // (document.modelContext; navigator.modelContext in earlier drafts) the
@@ -232,7 +244,10 @@
 // verifies it. A forged, mistyped or other session's link is answered
 // like an unknown request (404); a genuine one opened by someone it is
 // not for gets 401 or 403, a used or expired one 410; each refusal is
-// logged at warn, without the link, and counted ([Stats].Refused).
+// logged at warn, without the link, and counted ([Stats].Refused), and
+// one about a request of a session (a genuine link, a post that decides
+// nothing) is recorded in the session's audit trail too
+// ([AuditApproveRefused]).
 //
 // Where the capability allows standing grants (surface.GrantRule), the
 // page also offers "approve, and allow this for N minutes": a grant for
@@ -240,7 +255,10 @@
 // longest TTL, its most uses), for inputs that set the approved input's
 // members and no other, each holding only values the approved input held
 // ([GrantOffer]). The Host derives the grant from the request, never
-// from the form, which picks only among the durations offered.
+// from the form, which picks only among the durations offered. The
+// approvals card offers the same grant ([Session.GrantOffer],
+// [Approvals].Offers; its form posts decision "grant" and the minutes to
+// [Host.DecidePath]).
 //
 // [Options.Notifier] tells the user of each request out of band, with
 // its approve link (set [Options.PublicURL] for absolute links):

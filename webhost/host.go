@@ -155,7 +155,9 @@ type Options struct {
 	// opened elsewhere: approve links ([Session.ApproveURL]) in a chat
 	// message or an MCP client's URL-mode elicitation. Default "": those
 	// links are paths, which a notifier that posts them must make
-	// absolute itself.
+	// absolute itself; the links of the MCP endpoint are then under the
+	// scheme and Host of each MCP request ([Host.ApproveURL]), which a
+	// proxy that terminates TLS makes wrong (http): set PublicURL there.
 	PublicURL string
 	// Notifier tells the user about confirmation requests out of band
 	// (a chat message with the approve link), for users who are not

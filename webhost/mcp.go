@@ -10,6 +10,7 @@ import (
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/surface"
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
@@ -47,6 +48,8 @@ func (o *OAuthOptions) pairingHeader() string { return cmp.Or(o.PairingHeader, "
 // session). mcpsurface keeps one MCP server per session, binds MCP
 // session ids to it, closes idle sessions, caps them per session, and
 // resolves each MCP session's calls against the tools it last listed.
+// Its confirmations reach the person through the approve page
+// ([Host.ApproveURL]), unless Options.MCP.HTTP sets its own ApproveURL.
 func (h *Host) newMCPHandler() *mcpsurface.HTTPHandler {
 	o := h.opts.MCP.HTTP
 	if o.MaxSessions == 0 {
@@ -61,13 +64,20 @@ func (h *Host) newMCPHandler() *mcpsurface.HTTPHandler {
 	if o.Logger == nil {
 		o.Logger = h.log
 	}
+	if o.ApproveURL == nil {
+		o.ApproveURL = h.ApproveURL
+	}
 	return mcpsurface.NewHTTPHandler(h.resolveMCP, &o)
 }
 
 // mcpRoute is the MCP endpoint, behind the OAuth check when configured.
+// It tells the calls the base URL their request came to (baseHeader).
 func (h *Host) mcpRoute() http.Handler {
 	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.stats.add(&h.stats.mcpRequests)
+		r = r.WithContext(r.Context()) // a copy, whose header may change
+		r.Header = r.Header.Clone()
+		r.Header.Set(baseHeader, requestBase(r))
 		h.mcp.ServeHTTP(w, r)
 	})
 	if o := h.opts.MCP.OAuth; o != nil {
@@ -80,6 +90,45 @@ func (h *Host) mcpRoute() http.Handler {
 
 func (h *Host) metadataHandler() http.Handler {
 	return auth.ProtectedResourceMetadataHandler(h.opts.MCP.OAuth.Metadata)
+}
+
+// baseHeader carries the base URL (scheme and Host) of an MCP request
+// to the tool calls it makes, for their approve links
+// ([Host.ApproveURL]): the SDK hands a call its request's header
+// (mcp.RequestExtra.Header), not its Host. mcpRoute sets it on every
+// request, replacing whatever the client sent.
+const baseHeader = "Agentsurface-Request-Base"
+
+// requestBase is the base URL a request came to: its Host header (which
+// the guard checked), over https when it came over TLS to this server.
+// Forwarding headers are not read: any client can send them.
+func requestBase(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// mcpBase returns the base URL of the MCP request that made the call
+// req, as mcpRoute recorded it, or "".
+func mcpBase(req *mcp.CallToolRequest) string {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return req.Extra.Header.Get(baseHeader)
+}
+
+// urlElicited reports whether an approve link asked for during the call
+// req is the URL of a URL-mode elicitation, as mcpsurface decides it: a
+// call's first round (no request state) of a client that declares
+// elicitation.url, unless Options.MCP.HTTP.NoURLElicitation.
+func (h *Host) urlElicited(req *mcp.CallToolRequest) bool {
+	if h.opts.MCP.HTTP.NoURLElicitation || req.Session == nil || req.Params == nil || req.Params.RequestState != "" {
+		return false
+	}
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 }
 
 var errNoSession = errors.New("webhost: no session for this token")

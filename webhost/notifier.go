@@ -104,7 +104,7 @@ func (h *Host) callNotify(ctx context.Context, notify NotifyFunc, s *Session, p 
 			err = fmt.Errorf("the notifier panicked: %v", r)
 		}
 	}()
-	return notify(ctx, s, p, s.approveURL(p, linkNotified))
+	return notify(ctx, s, p, s.approveURL(p, linkNotified, s.h.opts.PublicURL))
 }
 
 // done records the end of a call.

@@ -66,7 +66,8 @@ type Session struct {
 	user      string
 	created   time.Time
 	reg       *surface.Registry
-	now       func() time.Time // the registry's clock
+	now       func() time.Time  // the registry's clock
+	audit     surface.AuditSink // the registry's audit sink, for the approve page's refusals; nil for none
 	views     Views
 	keepShown bool
 	hosted    bool // made by Host.NewSession
@@ -126,6 +127,7 @@ func (s *Session) init() (err error) {
 			}
 		}
 	}
+	s.audit = o.Audit
 	s.reg = surface.New(&o)
 	if h.opts.Executor != nil {
 		s.reg.SetProcedureExecutor(h.opts.Executor)

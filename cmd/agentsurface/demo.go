@@ -31,7 +31,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	db := fs.String("db", defaultDB(), "SQLite database file, created and seeded on first use (with --scripted: a fresh temporary one unless set)")
 	reset := fs.Bool("reset", false, "delete the database first, for a fresh seed")
 	scripted := fs.Bool("scripted", false, "play the scripted agent over MCP, print its transcript and exit (0 if every step went as expected)")
-	approve := fs.Bool("approve", false, "with --scripted: approve through the host API instead of waiting for a click in the browser")
+	approve := fs.Bool("approve", false, "with --scripted: decide headless, as you would on the approve page of the link the agent hands you (approve the task, with a grant for its devices; deny what it asks beyond), instead of waiting for a click in the browser")
 	modelURL := fs.String("model-url", "", "OpenAI-compatible chat-completions endpoint for the page's agent console, e.g. http://localhost:11434/v1/ (default: the scripted agent)")
 	model := fs.String("model", "gpt-4o-mini", "model name for --model-url")
 	modelTimeout := fs.Duration("model-timeout", chat.DefaultRequestTimeout, "give up on a model request that has not answered after this long (the page's Stop ends a run at once)")
@@ -43,7 +43,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	newToken := fs.Bool("new-token", false, "make a new printed session, with a new link and MCP token, instead of the one kept in the database from an earlier start (whose token, link and pages then stop working)")
 	drain := fs.Duration("drain", 0, "on SIGTERM or Ctrl+C, answer /readyz with 503 for this long before stopping, so that a load balancer stops sending new requests first (with --postgres: 5s unless set)")
 	fs.BoolVar(&rf.durableAudit, "audit-durable", true, "with --postgres: answer a call only once its audit record is committed, so that a crash loses none (false: write the audit in the background; a crash loses the last records)")
-	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links (default: the address it listens on); behind a load balancer, the balancer's")
+	publicURL := fs.String("public-url", "", "the base URL users reach the console at, printed in its links and the approve links it hands to agents (default: the address it listens on; approve links then use the address each agent connected to); behind a load balancer, the balancer's")
 	logFormat := fs.String("log-format", "text", "format of the diagnostics on standard error: text (key=value) or json (one object per line, for a log collector)")
 	logLevel := fs.String("log-level", "info", "log level of the diagnostics on standard error: debug, info, warn or error (with --scripted: warn unless set, so that the transcript reads cleanly)")
 	fs.Usage = func() {
@@ -138,7 +138,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer ln.Close()
 
-	opts := console.Options{Host: webhost.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts)}}
+	opts := console.Options{Host: webhost.Options{Logger: log, AllowedHosts: allowedHosts(*addr, *allowHosts), PublicURL: *publicURL}}
 	var dep *deployment
 	if rf.postgres != "" {
 		if dep, err = openDeployment(ctx, rf, ln, log); err != nil {

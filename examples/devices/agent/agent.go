@@ -62,6 +62,9 @@ type Step struct {
 	Want string `json:"want,omitempty"`
 	// Detail is a short human note: the output, the error message.
 	Detail string `json:"detail,omitempty"`
+	// Link is a link the step was given to hand to the user (an approve
+	// page's, from CONFIRMATION_REQUIRED's details.approveUrl), whole.
+	Link string `json:"link,omitempty"`
 	// Duration is how long the step took.
 	Duration time.Duration `json:"durationNs"`
 }

@@ -23,18 +23,24 @@ func FuzzEnvelope(f *testing.F) {
 	})
 }
 
-// Transcript marks unexpected outcomes with what was wanted.
+// Transcript marks unexpected outcomes with what was wanted, and shows
+// a step's link whole.
 func TestTranscript(t *testing.T) {
 	var b strings.Builder
 	report := agent.Transcript(&b)
 	report(agent.Step{N: 1, Title: "discover", Tool: "tools/list", Outcome: "ok", Want: "ok"})
 	report(agent.Step{N: 2, Title: "read", Tool: "view_x", Outcome: "STALE_CAPABILITY", Want: "ok", Detail: "changed\nsince"})
+	link := "http://127.0.0.1:8080/agentsurface/approve/cnf_abc?link=s_1.u." + strings.Repeat("x", 120)
+	report(agent.Step{N: 3, Title: "hand the user the approve link", Outcome: "link given", Want: "link given", Link: link})
 	out := b.String()
 	if !strings.Contains(out, "ok                       ✓") || !strings.Contains(out, "STALE_CAPABILITY         ✗") || !strings.Contains(out, "want ok: changed since") {
 		t.Fatalf("%s", out)
 	}
-	if strings.Count(out, "\n") != 3 {
-		t.Fatalf("want a header and two lines:\n%s", out)
+	if !strings.Contains(out, "\n     ↳ "+link+"\n") {
+		t.Fatalf("the link is not shown whole on a line of its own:\n%s", out)
+	}
+	if strings.Count(out, "\n") != 5 {
+		t.Fatalf("want a header, three lines and the link:\n%s", out)
 	}
 }
 

@@ -21,6 +21,7 @@ const (
 	capReadDevice = "view:devices.detail.readDevice"
 	capClose      = "view:devices.detail.close"
 	capDisable    = "domain:devices.disable"
+	capEnable     = "domain:devices.enable"
 )
 
 // Scripted is an agent without a model: it plays the devices console's
@@ -41,9 +42,19 @@ const (
 //  5. go back (close the panel), list the tools again (a destructive
 //     procedure called from a catalog older than the last surface change
 //     is refused as stale) and disable the selection: two-phase
-//     tools answer CONFIRMATION_REQUIRED, the user approves, the retry
-//     succeeds; waiting tools return once the user approved;
-//  6. read the table again to verify the devices are disabled.
+//     tools answer CONFIRMATION_REQUIRED (with the approve link the
+//     agent hands the user, when the server gives one), the user
+//     approves, the retry succeeds; waiting tools return once the user
+//     approved;
+//  6. read the table again to verify the devices are disabled;
+//  7. when the user approved with a standing grant for these devices
+//     (AwaitApproval says so), show the grant at work: enable the first
+//     device again (no approval needed) and disable it again, which runs
+//     without asking (the result names the grant); then select a device
+//     the grant does not cover (an online one of the site) and disable
+//     it: outside the grant, the call asks again, and the agent hands
+//     the user the new link and goes on as they decide (a denial runs
+//     nothing, which it verifies in the table).
 //
 // Run returns an error naming the first step whose outcome differs from
 // the expected one; it stops there.
@@ -57,11 +68,13 @@ type Scripted struct {
 	// a retry (an MCP client); false means a call that needs approval
 	// waits for the user and returns the final result (an embedded loop).
 	TwoPhase bool
-	// AwaitApproval, in two-phase mode, returns once the user decided on
-	// the confirmation (or decides itself, for headless runs). Nil means
-	// retrying every second until the answer is no longer
-	// CONFIRMATION_REQUIRED, as any remote agent can.
-	AwaitApproval func(ctx context.Context, confirmationID, summary string) error
+	// AwaitApproval, in two-phase mode, returns the user's decision on a
+	// confirmation the agent handed them (or decides itself, for headless
+	// runs): how they decided, and the standing grant they gave with an
+	// approval, if any. An error means no decision came (the request
+	// expired, ctx ended). Nil means retrying every second until the
+	// answer is no longer CONFIRMATION_REQUIRED, as any remote agent can.
+	AwaitApproval func(ctx context.Context, a Approval) (Decision, error)
 	// Now is the clock that times the steps. Default time.Now.
 	Now func() time.Time
 }
@@ -82,6 +95,30 @@ func (a *Scripted) Run(ctx context.Context, prompt string, tools Tools, report f
 	return r.play(ctx)
 }
 
+// Approval is a confirmation request the scripted agent hands the user.
+type Approval struct {
+	ConfirmationID string
+	// Summary is what the user is asked to approve.
+	Summary string
+	// ApproveURL is the link to the approve page the server gave with the
+	// request (CONFIRMATION_REQUIRED's details.approveUrl), or "".
+	ApproveURL string
+	// N counts the requests of the run from 1: the task's disable is the
+	// first; a later one is a call the agent makes outside a grant.
+	N int
+}
+
+// Decision is how the user decided a request ([Scripted].AwaitApproval).
+type Decision struct {
+	// Approved is true for an approval, false for a denial.
+	Approved bool
+	// GrantID is the standing grant the user gave with the approval
+	// ("approve, and allow this for N minutes for these devices"), or "".
+	GrantID string
+	// Note says how they decided, for the transcript.
+	Note string
+}
+
 // IgnoresPrompt is what the scripted agent says when it is given a prompt.
 const IgnoresPrompt = "I am the scripted agent: I play the demo task (disable the offline devices of one site, checking every step) whatever the prompt says. A model follows prompts: start the demo with --model-url."
 
@@ -95,6 +132,7 @@ type run struct {
 	report func(Step)
 	now    func() time.Time
 	n      int
+	asked  int             // the confirmation requests handed to the user
 	shown  map[string]Tool // by capability id, from the last discovery
 }
 
@@ -192,6 +230,7 @@ func (r *run) play(ctx context.Context) error {
 	}
 
 	disable := map[string]any{"reason": reason}
+	var decided Decision
 	if !r.a.TwoPhase {
 		if _, err := r.call(ctx, "disable the selection (waits for approval)", capDisable, disable, "ok"); err != nil {
 			return err
@@ -201,8 +240,7 @@ func (r *run) play(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cid, summary := res.Error.ConfirmationID(), res.Error.Summary()
-		if err := r.awaitApproval(ctx, cid, summary, disable); err != nil {
+		if decided, err = r.awaitApproval(ctx, res, disable); err != nil {
 			return err
 		}
 	}
@@ -221,27 +259,123 @@ func (r *run) play(ctx context.Context) error {
 			return r.fail("verify in the table", id+" is not disabled")
 		}
 	}
+	if decided.GrantID == "" {
+		return nil
+	}
+	return r.grantAtWork(ctx, site, first, ids, disable, decided.GrantID)
+}
+
+// grantAtWork shows the standing grant grantID the user gave with the
+// approval of the disable of the devices granted, with the arguments
+// disable: a later disable of dev (one of them) runs without asking; a
+// disable of a device outside the grant asks again.
+func (r *run) grantAtWork(ctx context.Context, site string, dev tableRow, granted []string, disable map[string]any, grantID string) error {
+	r.emit(Step{Title: "the user gave a standing grant", Outcome: "note", Detail: grantID +
+		" for these devices: a disable within it runs without asking; one outside it asks again"})
+	if _, err := r.call(ctx, "show every device in "+site, capSetFilter, map[string]any{"site": site}, "ok"); err != nil {
+		return err
+	}
+	res, err := r.call(ctx, "read the table", capReadState, nil, "ok")
+	if err != nil {
+		return err
+	}
+	var table tableState
+	_ = res.Decode(&table)
+	if _, err := r.call(ctx, "select "+dev.Name, capSelectRows, map[string]any{"ids": []string{dev.ID}}, "ok"); err != nil {
+		return err
+	}
+	if err := r.discover(ctx, "discover the tools", capEnable, capDisable); err != nil {
+		return err
+	}
+	if _, err := r.call(ctx, "enable "+dev.Name+" again (no approval needed)", capEnable, map[string]any{"reason": "back for a check"}, "ok"); err != nil {
+		return err
+	}
+	if err := r.discover(ctx, "discover the tools", capDisable); err != nil {
+		return err
+	}
+	const within = "disable it again: within the grant"
+	if res, err = r.call(ctx, within, capDisable, disable, "ok"); err != nil {
+		return err
+	}
+	if res.GrantID != grantID {
+		return r.fail(within, "want the call allowed by "+grantID+", got "+firstNonEmpty(res.GrantID, "no grant"))
+	}
+
+	// A device the grant does not cover: an online one of the site.
+	i := slices.IndexFunc(table.Rows, func(row tableRow) bool { return row.Status == "online" && !slices.Contains(granted, row.ID) })
+	if i < 0 {
+		r.emit(Step{Title: "No online device in " + site + " to show a call outside the grant."})
+		return nil
+	}
+	other := table.Rows[i]
+	if _, err := r.call(ctx, "select "+other.Name, capSelectRows, map[string]any{"ids": []string{other.ID}}, "ok"); err != nil {
+		return err
+	}
+	if err := r.discover(ctx, "discover the tools", capDisable); err != nil {
+		return err
+	}
+	if res, err = r.call(ctx, "disable "+other.Name+": outside the grant", capDisable, disable, string(surface.CodeConfirmationRequired)); err != nil {
+		return err
+	}
+	decided, err := r.awaitApproval(ctx, res, disable)
+	if err != nil {
+		return err
+	}
+	want := "online"
+	if decided.Approved {
+		want = "disabled"
+	}
+	if res, err = r.call(ctx, "verify "+other.Name+" in the table", capReadState, nil, "ok"); err != nil {
+		return err
+	}
+	table = tableState{}
+	_ = res.Decode(&table)
+	if !slices.ContainsFunc(table.Rows, func(row tableRow) bool { return row.ID == other.ID && row.Status == want }) {
+		return r.fail("verify "+other.Name+" in the table", other.ID+" is not "+want)
+	}
 	return nil
 }
 
-// awaitApproval waits for the user's decision and retries the disable
-// call (two-phase mode).
-func (r *run) awaitApproval(ctx context.Context, cid, summary string, args map[string]any) error {
+// awaitApproval hands the user the confirmation request of res (a
+// CONFIRMATION_REQUIRED of the disable call with args), with its approve
+// link when the server gave one, waits for their decision and retries the
+// call (two-phase mode). The task's request must be approved; a later one
+// may be denied, and then nothing is retried.
+func (r *run) awaitApproval(ctx context.Context, res surface.Result, args map[string]any) (Decision, error) {
 	const title = "retry after approval"
+	r.asked++
+	first := r.asked == 1
+	ap := Approval{ConfirmationID: res.Error.ConfirmationID(), Summary: res.Error.Summary(), ApproveURL: res.Error.ApproveURL(), N: r.asked}
+	if ap.ApproveURL != "" {
+		r.emit(Step{Title: "hand the user the approve link", Outcome: "link given", Want: "link given", Detail: ap.Summary, Link: ap.ApproveURL})
+	}
 	start := r.now()
-	var res surface.Result
+	decided := Decision{Approved: true}
 	if r.a.AwaitApproval != nil {
-		err := r.a.AwaitApproval(ctx, cid, summary)
-		step := Step{Title: "wait for the user's approval", Outcome: "decided", Want: "decided", Detail: summary, Duration: r.now().Sub(start)}
+		var err error
+		decided, err = r.a.AwaitApproval(ctx, ap)
+		step := Step{Title: "wait for the user's decision", Outcome: decisionOutcome(decided), Detail: firstNonEmpty(decided.Note, ap.Summary), Duration: r.now().Sub(start)}
+		if first {
+			step.Want = step.Outcome // the task's request must be approved
+			if !decided.Approved {
+				step.Want = "approved"
+			}
+		}
 		if err != nil {
-			step.Outcome, step.Detail = "error", err.Error()
+			step.Outcome, step.Want, step.Detail = "error", "decided", err.Error()
 		}
 		r.emit(step)
 		if err != nil {
-			return fmt.Errorf("%w: waiting for approval: %v", errStep, err)
+			return decided, fmt.Errorf("%w: waiting for approval: %w", errStep, err)
+		}
+		if !step.Expected() {
+			return decided, fmt.Errorf("%w: the task's request was denied", errStep)
+		}
+		if !decided.Approved {
+			return decided, nil // nothing to retry: nothing runs
 		}
 		if res, err = r.call(ctx, title, capDisable, args, "ok"); err != nil {
-			return err
+			return decided, err
 		}
 	} else {
 		// What any remote agent can do: call again until the answer
@@ -251,13 +385,13 @@ func (r *run) awaitApproval(ctx context.Context, cid, summary string, args map[s
 		for {
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return decided, ctx.Err()
 			case <-tick.C:
 			}
 			var err error
 			res, err = r.tools.Call(ctx, r.shown[capDisable].Name, mustJSON(args))
 			if err != nil {
-				return fmt.Errorf("%w: %s: %v", errStep, title, err)
+				return decided, fmt.Errorf("%w: %s: %v", errStep, title, err)
 			}
 			if Outcome(res) != string(surface.CodeConfirmationRequired) {
 				break
@@ -266,16 +400,27 @@ func (r *run) awaitApproval(ctx context.Context, cid, summary string, args map[s
 		step := Step{Title: title + " (polled)", Tool: r.shown[capDisable].Name, Args: mustJSON(args), Outcome: Outcome(res), Want: "ok", Detail: detail(res), Duration: r.now().Sub(start)}
 		r.emit(step)
 		if !step.Expected() {
-			return fmt.Errorf("%w: %s: got %s, want ok", errStep, title, step.Outcome)
+			return decided, fmt.Errorf("%w: %s: got %s, want ok", errStep, title, step.Outcome)
 		}
 	}
 	var out struct {
 		Disabled int `json:"disabled"`
 	}
 	if err := res.Decode(&out); err != nil || out.Disabled < 1 {
-		return r.fail(title, "nothing was disabled")
+		return decided, r.fail(title, "nothing was disabled")
 	}
-	return nil
+	return decided, nil
+}
+
+// decisionOutcome is the transcript's outcome of a decision.
+func decisionOutcome(d Decision) string {
+	switch {
+	case !d.Approved:
+		return "denied"
+	case d.GrantID != "":
+		return "approved with a grant"
+	}
+	return "approved"
 }
 
 // discover lists the tools and checks that the capabilities want are
@@ -356,8 +501,13 @@ func (r *run) emit(s Step) {
 	r.report(s)
 }
 
-// detail is a one-line note on a result.
+// detail is a one-line note on a result: the error's message, or the
+// output, after the grant that let the call through unasked, if one did.
 func detail(res surface.Result) string {
+	if g := res.GrantID; g != "" {
+		res.GrantID = ""
+		return "no question asked: allowed by " + g + "; " + detail(res)
+	}
 	if res.Error != nil {
 		if reason := res.Error.Reason(); reason != "" {
 			return res.Error.Message + " (" + string(reason) + ")"

@@ -9,8 +9,8 @@ import (
 
 // Transcript returns a report function that prints each step as one line
 // of a table to w: number, title, tool, outcome (with a mark when it was
-// not the expected one), duration and a short detail. It is safe for
-// concurrent use.
+// not the expected one), duration and a short detail; a step's Link
+// follows on a line of its own, whole. It is safe for concurrent use.
 func Transcript(w io.Writer) func(Step) {
 	var mu sync.Mutex
 	header := false
@@ -27,6 +27,9 @@ func Transcript(w io.Writer) func(Step) {
 		}
 		fmt.Fprintf(w, "%3d  %-44s %-36s %-24s %1s %9.2f  %s\n", s.N, clip(s.Title, 44), clip(s.Tool, 36),
 			clip(s.Outcome, 24), mark, float64(s.Duration.Microseconds())/1000, clip(detail, 100))
+		if s.Link != "" {
+			fmt.Fprintf(w, "     ↳ %s\n", oneLine(s.Link)) // whole: the user opens it
+		}
 	}
 }
 

@@ -45,6 +45,10 @@ type Options struct {
 	// field's zero value is webhost's default. NewViews, Registry,
 	// Executor, Actor and RenderApprovals are the console's and must be
 	// nil; the MCP server's Implementation defaults to the console's.
+	// Host.PublicURL, where users reach the console, makes the approve
+	// links absolute under it (without it, an MCP client's links are
+	// under the Host it connected to) and is the base of the MCP endpoint
+	// the page prints.
 	Host webhost.Options
 }
 

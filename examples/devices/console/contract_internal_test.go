@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentsurface/agentsurface/examples/devices/domain"
 	"github.com/agentsurface/agentsurface/surface"
@@ -153,7 +154,8 @@ const (
 // refWith returns the table's reference to the procedure id (disable or
 // enable) with its confirmation level set to level: the reference
 // domain.DisableRef or EnableRef builds, with the same description, the
-// same agent-visible schema and the same binding.
+// same agent-visible schema, the same binding and the same grant
+// ceiling.
 func refWith[In, Out any](tb testing.TB, s *Session, id string, effect surface.Effect, level surface.Confirmation) surface.Capability {
 	tb.Helper()
 	var shown contract.Capability
@@ -170,9 +172,13 @@ func refWith[In, Out any](tb testing.TB, s *Session, id string, effect surface.E
 	full["properties"].(map[string]any)["ids"] = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
 	full["required"] = append(full["required"].([]any), "ids")
 	schemaText, _ := json.Marshal(full)
+	var grants surface.GrantRule
+	if id == domain.DisableID {
+		grants = DisableGrants
+	}
 	return surface.Procedure(surface.ProcedureDef[In, Out]{
 		ID: id, Description: shown.Description, InputSchema: schemaText,
-		Effect: effect, Confirmation: level,
+		Effect: effect, Confirmation: level, Grants: grants,
 		Bound: []string{"ids"}, Bind: s.bindSelection, Describe: s.describeSelection,
 		When: s.hasSelection, UnavailableReason: domain.NothingSelected,
 	})
@@ -268,7 +274,8 @@ func TestLoweringDisableConfirmationIsWidening(t *testing.T) {
 	changes = must(contract.Compare(committed, must(contract.FromRegistry(s.Registry(), consumers...))))
 	byPolicy := 0
 	for _, c := range changes {
-		if c.Class != contract.Widening && c.Field != "requiresConfirmation" {
+		// (Nothing asks any more, so nothing is grantable: a narrowing.)
+		if c.Class != contract.Widening && c.Field != "requiresConfirmation" && c.Field != "standingGrants" {
 			t.Fatalf("not a widening: %+v", c)
 		}
 		if c.Field == "confirmationByPolicy" && strings.HasPrefix(c.Capability, domain.DisableID) {
@@ -303,4 +310,37 @@ func tableOf(changes []contract.Change) string {
 	var b strings.Builder
 	_ = contract.WriteTable(&b, changes)
 	return b.String()
+}
+
+// Disable's grant ceiling is part of the contract: a longer TTL or more
+// uses fails the check as a widening, for every consumer; no grants at
+// all is a narrowing.
+func TestWideningDisableGrantsIsWidening(t *testing.T) {
+	if *update {
+		t.Skip("-update rewrites the contract; this test checks changes against it")
+	}
+	widening := contract.Classes{contract.Widening}
+	ref := func(rule surface.GrantRule) func(s *Session, c *surface.Component) {
+		return func(s *Session, c *surface.Component) {
+			c.Procedures[disableRef] = domain.DisableRefWithGrants(s.bindSelection, s.describeSelection, rule)
+		}
+	}
+	for _, rule := range []surface.GrantRule{
+		{Allow: true, MaxTTL: time.Hour, MaxUses: DisableGrants.MaxUses},
+		{Allow: true, MaxTTL: DisableGrants.MaxTTL, MaxUses: 100},
+	} {
+		s := mountedSession(t, false, ref(rule))
+		msg := check(t, s.Registry(), widening)
+		for _, want := range []string{"widening", "domain:devices.disable", "standingGrants", "embedded:console", "mcp-bridge:agent", "webmcp:browser"} {
+			if !strings.Contains(msg, want) {
+				t.Fatalf("%+v: the failure does not say %q:\n%s", rule, want, msg)
+			}
+		}
+	}
+	if msg := check(t, mountedSession(t, false, ref(surface.GrantRule{})).Registry(), widening); msg != "" {
+		t.Fatalf("no grants at all failed the widening gate:\n%s", msg)
+	}
+	if msg := check(t, mountedSession(t, false, ref(DisableGrants)).Registry(), nil); msg != "" {
+		t.Fatalf("the console's own ceiling: %s", msg)
+	}
 }

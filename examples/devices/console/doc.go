@@ -28,8 +28,8 @@
 //     clearSelection, setFilter, sortBy, openDevice (navigation); and the
 //     domain procedures bound to the live selection: devices.disable
 //     (destructive, the selected ids locked, confirmation required, with
-//     the devices named in the approval card), devices.enable and
-//     devices.list;
+//     the devices named in the approval card, standing grants allowed
+//     within [DisableGrants]), devices.enable and devices.list;
 //   - devices.detail, instance id = the device id: readDevice and close.
 //
 // When the state behind a When predicate changes (the selection), the
@@ -53,10 +53,24 @@
 // catalog the agent was last shown, so a tool whose component unmounted
 // or was replaced answers COMPONENT_UNMOUNTED or STALE_CAPABILITY.
 //
+// An MCP agent's call that needs approval reaches the person wherever
+// they are (webhost's approve page): a client that declares URL-mode
+// elicitation opens the approve page for them, any other gets the
+// approve link in CONFIRMATION_REQUIRED to hand them; either way they
+// decide on the exact input, signed in as the session's user (here: in
+// a browser of the session), and the agent's call goes on.
+//
 // The approvals card is the console's rendering of webhost's approvals
 // fragment: the devices by name, the exact input, and for every decision
 // what became of it (the call it let through, a refusal by the domain
-// service, or that the request expired unanswered).
+// service, or that the request expired unanswered). With a disable it
+// offers "approve, and allow this for N minutes for these devices"
+// (webhost's offer, the approve page's too): a standing grant, within
+// [DisableGrants], that lets the same agent disable some of the same
+// devices with the same reason without asking. The Grants card lists
+// the session's active grants, their terms in plain words and the calls
+// left, with Revoke; a call a grant let through says so in the Activity
+// card and in its result (grantId).
 //
 // The page's Live surface card lists what the page's agent may use,
 // from [surface.Registry.Explain]: a capability that a policy

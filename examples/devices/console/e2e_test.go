@@ -22,18 +22,26 @@ import (
 
 // The scripted task over real HTTP, with the go-sdk client: every step
 // gets its expected outcome, the database holds exactly the approved
-// change, and the audit trails say who approved what, on which input.
-// AS-EXAMPLE-001 (the devices scenario end to end without a model),
-// AS-STALE-001 and AS-LIFE-005 (a call to a replaced registration is
-// STALE_CAPABILITY registration-replaced), AS-NAV-001 (close unmounts its
-// own panel and settles ok), AS-INVOKE-005 and AS-BIND-004 (the approval
-// shows the live bound ids), AS-CONFIRM-003 (the evidence is consumed).
+// changes, and the audit trails say who approved what, on which input.
+// The agent's client declares no elicitation: it is given the approve
+// link (shown whole in the transcript), which the headless user opens in
+// a browser of the session and approves with a standing grant for these
+// devices; a later disable of one of them runs without anyone being
+// asked (the result names the grant), and one of another device asks
+// again, is denied and runs nothing. AS-EXAMPLE-001 (the devices
+// scenario end to end without a model), AS-STALE-001 and AS-LIFE-005 (a
+// call to a replaced registration is STALE_CAPABILITY
+// registration-replaced), AS-NAV-001 (close unmounts its own panel and
+// settles ok), AS-INVOKE-005 and AS-BIND-004 (the approval shows the live
+// bound ids), AS-CONFIRM-003 (the evidence is consumed), AS-CONFIRM-006
+// (a denial is final: nothing runs), AS-ADAPTER-002 (the approve link
+// and the grant id relayed in the envelope).
 func TestScriptedTaskOverMCP(t *testing.T) {
 	d := newDemo(t, console.Options{})
 	s := d.session(t)
 	before := d.status(t)
 	var tr steps
-	const approver = "olivia (operator, test)"
+	const approver = "headless user"
 	err := s.PlayScripted(bg, console.ScriptedRun{URL: d.mcpURL(), Approver: approver, Report: tr.report, HTTPClient: d.srv.Client()})
 	if err != nil {
 		t.Fatalf("%v\n%v", err, tr.outcomes())
@@ -43,11 +51,13 @@ func TestScriptedTaskOverMCP(t *testing.T) {
 			t.Errorf("step %d %q: %s, want %s", st.N, st.Title, st.Outcome, st.Want)
 		}
 	}
-	if !tr.has(string(surface.CodeStaleCapability)) || !tr.has(string(surface.CodeConfirmationRequired)) {
-		t.Fatalf("the transcript lacks the stale call or the confirmation: %v", tr.outcomes())
+	if !tr.has(string(surface.CodeStaleCapability)) || !tr.has(string(surface.CodeConfirmationRequired)) || !tr.has("approved with a grant") || !tr.has("denied") {
+		t.Fatalf("the transcript lacks the stale call, the confirmation, the grant or the denial: %v", tr.outcomes())
 	}
 
-	// The database: d9 and d10 (London, offline) disabled, nothing else.
+	// The database: d9 and d10 (London, offline) disabled, d9 enabled and
+	// disabled again within the grant; d8 (online, outside the grant)
+	// untouched; nothing else.
 	after := d.status(t)
 	for id, st := range before {
 		want := st
@@ -58,21 +68,46 @@ func TestScriptedTaskOverMCP(t *testing.T) {
 			t.Errorf("%s: %s, want %s", id, after[id], want)
 		}
 	}
-	for _, id := range []string{"d9", "d10"} {
+	for id, actions := range map[string][]string{"d10": {"disable"}, "d9": {"disable", "enable", "disable"}, "d8": nil} {
 		h, err := d.store.History(bg, console.Operator, id, 0)
-		if err != nil || len(h) != 1 {
+		if err != nil || len(h) != len(actions) {
 			t.Fatalf("%s history %+v %v", id, h, err)
 		}
-		if h[0].UserID != console.Operator.ID || h[0].Action != "disable" || h[0].Reason != "offline during the maintenance window" || h[0].From != domain.StatusOffline {
-			t.Fatalf("%s audit row %+v", id, h[0])
+		for i, c := range h { // newest first
+			if want := actions[len(actions)-1-i]; c.Action != want || c.UserID != console.Operator.ID {
+				t.Fatalf("%s history %+v", id, h)
+			}
+			if c.Action == "disable" && c.Reason != "offline during the maintenance window" {
+				t.Fatalf("%s audit row %+v", id, c)
+			}
 		}
 	}
 
-	// The console's record of the decision: who, what, the exact input.
-	ds := s.Decisions()
-	if len(ds) != 1 {
-		t.Fatalf("%d decisions", len(ds))
+	// The transcript: the links the agent was given, each that of its
+	// request; the call within the grant names it.
+	var links []string
+	grantID := ""
+	for _, st := range tr.list {
+		if st.Link != "" {
+			links = append(links, st.Link)
+		}
+		if st.Title == "disable it again: within the grant" {
+			_, grantID, _ = strings.Cut(st.Detail, "allowed by ")
+			grantID, _, _ = strings.Cut(grantID, ";")
+		}
 	}
+	ds := s.Decisions()
+	if len(ds) != 2 || len(links) != 2 {
+		t.Fatalf("%d decisions, %d links", len(ds), len(links))
+	}
+	for i, dec := range ds {
+		if !strings.HasPrefix(links[i], d.srv.URL+"/agentsurface/approve/"+dec.ConfirmationID+"?link=") {
+			t.Fatalf("link %q for %s", links[i], dec.ConfirmationID)
+		}
+	}
+
+	// The console's record of the decisions: who, how, what, the exact
+	// input.
 	dec := ds[0]
 	var in struct {
 		IDs    []string `json:"ids"`
@@ -81,29 +116,48 @@ func TestScriptedTaskOverMCP(t *testing.T) {
 	if err := json.Unmarshal([]byte(dec.Input), &in); err != nil {
 		t.Fatal(err)
 	}
-	if dec.Outcome != surface.OutcomeApproved || dec.Call == nil || !dec.Call.Executed || dec.Call.Status != surface.StatusOK || dec.Actor != approver || dec.CapabilityID != domain.DisableID || dec.Consumer != "mcp-bridge:agent" ||
+	const actor = "olivia (operator, browser)" // the page names who decides
+	if dec.Outcome != surface.OutcomeApproved || dec.Call == nil || !dec.Call.Executed || dec.Call.Status != surface.StatusOK || dec.Actor != actor ||
+		dec.Channel != surface.ChannelLink || dec.CapabilityID != domain.DisableID || dec.Consumer != "mcp-bridge:agent" ||
 		!slices.Equal(in.IDs, []string{"d9", "d10"}) || in.Reason != "offline during the maintenance window" {
 		t.Fatalf("decision %+v (input %s)", dec, dec.Input)
 	}
 	if !strings.Contains(dec.Summary, "badge-reader-lon-02") || !strings.Contains(dec.Summary, "hvac-ctrl-lon-03") {
 		t.Fatalf("the summary does not name the devices: %q", dec.Summary)
 	}
+	if dec := ds[1]; dec.Outcome != surface.OutcomeDenied || dec.Call != nil || !strings.Contains(string(dec.Input), `"d8"`) || dec.Channel != surface.ChannelLink {
+		t.Fatalf("the second decision %+v", dec)
+	}
+	g, ok := s.Registry().Grants().Get(grantID)
+	if !ok || g.ConfirmationID != dec.ConfirmationID || g.Uses != 1 || g.MaxUses != console.DisableGrants.MaxUses ||
+		g.ExpiresAt.Sub(g.CreatedAt) != console.DisableGrants.MaxTTL || g.CreatedBy != actor || g.ConsumerKey != "mcp-bridge:agent" {
+		t.Fatalf("the grant %q: %+v", grantID, g)
+	}
 
-	// The registry's audit trail: the approval by its actor, the
-	// confirmation consumed, the disable settled ok for the MCP consumer.
-	var approved, consumed, settled bool
+	// The registry's audit trail: the approval by its actor, the grant
+	// made and used, the confirmation consumed, the disables settled ok
+	// for the MCP consumer (the second by the grant), the denial.
+	var approved, made, used, consumed, settled, byGrant, denied bool
 	for _, e := range s.Activity() {
 		switch {
-		case e.Type == surface.AuditConfirmationApproved && e.Actor == approver && e.CapabilityID == domain.DisableID:
+		case e.Type == surface.AuditConfirmationApproved && e.Actor == actor && e.CapabilityID == domain.DisableID:
 			approved = true
+		case e.Type == surface.AuditGrantCreated && e.GrantID == grantID && e.Actor == actor:
+			made = true
+		case e.Type == surface.AuditGrantUsed && e.GrantID == grantID && e.ConsumerID == "mcp-bridge:agent":
+			used = true
 		case e.Type == surface.AuditConfirmationConsumed && e.CapabilityID == domain.DisableID:
 			consumed = true
+		case e.Type == surface.AuditInvocationSettled && e.CapabilityID == domain.DisableID && e.Status == surface.StatusOK && e.GrantID == grantID:
+			byGrant = true
 		case e.Type == surface.AuditInvocationSettled && e.CapabilityID == domain.DisableID && e.Status == surface.StatusOK:
 			settled = e.ConsumerID == "mcp-bridge:agent" && e.DurationMs != nil
+		case e.Type == surface.AuditConfirmationDenied && e.ConfirmationID == ds[1].ConfirmationID:
+			denied = true
 		}
 	}
-	if !approved || !consumed || !settled {
-		t.Fatalf("audit: approved %v consumed %v settled %v", approved, consumed, settled)
+	if !approved || !made || !used || !consumed || !settled || !byGrant || !denied {
+		t.Fatalf("audit: approved %v, grant made %v used %v, consumed %v, settled %v, by the grant %v, denied %v", approved, made, used, consumed, settled, byGrant, denied)
 	}
 }
 

@@ -39,8 +39,9 @@ const (
 	partAgent
 	partSurface
 	partActivity
+	partGrants
 
-	partAll = partActivity<<1 - 1
+	partAll = partGrants<<1 - 1
 	// partView is what a change of the view state touches: the table, the
 	// detail panel, and the live notes of the bound procedures.
 	partView = partTable | partDetail | partSurface
@@ -53,6 +54,7 @@ var fragments = []struct {
 }{
 	{"header", partHeader}, {"table", partTable}, {"detail", partDetail},
 	{"agent", partAgent}, {"surface", partSurface}, {"activity", partActivity},
+	{"grants", partGrants},
 }
 
 // Fragment renders the live fragment id (it is the webhost.Views of the
@@ -80,6 +82,7 @@ type pageData struct {
 	Agent     agentData
 	Connect   connectData
 	Surface   []surfaceRow
+	Grants    []grantRow
 	Version   string
 	// Script includes the Host's page script, and Approvals is the
 	// approvals card, on the page's first render.
@@ -143,6 +146,9 @@ func (s *Session) pageData(ctx context.Context, parts part) pageData {
 	}
 	if parts&partActivity != 0 {
 		d.Activity = s.activityHTML(40)
+	}
+	if parts&partGrants != 0 {
+		d.Grants = s.grantRows()
 	}
 	if parts&partAgent != 0 {
 		d.Agent = agentData{Name: s.app.opts.AgentName, Busy: s.agent().busy(), Entries: s.Chat(), Scripted: s.agent().scripted()}
@@ -245,6 +251,9 @@ type approvalCard struct {
 	ID, Summary, Capability, Consumer, Reason, Input string
 	Devices                                          []string
 	ExpiresAt                                        time.Time
+	// Grant is the standing grant the card offers with an approval, as
+	// the approve page does; nil when the capability allows none.
+	Grant *grantOfferCard
 }
 
 // decisionRow is a decision and what became of it: an approval is not
@@ -267,7 +276,9 @@ func (a *App) renderApprovals(w io.Writer, ws *webhost.Session, ap webhost.Appro
 	s := viewsOf(ws)
 	d := approvalsData{Action: ap.Action}
 	for _, p := range ap.Pending {
-		d.Approvals = append(d.Approvals, s.card(p))
+		c := s.card(p)
+		c.Grant = s.offerCard(ap.Offers[p.ConfirmationID])
+		d.Approvals = append(d.Approvals, c)
 	}
 	for _, dec := range ap.Decisions { // newest first
 		d.Decisions = append(d.Decisions, decisionRowOf(dec))
@@ -374,6 +385,12 @@ var events = map[surface.AuditType]string{
 	surface.AuditConfirmationConsumed:  "approval used",
 	surface.AuditLateSettlement:        "late result",
 	surface.AuditCollisionSuspected:    "name collision",
+	surface.AuditGrantCreated:          "grant made",
+	surface.AuditGrantRefused:          "grant refused",
+	surface.AuditGrantUsed:             "grant used",
+	surface.AuditGrantRevoked:          "grant revoked",
+	surface.AuditGrantExpired:          "grant ended",
+	webhost.AuditApproveRefused:        "approve page refused",
 }
 
 func (s *Session) feedRow(e feedEntry) activityRow {
@@ -413,6 +430,13 @@ func (s *Session) feedRow(e feedEntry) activityRow {
 		r.Outcome, r.Class = strings.TrimPrefix(string(e.Type), "confirmation-"), "failed"
 	case surface.AuditConfirmationRequested:
 		r.Outcome, r.Class = "waiting for you", "pending"
+	case surface.AuditGrantCreated, surface.AuditGrantUsed, surface.AuditGrantRevoked, surface.AuditGrantExpired:
+		r.Outcome = e.GrantID
+	case surface.AuditGrantRefused, webhost.AuditApproveRefused:
+		r.Outcome, r.Class = e.Reason, "failed"
+	}
+	if e.Type == surface.AuditInvocationSettled && e.GrantID != "" {
+		r.Outcome += " · allowed by " + e.GrantID // no one was asked: a standing grant let it through
 	}
 	if e.DurationMs != nil {
 		r.Millis = strconv.FormatInt(*e.DurationMs, 10)

@@ -75,8 +75,11 @@ func (s *Session) agent() *agentConsole {
 }
 
 // start follows the registry once it exists: its events re-render the
-// fragments they touch.
-func (s *Session) start() { s.ws.Registry().Subscribe(s.event) }
+// fragments they touch, and its grants the Grants card.
+func (s *Session) start() {
+	s.ws.Registry().Subscribe(s.event)
+	s.ws.Registry().Grants().Subscribe(s.grantsChanged)
+}
 
 // ID returns the session's public id ("s_…"), shown on the page.
 func (s *Session) ID() string { return s.ws.ID() }

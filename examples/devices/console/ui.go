@@ -47,7 +47,7 @@ func (a *App) page(w http.ResponseWriter, r *http.Request) {
 	ws := webhost.SessionFrom(r.Context())
 	s := viewsOf(ws)
 	d := s.pageData(r.Context(), partAll)
-	d.Script, d.Connect = a.host.Script(), connectCommands(baseURL(r), s.Token())
+	d.Script, d.Connect = a.host.Script(), connectCommands(a.baseURL(r), s.Token())
 	var approvals bytes.Buffer
 	if err := ws.RenderApprovals(&approvals); err == nil {
 		d.Approvals = template.HTML(approvals.String()) // rendered by html/template
@@ -61,7 +61,12 @@ func (a *App) page(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-func baseURL(r *http.Request) string {
+// baseURL is where users reach the console: Options.Host.PublicURL, else
+// the scheme and Host of the request.
+func (a *App) baseURL(r *http.Request) string {
+	if u := strings.TrimSuffix(a.opts.Host.PublicURL, "/"); u != "" {
+		return u
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -136,6 +141,10 @@ func (s *Session) handleForm(ctx context.Context, action string, f map[string][]
 			return http.StatusBadRequest, "unknown user"
 		}
 		s.SetUser(users[i])
+	case "revoke":
+		if !s.revokeGrant(ctx, get("id")) {
+			return http.StatusNotFound, "There is no such active grant in this session."
+		}
 	case "stop":
 		s.StopAgent() // nothing to stop is fine: the run may just have ended
 	case "ask":

@@ -100,6 +100,13 @@ var (
 		"required":["id"],"additionalProperties":false}`)
 )
 
+// DisableGrants is the ceiling of the standing grants a person may give
+// with an approval of devices.disable ("approve, and allow this for N
+// minutes for these devices"): at most 15 minutes and 10 calls, each
+// within the devices and the reason the person approved. It is part of
+// the console's contract: widening it is a widening.
+var DisableGrants = surface.GrantRule{Allow: true, MaxTTL: 15 * time.Minute, MaxUses: 10}
+
 // tableComponent is the devices table as an agent sees it: its state to
 // read, view actions, and the domain procedures bound to its selection.
 func (s *Session) tableComponent() surface.Component {
@@ -179,7 +186,7 @@ func (s *Session) tableComponent() surface.Component {
 		// gives a reason, the selected ids are locked in, and the user
 		// approves exactly the devices that will be disabled.
 		Procedures: []surface.Capability{
-			domain.DisableRef(s.bindSelection, s.describeSelection),
+			domain.DisableRefWithGrants(s.bindSelection, s.describeSelection, DisableGrants),
 			domain.EnableRef(s.bindSelection, s.describeSelection),
 			domain.ListRef(),
 		},

@@ -281,6 +281,18 @@ func listSchema() json.RawMessage {
 //
 // A nil bind leaves ids to the agent.
 func DisableRef(bind func(ctx context.Context) (map[string]any, error), describe func() string) surface.Capability {
+	return DisableRefWithGrants(bind, describe, surface.GrantRule{})
+}
+
+// DisableRefWithGrants is [DisableRef] opted into standing grants within
+// grants (surface.GrantRule): a person approving a disable may also let
+// later disables of the same consumer, within the constraints the host
+// derives from the approved input (these devices, this reason), skip
+// the question for a while. Disable is destructive, so grants must name
+// their ceiling, MaxTTL and MaxUses (Register refuses the reference
+// otherwise); the zero GrantRule is DisableRef. The domain service still
+// re-checks the user's permission on every call, grant or not.
+func DisableRefWithGrants(bind func(ctx context.Context) (map[string]any, error), describe func() string, grants surface.GrantRule) surface.Capability {
 	def := surface.ProcedureDef[DisableInput, DisableOutput]{
 		ID:          DisableID,
 		Description: disableDescription,
@@ -288,6 +300,7 @@ func DisableRef(bind func(ctx context.Context) (map[string]any, error), describe
 		Effect:      surface.EffectDestructive,
 		Bind:        bind,
 		Describe:    describe,
+		Grants:      grants,
 	}
 	if bind != nil {
 		def.Bound = []string{"ids"}
