@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentsurface/agentsurface/internal/randid"
@@ -306,7 +305,7 @@ const maxEndedGrants = 200
 type Grants struct {
 	r      *Registry
 	mu     sync.Mutex // after Confirmations.mu, before Registry.mu (see Registry)
-	active atomic.Int32
+	active int        // grants in state active
 	byID   map[string]*grantRecord
 	byCap  map[string][]*grantRecord // active grants by capability id, creation order
 	order  []*grantRecord            // every kept grant, creation order
@@ -324,7 +323,7 @@ func (g *Grants) List() []Grant {
 }
 
 func (g *Grants) listLocked() []Grant {
-	out := make([]Grant, 0, g.active.Load())
+	out := make([]Grant, 0, g.active)
 	for _, rec := range g.order {
 		if rec.view.State == GrantActive {
 			out = append(out, rec.view.clone())
@@ -451,7 +450,7 @@ func (g *Grants) end(ctx context.Context, id string, state GrantState, actor str
 // endLocked does the bookkeeping of a grant leaving active.
 func (g *Grants) endLocked(rec *grantRecord, state GrantState, now time.Time) {
 	rec.view.State, rec.view.EndedAt = state, now
-	g.active.Add(-1)
+	g.active--
 	list := g.byCap[rec.view.CapabilityID]
 	if i := slices.Index(list, rec); i >= 0 {
 		list = slices.Delete(slices.Clone(list), i, i+1)
@@ -465,7 +464,7 @@ func (g *Grants) endLocked(rec *grantRecord, state GrantState, now time.Time) {
 		g.r.ctxWG.Done() // the expiry callback will not run
 	}
 	rec.timer = nil
-	for len(g.order)-int(g.active.Load()) > maxEndedGrants { // drop the oldest ended
+	for len(g.order)-g.active > maxEndedGrants { // drop the oldest ended
 		i := slices.IndexFunc(g.order, func(x *grantRecord) bool { return x.view.State != GrantActive })
 		delete(g.byID, g.order[i].view.GrantID)
 		g.order = slices.Delete(g.order, i, i+1)
@@ -475,7 +474,7 @@ func (g *Grants) endLocked(rec *grantRecord, state GrantState, now time.Time) {
 // insertLocked adds a prepared grant to the store and arms its expiry.
 func (g *Grants) insertLocked(rec *grantRecord) *GrantError {
 	r := g.r
-	if int(g.active.Load()) >= r.opts.Limits.MaxGrants {
+	if g.active >= r.opts.Limits.MaxGrants {
 		return grantErr(GrantStoreFull, "%d grants are active, the limit", r.opts.Limits.MaxGrants)
 	}
 	r.mu.Lock() // under g.mu: the lock order allows it (see Registry)
@@ -501,7 +500,7 @@ func (g *Grants) insertLocked(rec *grantRecord) *GrantError {
 	g.byID[id] = rec
 	g.byCap[rec.view.CapabilityID] = append(slices.Clone(g.byCap[rec.view.CapabilityID]), rec)
 	g.order = append(g.order, rec)
-	g.active.Add(1)
+	g.active++
 	return nil
 }
 
@@ -604,7 +603,10 @@ func validConsumerKey(k string) bool {
 // capability as resolved now — and reserves one of its uses for the
 // call. The oldest such grant is taken. It returns nil when none does.
 func (g *Grants) take(a *attempt) *grantRecord {
-	if g.active.Load() == 0 {
+	g.mu.Lock()
+	none := g.active == 0
+	g.mu.Unlock()
+	if none {
 		return nil
 	}
 	ceiling, ok := g.r.grantCeiling(a.cap)
