@@ -225,17 +225,24 @@ func (d *Directory) Name() string { return d.opts.Name }
 // (/readyz: 200 when nil, 503 otherwise), so that a load balancer stops
 // sending requests to a replica before it stops.
 func (d *Directory) Ready() error {
+	_, err := d.open()
+	return err
+}
+
+// open returns this replica's id while it may take new sessions: not
+// closed, not draining, its lease not run out; else the error saying
+// which.
+func (d *Directory) open() (id string, _ error) {
 	d.mu.Lock()
 	closed, draining := d.closed, d.draining
 	d.mu.Unlock()
 	switch {
 	case closed:
-		return ErrClosed
+		return "", ErrClosed
 	case draining:
-		return ErrDraining
+		return "", ErrDraining
 	}
-	_, err := d.lease.valid(time.Now())
-	return err
+	return d.lease.valid(time.Now())
 }
 
 // Drain begins a clean stop: from now on [Directory.Ready] reports
@@ -284,16 +291,7 @@ func (d *Directory) Claim(ctx context.Context, tokens ...string) error {
 	for i := range ks {
 		keys[i] = ks[i][:]
 	}
-	d.mu.Lock()
-	closed, draining := d.closed, d.draining
-	d.mu.Unlock()
-	switch {
-	case closed:
-		return ErrClosed
-	case draining:
-		return ErrDraining
-	}
-	id, err := d.lease.valid(time.Now())
+	id, err := d.open()
 	if err != nil {
 		return err
 	}
