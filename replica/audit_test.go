@@ -170,7 +170,7 @@ func TestAuditWhilePostgresIsDown(t *testing.T) {
 	if err := record(0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the first record written", func() bool { return sink.Stats().Written == 1 })
+	eventually(t, 30*time.Second, "the first record written", func() bool { return sink.Stats().Written == 1 })
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestAuditWhilePostgresIsDown(t *testing.T) {
 	if dropped != 30 || st.Dropped != 30 || st.Queued != 50 {
 		t.Fatalf("during the outage: %d refused, stats %+v; want 30 dropped, 50 queued", dropped, st)
 	}
-	eventually(t, 5*time.Second, "the drops and the failing writes logged", func() bool {
+	eventually(t, 30*time.Second, "the drops and the failing writes logged", func() bool {
 		s := logs.String()
 		return strings.Contains(s, "audit records dropped") && strings.Contains(s, "cannot write audit records")
 	})

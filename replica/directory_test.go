@@ -99,7 +99,7 @@ func TestClaimOwnerRelease(t *testing.T) {
 	}
 	// The rows go at a's next renewal.
 	pool := openPool(t, url)
-	eventually(t, 5*time.Second, "released rows deleted", func() bool {
+	eventually(t, 30*time.Second, "released rows deleted", func() bool {
 		var n int
 		_ = pool.QueryRow(ctx, `SELECT count(*) FROM agentsurface_sessions`).Scan(&n)
 		return n == 0
@@ -176,14 +176,14 @@ func TestLeaseLostIsReportedAndRecovered(t *testing.T) {
 	}
 	select {
 	case <-lost:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("OnLeaseLost not called")
 	}
 	if _, err := a.dir.Owner(context.Background(), tok); !errors.Is(err, replica.ErrNoOwner) {
 		t.Fatalf("session of the lost lease: %v, want ErrNoOwner", err)
 	}
-	eventually(t, 5*time.Second, "registered again", func() bool { return a.dir.ID() != old })
-	eventually(t, 5*time.Second, "claims work again", func() bool {
+	eventually(t, 30*time.Second, "registered again", func() bool { return a.dir.ID() != old })
+	eventually(t, 30*time.Second, "claims work again", func() bool {
 		return a.dir.Claim(context.Background(), randomToken()) == nil
 	})
 	if got := a.dir.Stats().LeasesLost; got != 1 {

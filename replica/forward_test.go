@@ -158,7 +158,7 @@ func TestStreamThroughForwarding(t *testing.T) {
 		}
 	}
 	cancel()
-	eventually(t, 5*time.Second, "the owner sees the client go", func() bool { return owner.app.streamsClosed.Load() == 1 })
+	eventually(t, 30*time.Second, "the owner sees the client go", func() bool { return owner.app.streamsClosed.Load() == 1 })
 }
 
 // A person's decision that arrives through one replica completes a call
@@ -172,7 +172,7 @@ func TestDecisionThroughOneReplicaCompletesCallHeldByAnother(t *testing.T) {
 		_, body := do(t, c, http.MethodGet, nodes[1].addr+"/hold?id=c1", tok, "")
 		got <- body
 	}()
-	eventually(t, 5*time.Second, "the call is held", func() bool {
+	eventually(t, 30*time.Second, "the call is held", func() bool {
 		status, _ := do(t, c, http.MethodPost, nodes[2].addr+"/decide?id=c1&approve=1", tok, "")
 		return status == http.StatusOK
 	})
@@ -181,7 +181,7 @@ func TestDecisionThroughOneReplicaCompletesCallHeldByAnother(t *testing.T) {
 		if body != "r1 decided true" {
 			t.Fatalf("held call: %q", body)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the held call did not complete")
 	}
 }
@@ -203,11 +203,12 @@ func TestEndedSessionAnswersAsEnded(t *testing.T) {
 	ended := &replica.ForwardOptions{Ended: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "gone for good", http.StatusNotFound)
 	})}
-	a := startNode(t, url, "a", nodeOptions{forward: ended})
-	b := startNode(t, url, "b", nodeOptions{forward: ended})
+	// a's lease must run out for b to know its sessions ended.
+	a := startNode(t, url, "a", nodeOptions{forward: ended, lease: 3 * time.Second})
+	b := startNode(t, url, "b", nodeOptions{forward: ended, lease: 3 * time.Second})
 	tok = newSession(t, c, a.addr)
 	a.crash()
-	eventually(t, 10*time.Second, "b answers with Ended", func() bool {
+	eventually(t, 30*time.Second, "b answers with Ended", func() bool {
 		status, body := do(t, c, http.MethodGet, b.addr+"/hit", tok, "")
 		return status == http.StatusNotFound && body == "gone for good\n"
 	})
@@ -282,7 +283,7 @@ func TestForwardingIsFullDuplex(t *testing.T) {
 	var a answer
 	select {
 	case a = <-got:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no answer headers while the body is still open")
 	}
 	if a.err != nil || a.res.StatusCode != http.StatusOK {
@@ -301,7 +302,7 @@ func TestForwardingIsFullDuplex(t *testing.T) {
 		if r != "pong" {
 			t.Fatalf("the rest of the answer: %q, want the rest of the body", r)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the rest of the body never reached the owner")
 	}
 }
@@ -369,7 +370,7 @@ func TestStalledAndSlowOwners(t *testing.T) {
 			t.Errorf("stalled owner: %d %q after %v, want 502 within the lease", status, body, took)
 		}
 	}()
-	eventually(t, 5*time.Second, "the request reached the owner", func() bool { return b.dir.Stats().Forwarded >= 1 })
+	eventually(t, 30*time.Second, "the request reached the owner", func() bool { return b.dir.Stats().Forwarded >= 1 })
 	a.dir.StopRenewing() // the process stalls: no renewal; its server still holds the request
 	<-done
 	if b.dir.Stats().Gone != 1 {
@@ -693,12 +694,12 @@ func TestPostgresRestartUnderTraffic(t *testing.T) {
 		})
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return served }
-	eventually(t, 10*time.Second, "traffic flows", func() bool { return count() > 50 })
+	eventually(t, 30*time.Second, "traffic flows", func() bool { return count() > 50 })
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	before := count()
-	eventually(t, 10*time.Second, "traffic flows with Postgres down", func() bool { return count() > before+50 })
+	eventually(t, 30*time.Second, "traffic flows with Postgres down", func() bool { return count() > before+50 })
 	if status, body := do(t, c, http.MethodPost, lb.url+"/session", "", ""); status != http.StatusServiceUnavailable {
 		t.Fatalf("a new session with Postgres down: %d %q", status, body)
 	}
@@ -710,7 +711,7 @@ func TestPostgresRestartUnderTraffic(t *testing.T) {
 		return status == http.StatusOK
 	})
 	after := count()
-	eventually(t, 10*time.Second, "traffic flows after the restart", func() bool { return count() > after+50 })
+	eventually(t, 30*time.Second, "traffic flows after the restart", func() bool { return count() > after+50 })
 	close(stop)
 	wg.Wait()
 	for _, n := range nodes {
@@ -838,7 +839,7 @@ func TestStuckOwnerIsBoundedButLongLivedRequestsWait(t *testing.T) {
 		status, body := do(t, c, http.MethodGet, b.addr+"/hold?id=h1", tok, "")
 		held <- fmt.Sprint(status, " ", body)
 	}()
-	eventually(t, 10*time.Second, "the call is held on a", func() bool {
+	eventually(t, 30*time.Second, "the call is held on a", func() bool {
 		a.app.mu.Lock()
 		defer a.app.mu.Unlock()
 		return a.app.sessions[tok].pending["h1"] != nil
@@ -859,7 +860,7 @@ func TestStuckOwnerIsBoundedButLongLivedRequestsWait(t *testing.T) {
 		if got != "200 a decided true" {
 			t.Fatalf("the long-lived call: %q", got)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the long-lived call did not complete")
 	}
 	if st := b.dir.Stats(); st.Timeout != 1 || st.Forwarded != 2 {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentsurface/agentsurface/internal/lbtest"
 	"github.com/agentsurface/agentsurface/internal/pgtest"
 	"github.com/agentsurface/agentsurface/mcpsurface"
 	"github.com/agentsurface/agentsurface/replica"
@@ -364,7 +365,9 @@ func startNode(t testing.TB, url, name string, o nodeOptions) *node {
 	}
 	n := &node{name: name, addr: "http://" + ln.Addr().String(), ln: ln, pool: openPool(t, url), done: make(chan struct{})}
 	if o.lease == 0 {
-		o.lease = 3 * time.Second
+		// Long enough that no renewal misses it on a busy machine: a test
+		// of what happens when a lease runs out sets its own.
+		o.lease = 30 * time.Second
 	}
 	if o.log == nil {
 		o.log = testLogger(t)
@@ -452,7 +455,10 @@ func startBalancer(t testing.TB, nodes ...*node) *balancer {
 		Transport: b.tr, FlushInterval: -1,
 		ErrorLog: log.New(io.Discard, "", 0), // a crashed replica is expected; the test checks the answers
 	}
-	b.srv = &http.Server{Handler: rp}
+	// Bodies are read whole first, as a real balancer does: a plain
+	// ReverseProxy's transport can break a stream otherwise (see
+	// lbtest.Buffered).
+	b.srv = &http.Server{Handler: lbtest.Buffered(rp)}
 	go func() {
 		defer close(b.done)
 		_ = b.srv.Serve(ln)

@@ -91,7 +91,7 @@ func TestPostgresOutageShorterThanTheLeaseEndsNoSession(t *testing.T) {
 		})
 	}
 	served := func(p string) int { mu.Lock(); defer mu.Unlock(); return tallies[p].served }
-	eventually(t, 10*time.Second, "traffic flows", func() bool { return served("before") >= 30 })
+	eventually(t, 30*time.Second, "traffic flows", func() bool { return served("before") >= 30 })
 
 	stopped := time.Now()
 	mu.Lock()
@@ -136,7 +136,7 @@ func TestPostgresOutageShorterThanTheLeaseEndsNoSession(t *testing.T) {
 	eventually(t, 30*time.Second, "traffic flows after the outage", func() bool { return served("after") >= 60 })
 	close(stop)
 	wg.Wait()
-	eventually(t, 10*time.Second, "sessions can be created again", func() bool {
+	eventually(t, 30*time.Second, "sessions can be created again", func() bool {
 		status, _ := do(t, c, http.MethodPost, lb.url+"/session", "", "")
 		return status == http.StatusOK
 	})
@@ -281,12 +281,12 @@ func TestPeerDepartureIsLogged(t *testing.T) {
 		return ""
 	}
 	for _, n := range []*node{leaving, dying} {
-		eventually(t, 10*time.Second, n.name+" seen live", func() bool { return line("a peer is live", n.dir.ID()) != "" })
+		eventually(t, 30*time.Second, n.name+" seen live", func() bool { return line("a peer is live", n.dir.ID()) != "" })
 	}
 	leftID, diedID := leaving.dir.ID(), dying.dir.ID()
 	leaving.stop()
 	dying.crash()
-	eventually(t, 10*time.Second, "the departures logged", func() bool {
+	eventually(t, 30*time.Second, "the departures logged", func() bool {
 		return line("a peer left", leftID) != "" && line("lease ran out", diedID) != ""
 	})
 	for _, c := range []struct {

@@ -97,7 +97,7 @@ func TestMCPSessionsThroughForwarding(t *testing.T) {
 			}
 			select {
 			case <-changed:
-			case <-time.After(10 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("no tools/list_changed through the forwarded stream")
 			}
 			var forwarded uint64

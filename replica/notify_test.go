@@ -66,7 +66,7 @@ func TestNotifierAcrossReplicasAndRestart(t *testing.T) {
 		}
 	}
 	for i := 1; i < 3; i++ {
-		eventually(t, 5*time.Second, "notifications delivered", func() bool { return boxes[i].payloads() == "d1,d2,d3" })
+		eventually(t, 30*time.Second, "notifications delivered", func() bool { return boxes[i].payloads() == "d1,d2,d3" })
 	}
 	if got := boxes[0].payloads(); got != "" {
 		t.Fatalf("the sender received its own notifications: %q", got)
@@ -87,7 +87,7 @@ func TestNotifierAcrossReplicasAndRestart(t *testing.T) {
 	for _, b := range boxes {
 		eventually(t, 15*time.Second, "resync after the restart", func() bool { return strings.HasSuffix(b.payloads(), "<resync>") })
 	}
-	eventually(t, 10*time.Second, "notifications flow again", func() bool {
+	eventually(t, 30*time.Second, "notifications flow again", func() bool {
 		if ns[2].Notify(ctx, "after") != nil {
 			return false
 		}

@@ -76,17 +76,38 @@ func New(backends ...string) (*Balancer, error) {
 
 // ServeHTTP sends r to the next backend.
 func (b *Balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err != nil || len(body) > maxBody {
-			http.Error(w, "lbtest: request body unreadable or too large", http.StatusRequestEntityTooLarge)
-			return
+	Buffered(b.proxy).ServeHTTP(w, r)
+}
+
+// Buffered returns a handler that reads each request's body whole (at
+// most 4 MiB; a larger or unreadable one is answered 413) before next
+// serves the request, with the body, GetBody and ContentLength of the
+// bytes read, as a real balancer buffers requests.
+//
+// Put it in front of an [httputil.ReverseProxy] served by a net/http
+// server that is not in full-duplex mode, as every test's front proxy
+// must be: there the server drains and closes a request's body when the
+// answer's headers go out. A backend that answers as soon as it has read
+// its body, as an MCP server opening an event stream does, can send its
+// headers before the proxy's transport has made its final read of the
+// body (the read that finds its end); the transport's read then fails,
+// and the transport closes its connection to the backend, cutting the
+// answer it is relaying ("use of closed network connection" in the
+// proxy's log, a stream that ends without its response at the client).
+func Buffered(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+			if err != nil || len(body) > maxBody {
+				http.Error(w, "lbtest: request body unreadable or too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			r.ContentLength = int64(len(body))
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		r.ContentLength = int64(len(body))
-	}
-	b.proxy.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
+	})
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

@@ -131,3 +131,53 @@ func TestResponsesStream(t *testing.T) {
 		t.Fatal("the first event did not stream through while the response is open")
 	}
 }
+
+// Buffered hands the handler behind it the whole body, read before it
+// runs (so a proxy behind it never reads the server's own body), with
+// its length and a GetBody; a body over 4 MiB is refused with 413 and
+// never reaches the handler.
+func TestBufferedReadsTheWholeBodyFirst(t *testing.T) {
+	type seen struct {
+		body   string
+		length int64
+		again  string
+	}
+	got := make(chan seen, 1)
+	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		again := ""
+		if r.GetBody != nil {
+			rc, _ := r.GetBody()
+			a, _ := io.ReadAll(rc)
+			again = string(a)
+		}
+		got <- seen{string(b), r.ContentLength, again}
+	})
+	front := httptest.NewServer(lbtest.Buffered(inner))
+	defer front.Close()
+	for _, size := range []int{1, 100, 64 << 10, 4 << 20} {
+		body := strings.Repeat("x", size)
+		res, err := http.Post(front.URL, "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		s := <-got
+		if s.body != body || s.length != int64(size) || s.again != body {
+			t.Fatalf("size %d: the handler saw %d bytes, ContentLength %d, GetBody %d bytes", size, len(s.body), s.length, len(s.again))
+		}
+	}
+	res, err := http.Post(front.URL, "text/plain", strings.NewReader(strings.Repeat("x", 4<<20+1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over 4 MiB: status %d, want 413", res.StatusCode)
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("a body over 4 MiB reached the handler (%d bytes)", len(s.body))
+	default:
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/agentsurface/agentsurface/internal/lbtest"
 )
 
 // A page in a real Chromium, behind a front proxy, whose replica stops:
@@ -26,14 +28,14 @@ func TestBrowserPageReconnectsAfterReplicaStops(t *testing.T) {
 	ua, _ := url.Parse(a.srv.URL)
 	ub, _ := url.Parse(b.srv.URL)
 	target.Store(ua)
-	front := httptest.NewServer(&httputil.ReverseProxy{
+	front := httptest.NewServer(lbtest.Buffered(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target.Load())
 			pr.Out.Host = pr.In.Host
 		},
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0),
-	})
+	}))
 	t.Cleanup(front.Close)
 	browser := headless(t)
 	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
