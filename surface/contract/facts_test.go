@@ -46,7 +46,7 @@ func TestFactsInTheFile(t *testing.T) {
 	for _, tc := range []struct{ name, fields, want string }{
 		{"a fact of the wrong type", `,"idempotent":"yes"`, "idempotent"},
 		{"an effect that is not a string", `,"effect":5`, "effect"},
-		{"a field the format does not have", `,"undoable":true`, "unknown field"},
+		{"a field the format does not have", `,"teleports":true`, "unknown field"},
 		{"a nested field the format does not have", `,"boundFields":[{"path":"x","locked":true,"source":"ui-state"}]`, "unknown field"},
 	} {
 		if _, err := contract.Parse([]byte(fileWith(tc.fields))); !errors.Is(err, contract.ErrFormat) || !strings.Contains(err.Error(), tc.want) {
@@ -55,10 +55,10 @@ func TestFactsInTheFile(t *testing.T) {
 	}
 
 	// A contract made in code is checked the same way when encoded.
-	odd := contract.Capability{CapabilityID: "view:t.go", Visibility: contract.Exposed, Declared: contract.Facts{"undoable": json.RawMessage("true")}}
+	odd := contract.Capability{CapabilityID: "view:t.go", Visibility: contract.Exposed, Declared: contract.Facts{"teleports": json.RawMessage("true")}}
 	k := &contract.Contract{Format: contract.Format, Version: contract.Version, Source: contract.SourceRegistry,
 		Consumers: []contract.ConsumerView{{Name: "a", Capabilities: []contract.Capability{odd}}}}
-	if _, err := k.Encode(); !errors.Is(err, contract.ErrFormat) || !strings.Contains(err.Error(), `unknown fact "undoable"`) {
+	if _, err := k.Encode(); !errors.Is(err, contract.ErrFormat) || !strings.Contains(err.Error(), `unknown fact "teleports"`) {
 		t.Errorf("an unknown fact in code: %v", err)
 	}
 }
