@@ -17,8 +17,8 @@ import (
 // ("effect", "idempotent", "reversible", "confirmation") with its JSON
 // value. A contract records a Declaration fact by fact, without a Go
 // field per fact, so that a field added to surface.Declaration reaches
-// every contract with no change here (the diff still needs a rule for
-// it: see [Compare]).
+// every contract with no change here ([Compare] still needs a rule row
+// for it: see the rule table of the package documentation).
 //
 // A fact the contract does not know is absent, never a default: an MCP
 // contract knows fewer than a registry contract (see the package
