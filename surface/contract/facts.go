@@ -2,11 +2,12 @@ package contract
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentsurface/agentsurface/surface"
@@ -36,10 +37,11 @@ const (
 	factConfirmation = "confirmation"
 )
 
-// fact is one field of surface.Declaration: its JSON name and Go type.
+// fact is one field of surface.Declaration: its JSON name, and whether
+// a JSON value is one of its Go type.
 type fact struct {
 	name string
-	typ  reflect.Type
+	fits func(v json.RawMessage) bool
 }
 
 // declared are the facts a capability may declare, in
@@ -57,9 +59,24 @@ func factsOf(t reflect.Type) []fact {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, fact{name, f.Type})
+		out = append(out, fact{name, fitsType(f.Type)})
 	}
 	return out
+}
+
+// fitsType returns whether a JSON value decodes into a typ: for a plain
+// boolean or string type by its first byte, else by decoding it.
+func fitsType(typ reflect.Type) func(v json.RawMessage) bool {
+	p := reflect.PointerTo(typ)
+	if !p.Implements(reflect.TypeFor[json.Unmarshaler]()) && !p.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+		switch typ.Kind() {
+		case reflect.Bool:
+			return func(v json.RawMessage) bool { return string(v) == "true" || string(v) == "false" }
+		case reflect.String:
+			return func(v json.RawMessage) bool { return len(v) > 0 && v[0] == '"' }
+		}
+	}
+	return func(v json.RawMessage) bool { return json.Unmarshal(v, reflect.New(typ).Interface()) == nil }
 }
 
 // factNamed returns the fact whose JSON name is name, or one that
@@ -120,21 +137,26 @@ func valueOf[T any](v json.RawMessage) (T, bool) {
 // surface.Declaration, of its field's type, in canonical JSON; facts of
 // no value left out; nil when none is left.
 func (f Facts) normalized() (Facts, error) {
-	var out Facts
+	var (
+		out Facts
+		err error
+	)
+	if name, ok := unknownFact(f); ok {
+		return nil, fmt.Errorf("%w: unknown fact %q", ErrFormat, name)
+	}
 	for name, v := range f {
-		d, ok := factNamed(name)
-		if !ok || d.name != name {
-			return nil, fmt.Errorf("%w: unknown fact %q", ErrFormat, name)
-		}
+		d, _ := factNamed(name)
 		if noValue(v) {
 			continue
 		}
-		c, err := canonicalText(v, name)
-		if err != nil {
+		var c json.RawMessage
+		if s := string(v); s == "true" || s == "false" { // canonical already
+			c = slices.Clone(v)
+		} else if c, err = canonicalText(v, name); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(c, reflect.New(d.typ).Interface()); err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrFormat, name, err)
+		if !d.fits(c) {
+			return nil, fmt.Errorf("%w: fact %s: %s is not a value of it", ErrFormat, name, c)
 		}
 		if out == nil {
 			out = make(Facts, len(f))
@@ -144,80 +166,75 @@ func (f Facts) normalized() (Facts, error) {
 	return out, nil
 }
 
-// plainCapability is a Capability without its JSON methods: its fields
-// but the facts.
+// plainCapability is a Capability without its JSON methods.
 type plainCapability Capability
 
-// afterFacts are the JSON names of Capability's fields after Declared,
-// before the first of which a capability's file form places its facts.
-var afterFacts = func() map[string]bool {
-	t := reflect.TypeFor[Capability]()
-	f, _ := t.FieldByName("Declared")
-	out := map[string]bool{}
-	for g := range t.Fields() {
-		if g.Index[0] > f.Index[0] {
-			name, _, _ := strings.Cut(g.Tag.Get("json"), ",")
-			out[name] = true
+// fileForm is the struct type of a capability in a contract file:
+// Capability's fields, but in the place of Declared one field per fact
+// of surface.Declaration, in its order, under the fact's JSON name. It
+// is made once, so that a capability encodes and decodes as a struct
+// with a field per fact would, with encoding/json's own rules (omitted
+// when empty, keys matched but for case, unknown fields refused at any
+// depth when asked).
+var fileForm, capToForm, factToForm = func() (reflect.Type, []int, []int) {
+	var fields []reflect.StructField
+	var capTo, factTo []int
+	for f := range reflect.TypeFor[plainCapability]().Fields() {
+		if f.Name != "Declared" {
+			capTo = append(capTo, len(fields))
+			fields = append(fields, f)
+			continue
+		}
+		capTo = append(capTo, -1)
+		for k, d := range declared {
+			factTo = append(factTo, len(fields))
+			fields = append(fields, reflect.StructField{Name: "Fact" + strconv.Itoa(k), Type: reflect.TypeFor[json.RawMessage](),
+				Tag: reflect.StructTag(`json:"` + d.name + `,omitempty"`)})
 		}
 	}
-	return out
+	return reflect.StructOf(fields), capTo, factTo
 }()
+
+// unknownFact returns the least name of f that is not the JSON name of a
+// field of surface.Declaration.
+func unknownFact(f Facts) (string, bool) {
+	var out string
+	found := false
+	for name := range f {
+		if d, ok := factNamed(name); (!ok || d.name != name) && (!found || name < out) {
+			out, found = name, true
+		}
+	}
+	return out, found
+}
 
 // MarshalJSON encodes the capability in its contract-file form: its
 // fields in order, and in the place of Declared each known fact as a
-// field, in surface.Declaration's order (see [Facts]).
+// field, in surface.Declaration's order (see [Facts]). A fact
+// surface.Declaration does not have is an error ([ErrFormat]).
 func (c Capability) MarshalJSON() ([]byte, error) {
+	if name, ok := unknownFact(c.Declared); ok {
+		return nil, fmt.Errorf("%w: unknown fact %q", ErrFormat, name)
+	}
+	form := reflect.New(fileForm).Elem()
+	src := reflect.ValueOf(plainCapability(c))
+	for i, j := range capToForm {
+		if j >= 0 {
+			form.Field(j).Set(src.Field(i))
+		}
+	}
+	for k, j := range factToForm {
+		if v := c.Declared[declared[k].name]; !noValue(v) {
+			form.Field(j).SetBytes(v)
+		}
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // the caller's encoder escapes, or not, as it was told
-	if err := enc.Encode(plainCapability(c)); err != nil {
+	if err := enc.Encode(form.Interface()); err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(&buf)
-	if _, err := dec.Token(); err != nil { // {
-		return nil, err
-	}
-	out := []byte{'{'}
-	put := func(key string, v json.RawMessage) {
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		k, _ := json.Marshal(key)
-		out = append(append(append(out, k...), ':'), v...)
-	}
-	putFacts := func() {
-		for _, d := range declared {
-			if v, ok := c.Declared[d.name]; ok && !noValue(v) {
-				put(d.name, v)
-			}
-		}
-		for _, name := range slices.Sorted(maps.Keys(c.Declared)) { // not of surface.Declaration: normalized refuses them
-			if _, ok := factNamed(name); !ok && !noValue(c.Declared[name]) {
-				put(name, c.Declared[name])
-			}
-		}
-	}
-	placed := false
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		if !placed && afterFacts[key] {
-			putFacts()
-			placed = true
-		}
-		put(key, v)
-	}
-	if !placed {
-		putFacts()
-	}
-	return append(out, '}'), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 // UnmarshalJSON decodes a capability from its contract-file form, each
@@ -227,50 +244,36 @@ func (c *Capability) UnmarshalJSON(data []byte) error { return c.decode(data, tr
 
 // decode decodes a capability, each field of surface.Declaration's into
 // Declared; strict refuses a field the format does not have, else it is
-// ignored. Keys match fields as encoding/json matches them (exactly, or
-// else but for case; the last of a field's keys wins).
+// ignored.
 func (c *Capability) decode(data []byte, strict bool) error {
-	var p plainCapability
-	unmarshal := func(data []byte) error {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		if strict {
-			dec.DisallowUnknownFields()
-		}
-		return dec.Decode(&p)
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		// null (nothing to do) or not an object: say so of a Capability
+		return json.Unmarshal(data, (*plainCapability)(c))
 	}
+	form := reflect.New(fileForm)
 	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return unmarshal(data) // null, or not an object: encoding/json says what it makes of it
+	if strict {
+		dec.DisallowUnknownFields()
 	}
-	var facts Facts
-	rest := []byte{'{'} // the fields but the facts, in their order
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return err
-		}
-		if d, ok := factNamed(key); ok {
-			if facts == nil {
-				facts = Facts{}
-			}
-			facts[d.name] = v
-			continue
-		}
-		if len(rest) > 1 {
-			rest = append(rest, ',')
-		}
-		k, _ := json.Marshal(key)
-		rest = append(append(append(rest, k...), ':'), v...)
-	}
-	if err := unmarshal(append(rest, '}')); err != nil {
+	if err := dec.Decode(form.Interface()); err != nil {
 		return err
 	}
+	var p plainCapability
+	dst, f := reflect.ValueOf(&p).Elem(), form.Elem()
+	for i, j := range capToForm {
+		if j >= 0 {
+			dst.Field(i).Set(f.Field(j))
+		}
+	}
+	for k, j := range factToForm {
+		if v := f.Field(j).Bytes(); len(v) > 0 {
+			if p.Declared == nil {
+				p.Declared = Facts{}
+			}
+			p.Declared[declared[k].name] = v
+		}
+	}
 	*c = Capability(p)
-	c.Declared = facts
 	return nil
 }

@@ -61,6 +61,9 @@ func TestFactsInTheFile(t *testing.T) {
 	if _, err := k.Encode(); !errors.Is(err, contract.ErrFormat) || !strings.Contains(err.Error(), `unknown fact "teleports"`) {
 		t.Errorf("an unknown fact in code: %v", err)
 	}
+	if _, err := json.Marshal(odd); !errors.Is(err, contract.ErrFormat) || !strings.Contains(err.Error(), `unknown fact "teleports"`) {
+		t.Errorf("json.Marshal of an unknown fact: %v", err)
+	}
 }
 
 // The facts are written where the capability's own fields were: after
