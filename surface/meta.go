@@ -26,9 +26,10 @@ const (
 
 func metaTools() []Tool {
 	avail := ToolState{Available: true}
+	readOnly := Declaration{Effect: EffectRead, Idempotent: true}
 	return []Tool{
-		{Name: MetaDiscover, Description: "[meta] List the capabilities you can use now: components with their observations and actions, and domain procedures, with schemas and availability.", InputSchema: metaDiscoverSchema, State: avail, Kind: KindObservation, Effect: EffectRead, Idempotent: true},
-		{Name: MetaRead, Description: "[meta] Read an observation by capabilityId.", InputSchema: metaReadSchema, State: avail, Kind: KindObservation, Effect: EffectRead, Idempotent: true},
+		{Name: MetaDiscover, Description: "[meta] List the capabilities you can use now: components with their observations and actions, and domain procedures, with schemas and availability.", InputSchema: metaDiscoverSchema, State: avail, Kind: KindObservation, Declaration: readOnly},
+		{Name: MetaRead, Description: "[meta] Read an observation by capabilityId.", InputSchema: metaReadSchema, State: avail, Kind: KindObservation, Declaration: readOnly},
 		{Name: MetaAct, Description: "[meta] Call an action or a domain procedure by capabilityId with its input.", InputSchema: metaActSchema, State: avail, Kind: KindAction},
 	}
 }

@@ -133,9 +133,9 @@ func (es *entries) add(reg *registration, views []listed) {
 		def := rc.def
 		es.acts = append(es.acts, ActionDescriptor{
 			CapabilityID: rc.id, Name: rc.name, Description: def.description,
-			InputSchema: JSONText(def.input.JSON()), Effect: def.effect,
-			Idempotent: def.idempotent, Reversible: def.reversible, Confirmation: def.confirmation,
-			Available: v.available(), UnavailableReason: v.reason, Meta: rc.meta,
+			InputSchema: JSONText(def.input.JSON()),
+			Declaration: Declaration{Effect: def.effect, Idempotent: def.idempotent, Reversible: def.reversible, Confirmation: def.confirmation},
+			Available:   v.available(), UnavailableReason: v.reason, Meta: rc.meta,
 		})
 		if def.output != nil {
 			es.acts[len(es.acts)-1].OutputSchema = JSONText(def.output.JSON())
@@ -160,18 +160,41 @@ type ObservationDescriptor struct {
 
 // ActionDescriptor describes one action.
 type ActionDescriptor struct {
-	CapabilityID      string       `json:"capabilityId"`
-	Name              string       `json:"name"`
-	Description       string       `json:"description"`
-	InputSchema       JSONText     `json:"inputSchema"`
-	OutputSchema      JSONText     `json:"outputSchema,omitempty"`
-	Effect            Effect       `json:"effect"`
-	Idempotent        bool         `json:"idempotent"`
-	Reversible        bool         `json:"reversible"`
-	Confirmation      Confirmation `json:"confirmation"`
-	Available         bool         `json:"available"`
-	UnavailableReason string       `json:"unavailableReason,omitempty"`
-	Meta              JSONText     `json:"meta,omitempty"`
+	CapabilityID string   `json:"capabilityId"`
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`
+	InputSchema  JSONText `json:"inputSchema"`
+	OutputSchema JSONText `json:"outputSchema,omitempty"`
+	// Declaration is what the action declares about its calls; its
+	// fields are the descriptor's own (in its JSON encoding too).
+	Declaration
+	Available         bool     `json:"available"`
+	UnavailableReason string   `json:"unavailableReason,omitempty"`
+	Meta              JSONText `json:"meta,omitempty"`
+}
+
+// Declaration is what a capability declares about its calls: the facts a
+// client may rely on before calling it. It is one record from definition
+// to wire: an [ActionDescriptor] embeds it (its fields are the
+// descriptor's, in its JSON encoding too), the action's [Tool] carries it
+// whole (the facts [Tool.Hints] derives from), and a surface's contract
+// (package surface/contract) records each of its fields as a fact by JSON
+// name. A field added here reaches all three with no other change than
+// its definition ([ActionDef]) and its value where the snapshot fills the
+// descriptor; the contract's diff needs a rule row for it (until it has
+// one, a change of it is a mixed widening). Observations
+// and procedure references declare some of these facts implicitly or in
+// their own descriptor fields; their tools' Declaration is made from
+// those (see [Tool]).
+type Declaration struct {
+	// Effect is the reach of a call.
+	Effect Effect `json:"effect"`
+	// Idempotent: repeating a call has no further effect.
+	Idempotent bool `json:"idempotent"`
+	// Reversible: what a call did can be undone.
+	Reversible bool `json:"reversible"`
+	// Confirmation is the declared confirmation level.
+	Confirmation Confirmation `json:"confirmation"`
 }
 
 // ProcedureDescriptor describes a domain procedure reference bound to live

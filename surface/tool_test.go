@@ -44,26 +44,23 @@ func TestToolCarriesDescriptorFacts(t *testing.T) {
 	}
 	type facts struct {
 		Kind         surface.Kind
-		Effect       surface.Effect
-		Idempotent   bool
-		Reversible   bool
-		Confirmation surface.Confirmation
+		Declaration  surface.Declaration // whole: a field added to it is compared too
 		OutputSchema surface.JSONText
 	}
-	of := func(tl surface.Tool) facts {
-		return facts{tl.Kind, tl.Effect, tl.Idempotent, tl.Reversible, tl.Confirmation, tl.OutputSchema}
-	}
+	of := func(tl surface.Tool) facts { return facts{tl.Kind, tl.Declaration, tl.OutputSchema} }
 	want := map[string]facts{}
 	for _, c := range snap.Components {
 		for _, o := range c.Observations {
-			want[o.CapabilityID] = facts{surface.KindObservation, surface.EffectRead, true, false, surface.ConfirmNever, o.OutputSchema}
+			want[o.CapabilityID] = facts{surface.KindObservation,
+				surface.Declaration{Effect: surface.EffectRead, Idempotent: true, Confirmation: surface.ConfirmNever}, o.OutputSchema}
 		}
 		for _, a := range c.Actions {
-			want[a.CapabilityID] = facts{surface.KindAction, a.Effect, a.Idempotent, a.Reversible, a.Confirmation, a.OutputSchema}
+			want[a.CapabilityID] = facts{surface.KindAction, a.Declaration, a.OutputSchema}
 		}
 	}
 	for _, p := range snap.Procedures {
-		want[p.ProcedureID] = facts{surface.KindProcedure, p.Effect, p.Effect == surface.EffectServerQuery, false, p.Confirmation, p.OutputSchema}
+		want[p.ProcedureID] = facts{surface.KindProcedure,
+			surface.Declaration{Effect: p.Effect, Idempotent: p.Effect == surface.EffectServerQuery, Confirmation: p.Confirmation}, p.OutputSchema}
 	}
 	if len(want) != 5 || len(tools) != 5 {
 		t.Fatalf("%d descriptors, %d tools", len(want), len(tools))
@@ -85,13 +82,13 @@ func TestToolHints(t *testing.T) {
 		tool surface.Tool
 		want surface.ToolHints
 	}{
-		{surface.Tool{Kind: surface.KindObservation, Effect: surface.EffectRead, Idempotent: true}, surface.ToolHints{ReadOnly: true, Idempotent: true}},
-		{surface.Tool{Kind: surface.KindAction, Effect: surface.EffectLocalState}, surface.ToolHints{}},
-		{surface.Tool{Kind: surface.KindAction, Effect: surface.EffectNavigation, Idempotent: true}, surface.ToolHints{Idempotent: true}},
-		{surface.Tool{Kind: surface.KindProcedure, Effect: surface.EffectServerQuery, Idempotent: true}, surface.ToolHints{ReadOnly: true, Idempotent: true}},
-		{surface.Tool{Kind: surface.KindProcedure, Effect: surface.EffectServerMutation}, surface.ToolHints{}},
-		{surface.Tool{Kind: surface.KindProcedure, Effect: surface.EffectExternalSideEffect}, surface.ToolHints{OpenWorld: true}},
-		{surface.Tool{Kind: surface.KindProcedure, Effect: surface.EffectDestructive}, surface.ToolHints{Destructive: true}},
+		{surface.Tool{Kind: surface.KindObservation, Declaration: surface.Declaration{Effect: surface.EffectRead, Idempotent: true}}, surface.ToolHints{ReadOnly: true, Idempotent: true}},
+		{surface.Tool{Kind: surface.KindAction, Declaration: surface.Declaration{Effect: surface.EffectLocalState}}, surface.ToolHints{}},
+		{surface.Tool{Kind: surface.KindAction, Declaration: surface.Declaration{Effect: surface.EffectNavigation, Idempotent: true}}, surface.ToolHints{Idempotent: true}},
+		{surface.Tool{Kind: surface.KindProcedure, Declaration: surface.Declaration{Effect: surface.EffectServerQuery, Idempotent: true}}, surface.ToolHints{ReadOnly: true, Idempotent: true}},
+		{surface.Tool{Kind: surface.KindProcedure, Declaration: surface.Declaration{Effect: surface.EffectServerMutation}}, surface.ToolHints{}},
+		{surface.Tool{Kind: surface.KindProcedure, Declaration: surface.Declaration{Effect: surface.EffectExternalSideEffect}}, surface.ToolHints{OpenWorld: true}},
+		{surface.Tool{Kind: surface.KindProcedure, Declaration: surface.Declaration{Effect: surface.EffectDestructive}}, surface.ToolHints{Destructive: true}},
 		// surface_act reaches any capability.
 		{surface.Tool{Kind: surface.KindAction}, surface.ToolHints{Destructive: true, OpenWorld: true}},
 	} {

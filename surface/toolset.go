@@ -125,18 +125,18 @@ type Tool struct {
 	InstanceID     string `json:"-"`
 	RegistrationID string `json:"-"`
 	SurfaceVersion string `json:"-"`
-	// Kind, Effect, Idempotent, Reversible and Confirmation are what the
-	// capability declares (its snapshot descriptor's): the facts
-	// [Tool.Hints] derives from. Observations are read, idempotent and
-	// never ask for confirmation; only actions declare reversibility
+	// Kind is the capability's kind (a meta tool's is what it does:
+	// surface_discover and surface_read observe, surface_act acts).
+	Kind Kind `json:"-"`
+	// Declaration is what the capability declares about its calls: an
+	// action's is its snapshot descriptor's, copied whole; it holds the
+	// facts [Tool.Hints] derives from. Observations are read, idempotent
+	// and never ask for confirmation; only actions declare reversibility
 	// (observations and procedure references have false); a procedure
 	// reference is idempotent iff its effect is server-query, and its
-	// Confirmation is after its effect's floor. A meta tool has no effect.
-	Kind         Kind         `json:"-"`
-	Effect       Effect       `json:"-"`
-	Idempotent   bool         `json:"-"`
-	Reversible   bool         `json:"-"`
-	Confirmation Confirmation `json:"-"`
+	// Confirmation is after its effect's floor. The meta tools that read
+	// are read and idempotent; surface_act declares nothing (no effect).
+	Declaration `json:"-"`
 	// OutputSchema is the capability's output schema (its descriptor's),
 	// "" when it returns nothing and for meta tools.
 	OutputSchema JSONText `json:"-"`
@@ -539,7 +539,7 @@ func catalog(snap Snapshot) []Tool {
 				Description: toolDescription("view", EffectRead, false, o.Description), InputSchema: emptyObject,
 				State:        ToolState{Available: o.Available, UnavailableReason: o.UnavailableReason},
 				CapabilityID: o.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
-				Kind: KindObservation, Effect: EffectRead, Idempotent: true, Confirmation: ConfirmNever, OutputSchema: o.OutputSchema,
+				Kind: KindObservation, Declaration: Declaration{Effect: EffectRead, Idempotent: true, Confirmation: ConfirmNever}, OutputSchema: o.OutputSchema,
 			})
 		}
 		for _, a := range c.Actions {
@@ -547,8 +547,7 @@ func catalog(snap Snapshot) []Tool {
 				Description: toolDescription("view", a.Effect, a.Confirmation == ConfirmRequired, a.Description), InputSchema: a.InputSchema,
 				State:        ToolState{Available: a.Available, UnavailableReason: a.UnavailableReason},
 				CapabilityID: a.CapabilityID, InstanceID: suffix, RegistrationID: c.RegistrationID,
-				Kind: KindAction, Effect: a.Effect, Idempotent: a.Idempotent, Reversible: a.Reversible, Confirmation: a.Confirmation,
-				OutputSchema: a.OutputSchema,
+				Kind: KindAction, Declaration: a.Declaration, OutputSchema: a.OutputSchema,
 			})
 		}
 	}
@@ -565,7 +564,8 @@ func catalog(snap Snapshot) []Tool {
 			Description: toolDescription("domain", p.Effect, p.Confirmation == ConfirmRequired, p.Description), InputSchema: p.InputSchema,
 			State:        ToolState{Available: p.Available, UnavailableReason: p.UnavailableReason, Note: p.ContextualNote},
 			CapabilityID: p.ProcedureID, InstanceID: suffix, RegistrationID: p.RegistrationID,
-			Kind: KindProcedure, Effect: p.Effect, Idempotent: p.Effect == EffectServerQuery, Confirmation: p.Confirmation,
+			Kind:         KindProcedure,
+			Declaration:  Declaration{Effect: p.Effect, Idempotent: p.Effect == EffectServerQuery, Confirmation: p.Confirmation},
 			OutputSchema: p.OutputSchema,
 		})
 	}

@@ -77,8 +77,9 @@ func TestContractCommand(t *testing.T) {
 	}
 	for _, m := range c.Consumers[0].Capabilities {
 		r, ok := byWire[m.WireName]
-		if !ok || m.CapabilityID != r.CapabilityID || m.Effect != r.Effect || m.Description != r.Description ||
-			*m.RequiresConfirmation != *r.RequiresConfirmation || *m.Idempotent != *r.Idempotent || m.Visibility != contract.Listed {
+		if !ok || m.CapabilityID != r.CapabilityID || string(m.Declared["effect"]) != string(r.Declared["effect"]) || m.Description != r.Description ||
+			*m.RequiresConfirmation != *r.RequiresConfirmation || string(m.Declared["idempotent"]) != string(r.Declared["idempotent"]) ||
+			m.Declared["idempotent"] == nil || m.Visibility != contract.Listed {
 			t.Errorf("%s: over MCP %+v, registry %+v", m.WireName, m, r)
 		}
 	}
@@ -129,7 +130,7 @@ func consoleContracts(t *testing.T, f func(c *contract.Capability)) (old, new *c
 // failing class (widening by default).
 func TestDiffCommand(t *testing.T) {
 	dir := t.TempDir()
-	old, lowered := consoleContracts(t, func(c *contract.Capability) { c.Confirmation = surface.ConfirmOptional })
+	old, lowered := consoleContracts(t, func(c *contract.Capability) { c.Declared.Set("confirmation", surface.ConfirmOptional) })
 	oldPath := writeContract(t, dir, "old.json", old)
 	newPath := writeContract(t, dir, "new.json", lowered)
 

@@ -17,7 +17,15 @@ func oneCapability(input string) *contract.Contract {
 	return &contract.Contract{Format: contract.Format, Version: contract.Version, Source: contract.SourceRegistry,
 		Consumers: []contract.ConsumerView{{Name: "mcp-bridge:agent", Kind: surface.ConsumerMCPBridge, ID: "agent",
 			Capabilities: []contract.Capability{{CapabilityID: "view:shop.cart.addItem", Kind: surface.KindAction, Component: parent,
-				Visibility: contract.Exposed, Effect: surface.EffectLocalState, InputSchema: json.RawMessage(input)}}}}}
+				Visibility: contract.Exposed, Declared: effect(surface.EffectLocalState), InputSchema: json.RawMessage(input)}}}}}
+}
+
+// effect is the declared facts of a capability that declares only its
+// effect.
+func effect(e surface.Effect) contract.Facts {
+	var f contract.Facts
+	f.Set("effect", e)
+	return f
 }
 
 // diff --fail widening fails a change the checker cannot prove safe: a

@@ -132,22 +132,24 @@ type Capability struct {
 	DisabledReason string     `json:"disabledReason,omitempty"`
 	// Description is the stable description (for an MCP tool, without
 	// the "[plane · effect]" prefix the toolset adds).
-	Description string         `json:"description,omitempty"`
-	Effect      surface.Effect `json:"effect,omitempty"`
-	Idempotent  *bool          `json:"idempotent,omitempty"`
-	// Reversible is an action's declared reversibility.
-	Reversible *bool `json:"reversible,omitempty"`
-	// Confirmation is the declared level: for a procedure reference after
-	// its effect's floor and RequiresApproval, as the snapshot shows it.
-	Confirmation surface.Confirmation `json:"confirmation,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Declared are the facts the capability declares about its calls
+	// ([surface.Declaration]), by JSON name: its effect, idempotency,
+	// reversibility (actions only) and declared confirmation level (for
+	// a procedure reference after its effect's floor and
+	// RequiresApproval, as the snapshot shows it). In the file form each
+	// is a field of the capability (see [Facts]).
+	Declared Facts `json:"-"`
 	// ConfirmationByPolicy is "required" when a RequireConfirmation
-	// policy of the capability's chain can raise the level to required.
+	// policy of the capability's chain can raise the declared level to
+	// required.
 	// The contract cannot see a policy's condition: such a policy may
 	// apply to every call or to some. Absent for observations, which
 	// never ask for confirmation.
 	ConfirmationByPolicy surface.Confirmation `json:"confirmationByPolicy,omitempty"`
 	// RequiresConfirmation is whether the tool's description announces
-	// that calls require confirmation (Confirmation is required).
+	// that calls require confirmation (the confirmation fact is
+	// required).
 	RequiresConfirmation *bool `json:"requiresConfirmation,omitempty"`
 	// InputSchema and OutputSchema are the JSON Schemas an agent is shown
 	// (for a procedure reference, the input schema without its locked
@@ -375,7 +377,10 @@ func (c Capability) normalized() (Capability, error) {
 		}
 	}
 	c.Component, c.Context = cloneParent(c.Component), cloneParent(c.Context)
-	c.Idempotent, c.Reversible, c.RequiresConfirmation = cloneBool(c.Idempotent), cloneBool(c.Reversible), cloneBool(c.RequiresConfirmation)
+	c.RequiresConfirmation = cloneBool(c.RequiresConfirmation)
+	if c.Declared, err = c.Declared.normalized(); err != nil {
+		return c, err
+	}
 	c.BoundFields = slices.Clone(c.BoundFields)
 	slices.SortFunc(c.BoundFields, func(a, b BoundField) int { return strings.Compare(a.Path, b.Path) })
 	for i := 1; i < len(c.BoundFields); i++ {

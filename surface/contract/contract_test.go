@@ -75,6 +75,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(encode(f, must(contract.FromRegistry(shop(f, shopOptions{}), agent, console))))
 	f.Add([]byte(`{"format":"agentsurface.contract","version":1,"source":"mcp","consumers":[{"consumer":"a","capabilities":[{"wireName":"t","visibility":"listed","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"idempotentHint":false}}]}]}`))
 	f.Add([]byte(`{"format":"agentsurface.contract","version":1,"source":"registry","consumers":[]}`))
+	f.Add([]byte(`{"format":"agentsurface.contract","version":1,"source":"registry","consumers":[{"consumer":"a","capabilities":[{"capabilityId":"view:a.b","visibility":"exposed","Effect":"read","effect":"navigation","reversible":null,"confirmation":"","idempotent":true}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := contract.Parse(data)
 		if err != nil {

@@ -225,9 +225,9 @@ func compareComponents(consumer string, a, b *Component) []Change {
 func wholeCapability(consumer string, c *Capability, removed bool) Change {
 	ch := Change{Class: Neutral, Consumer: consumer, Capability: c.Key(), Field: "capability"}
 	summary := jsonOf(struct {
-		Visibility Visibility     `json:"visibility"`
-		Effect     surface.Effect `json:"effect,omitempty"`
-	}{c.Visibility, c.Effect})
+		Visibility Visibility      `json:"visibility"`
+		Effect     json.RawMessage `json:"effect,omitempty"`
+	}{c.Visibility, c.Declared[factEffect]})
 	visible := c.Visibility != Hidden
 	if removed {
 		ch.Before, ch.Note = summary, "capability removed"
@@ -320,25 +320,14 @@ func (d *capDiff) details(a, b *Capability) {
 	if a.DisabledReason != b.DisabledReason {
 		d.row(Neutral, false, "disabledReason", a.DisabledReason, b.DisabledReason, "a reason is text")
 	}
-	if a.Effect != b.Effect {
-		ra, okA := effectRank(a.Effect)
-		rb, okB := effectRank(b.Effect)
-		d.ordered("effect", a.Effect, b.Effect, ra, rb, okA && okB, "the effect's reach")
-	}
-	d.flag("idempotent", a.Idempotent, b.Idempotent, "calls may be retried as idempotent")
-	d.flag("reversible", a.Reversible, b.Reversible, "declared undoable")
-	if a.Confirmation != b.Confirmation {
-		ra, okA := confirmationRank(a.Confirmation)
-		rb, okB := confirmationRank(b.Confirmation)
-		d.ordered("confirmation", a.Confirmation, b.Confirmation, -ra, -rb, okA && okB, "the declared confirmation level")
-	}
+	d.facts(a.Declared, b.Declared)
 	if a.ConfirmationByPolicy != b.ConfirmationByPolicy {
 		ra, okA := confirmationRank(a.ConfirmationByPolicy)
 		rb, okB := confirmationRank(b.ConfirmationByPolicy)
 		d.ordered("confirmationByPolicy", a.ConfirmationByPolicy, b.ConfirmationByPolicy, -ra, -rb, okA && okB, "the level policies may raise it to")
 	}
 	if !equalJSON(jsonOf(a.RequiresConfirmation), jsonOf(b.RequiresConfirmation)) {
-		if a.Confirmation != "" && b.Confirmation != "" {
+		if a.Declared[factConfirmation] != nil && b.Declared[factConfirmation] != nil {
 			d.row(Neutral, false, "requiresConfirmation", a.RequiresConfirmation, b.RequiresConfirmation, "follows from the confirmation level")
 		} else {
 			// Announcing a confirmation gives the consumer less.
@@ -361,6 +350,70 @@ func (d *capDiff) details(a, b *Capability) {
 		d.row(Neutral, false, "meta", a.Meta, b.Meta, "meta records confer no authority")
 	}
 	d.policies(a.Policies, b.Policies)
+}
+
+// factRule is the rule row of one declared fact: compare adds the change
+// of the fact called name from a to b, its JSON values (nil when
+// unknown), which differ.
+type factRule struct {
+	name    string
+	compare func(d *capDiff, name string, a, b json.RawMessage)
+}
+
+// factRules are the rule rows of the facts a capability declares
+// ([Facts]), in the order of the rule table. A fact of
+// [surface.Declaration] with no row here is compared as a mixed
+// widening: what its change means is not known.
+var factRules = []factRule{
+	{factEffect, rankRule(effectRank, 1, "the effect's reach")},
+	{factIdempotent, flagRule("calls may be retried as idempotent")},
+	{"reversible", flagRule("declared undoable")},
+	{factConfirmation, rankRule(confirmationRank, -1, "the declared confirmation level")},
+}
+
+// facts adds the changes of the declared facts, by their rule rows, then
+// those of facts no row classifies.
+func (d *capDiff) facts(a, b Facts) {
+	for _, r := range factRules {
+		if x, y := a[r.name], b[r.name]; !equalJSON(x, y) {
+			r.compare(d, r.name, x, y)
+		}
+	}
+	for _, f := range declared {
+		if x, y := a[f.name], b[f.name]; !equalJSON(x, y) && !slices.ContainsFunc(factRules, func(r factRule) bool { return r.name == f.name }) {
+			d.row(Widening, true, f.name, x, y, "no rule classifies a change of this fact")
+		}
+	}
+}
+
+// rankRule is the rule of a fact whose values rank: sign times the rank is
+// what the consumer is given (1: a higher rank gives it more; -1: less).
+// A value rank cannot place is a mixed widening.
+func rankRule[T ~string](rank func(T) (int, bool), sign int, note string) func(d *capDiff, name string, a, b json.RawMessage) {
+	return func(d *capDiff, name string, a, b json.RawMessage) {
+		x, _ := valueOf[T](a)
+		y, _ := valueOf[T](b)
+		ra, okA := rank(x)
+		rb, okB := rank(y)
+		d.ordered(name, x, y, sign*ra, sign*rb, okA && okB, note)
+	}
+}
+
+// flagRule is the rule of a boolean fact whose true gives the consumer
+// more; an unknown side cannot be ordered.
+func flagRule(note string) func(d *capDiff, name string, a, b json.RawMessage) {
+	return func(d *capDiff, name string, a, b json.RawMessage) {
+		d.flag(name, boolOf(a), boolOf(b), note)
+	}
+}
+
+// boolOf is a boolean fact's value, nil when unknown.
+func boolOf(v json.RawMessage) *bool {
+	b, ok := valueOf[bool](v)
+	if !ok {
+		return nil
+	}
+	return &b
 }
 
 // known reports whether v is a visibility of the format.
@@ -502,7 +555,8 @@ func (d *capDiff) annotations(a, b *Capability) {
 	}
 	// Hints that follow from facts both contracts record are neutral:
 	// the facts' own rows carry the class.
-	derived := a.Kind != "" && b.Kind != "" && a.Effect != "" && b.Effect != "" && a.Idempotent != nil && b.Idempotent != nil
+	derived := a.Kind != "" && b.Kind != "" && a.Declared[factEffect] != nil && b.Declared[factEffect] != nil &&
+		a.Declared[factIdempotent] != nil && b.Declared[factIdempotent] != nil
 	hint := func(name string, before, after, permissive bool) {
 		if before == after {
 			return

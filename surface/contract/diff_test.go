@@ -14,6 +14,34 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
+// facts are the declared facts of name, value pairs.
+func facts(kv ...any) contract.Facts {
+	var f contract.Facts
+	for i := 0; i+1 < len(kv); i += 2 {
+		f.Set(kv[i].(string), kv[i+1])
+	}
+	return f
+}
+
+// effectOf, levelOf and flagOf read a capability's declared facts ("",
+// "" and nil when unknown).
+func effectOf(c *contract.Capability) surface.Effect {
+	e, _ := contract.Fact[surface.Effect](c.Declared, "effect")
+	return e
+}
+
+func levelOf(c *contract.Capability) surface.Confirmation {
+	l, _ := contract.Fact[surface.Confirmation](c.Declared, "confirmation")
+	return l
+}
+
+func flagOf(c *contract.Capability, name string) *bool {
+	if b, ok := contract.Fact[bool](c.Declared, name); ok {
+		return &b
+	}
+	return nil
+}
+
 var cartRef = &surface.Parent{Type: "shop.cart", InstanceID: "main"}
 
 // refund and addItemCap are two capabilities of a hand-made contract,
@@ -22,7 +50,7 @@ func refund() contract.Capability {
 	c := contract.Capability{
 		CapabilityID: "domain:shop.refund", Kind: surface.KindProcedure, Component: cartRef, Context: cartRef,
 		WireName: "domain_shop__refund", Visibility: contract.Exposed, Description: "Refund an order",
-		Effect: surface.EffectServerMutation, Idempotent: ptr(false), Confirmation: surface.ConfirmOptional,
+		Declared:             facts("effect", surface.EffectServerMutation, "idempotent", false, "confirmation", surface.ConfirmOptional),
 		RequiresConfirmation: ptr(false),
 		InputSchema:          json.RawMessage(`{"type":"object","properties":{"reason":{"type":"string","maxLength":100}},"required":["reason"],"additionalProperties":false}`),
 		OutputSchema:         json.RawMessage(`{"type":"object"}`),
@@ -33,7 +61,7 @@ func refund() contract.Capability {
 			{Name: "audit", Layer: surface.LayerCapability, Hooks: []string{"invoke"}},
 		},
 	}
-	c.Annotations = contract.AnnotationsFor(c.Kind, c.Effect, false, c.InputSchema)
+	c.Annotations = contract.AnnotationsFor(c.Kind, effectOf(&c), false, c.InputSchema)
 	return c
 }
 
@@ -41,10 +69,10 @@ func addItemCap() contract.Capability {
 	c := contract.Capability{
 		CapabilityID: "view:shop.cart.addItem", Kind: surface.KindAction, Component: cartRef,
 		WireName: "view_shop__cart__addItem", Visibility: contract.Exposed, Description: "Add an item",
-		Effect: surface.EffectLocalState, Idempotent: ptr(false), Reversible: ptr(true), Confirmation: surface.ConfirmNever,
+		Declared:             facts("effect", surface.EffectLocalState, "idempotent", false, "reversible", true, "confirmation", surface.ConfirmNever),
 		RequiresConfirmation: ptr(false), InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
 	}
-	c.Annotations = contract.AnnotationsFor(c.Kind, c.Effect, false, c.InputSchema)
+	c.Annotations = contract.AnnotationsFor(c.Kind, effectOf(&c), false, c.InputSchema)
 	return c
 }
 
@@ -109,25 +137,27 @@ func TestRules(t *testing.T) {
 		{"exposed → disabled", capab(r, func(c *contract.Capability) { c.Visibility, c.DisabledReason = contract.Disabled, "Later." }),
 			[]change{{"visibility", N, false}, {"disabledReason", Z, false}}},
 		{"exposed → hidden: what is no longer shown is neutral", capab(r, func(c *contract.Capability) {
-			c.Visibility, c.Effect, c.InputSchema, c.Policies = contract.Hidden, "", nil, nil
+			c.Visibility, c.InputSchema, c.Policies = contract.Hidden, nil, nil
+			c.Declared.Set("effect", nil)
 		}), []change{{"visibility", N, false}, {"effect", Z, false}, {"inputSchema", Z, false},
 			{"policies[registry authenticated]", Z, false}, {"policies[capability audit]", Z, false}}},
 		{"kind", capab(a, func(c *contract.Capability) { c.Kind = surface.KindObservation }), []change{{"kind", W, true}}},
-		{"effect raised", capab(r, func(c *contract.Capability) { c.Effect = surface.EffectDestructive }), []change{{"effect", W, false}}},
-		{"effect lowered", capab(r, func(c *contract.Capability) { c.Effect = surface.EffectServerQuery }), []change{{"effect", N, false}}},
-		{"effect between equals (view)", capab(a, func(c *contract.Capability) { c.Effect = surface.EffectNavigation }), []change{{"effect", W, true}}},
-		{"effect unknown", capab(a, func(c *contract.Capability) { c.Effect = "teleport" }), []change{{"effect", W, true}}},
-		{"idempotent claimed", capab(r, func(c *contract.Capability) { c.Idempotent = ptr(true) }), []change{{"idempotent", W, false}}},
+		{"effect raised", capab(r, func(c *contract.Capability) { c.Declared.Set("effect", surface.EffectDestructive) }), []change{{"effect", W, false}}},
+		{"effect lowered", capab(r, func(c *contract.Capability) { c.Declared.Set("effect", surface.EffectServerQuery) }), []change{{"effect", N, false}}},
+		{"effect between equals (view)", capab(a, func(c *contract.Capability) { c.Declared.Set("effect", surface.EffectNavigation) }), []change{{"effect", W, true}}},
+		{"effect unknown", capab(a, func(c *contract.Capability) { c.Declared.Set("effect", "teleport") }), []change{{"effect", W, true}}},
+		{"idempotent claimed", capab(r, func(c *contract.Capability) { c.Declared.Set("idempotent", true) }), []change{{"idempotent", W, false}}},
 		{"became grantable", capab(r, func(c *contract.Capability) { c.StandingGrants = &contract.GrantCeiling{MaxTTLMs: 60000, MaxUses: 3} }),
 			[]change{{"standingGrants", W, false}}},
 		{"became grantable while hidden", capab(r, func(c *contract.Capability) {
 			c.Visibility, c.StandingGrants = contract.Hidden, &contract.GrantCeiling{MaxTTLMs: 60000}
 		}), []change{{"visibility", N, false}, {"standingGrants", Z, false}}},
-		{"idempotent unknown", capab(r, func(c *contract.Capability) { c.Idempotent = nil }), []change{{"idempotent", W, true}}},
-		{"reversible no more", capab(a, func(c *contract.Capability) { c.Reversible = ptr(false) }), []change{{"reversible", N, false}}},
-		{"confirmation lowered", capab(r, func(c *contract.Capability) { c.Confirmation = surface.ConfirmNever }), []change{{"confirmation", W, false}}},
+		{"idempotent unknown", capab(r, func(c *contract.Capability) { c.Declared.Set("idempotent", nil) }), []change{{"idempotent", W, true}}},
+		{"reversible no more", capab(a, func(c *contract.Capability) { c.Declared.Set("reversible", false) }), []change{{"reversible", N, false}}},
+		{"confirmation lowered", capab(r, func(c *contract.Capability) { c.Declared.Set("confirmation", surface.ConfirmNever) }), []change{{"confirmation", W, false}}},
 		{"confirmation raised", capab(r, func(c *contract.Capability) {
-			c.Confirmation, c.RequiresConfirmation = surface.ConfirmRequired, ptr(true)
+			c.Declared.Set("confirmation", surface.ConfirmRequired)
+			c.RequiresConfirmation = ptr(true)
 		}), []change{{"confirmation", N, false}, {"requiresConfirmation", Z, false}}},
 		{"confirmation by policy added", capab(r, func(c *contract.Capability) { c.ConfirmationByPolicy = surface.ConfirmRequired }),
 			[]change{{"confirmationByPolicy", N, false}}},
@@ -324,7 +354,7 @@ func TestClassesAndReport(t *testing.T) {
 		}
 	}
 	new := base()
-	new.Consumers[0].Capabilities[0].Confirmation = surface.ConfirmNever
+	new.Consumers[0].Capabilities[0].Declared.Set("confirmation", surface.ConfirmNever)
 	new.Consumers[0].Capabilities[0].Description = "Refund it"
 	changes := compare(t, base(), new)
 	if got := (contract.Classes{contract.Widening}).Failing(changes); len(got) != 1 || got[0].Field != "confirmation" {

@@ -174,6 +174,13 @@
 //	a policy's hooks in another order, annotations written out or left to MCP's defaults:
 //	                      -                                     -                              any change
 //
+// The rows effect, idempotent, reversible and confirmation are those of
+// the facts a capability declares about its calls, the fields of
+// [surface.Declaration], which a contract records by JSON name ([Facts]):
+// a fact surface.Declaration gains is recorded, written and parsed with
+// no change here, and compared by its own rule row; a fact with no row is
+// compared as a mixed widening, never passed over.
+//
 // When a capability is hidden in either contract, the visibility row
 // carries the class, and what else changed (what a capability that
 // comes out of hiding shows, what one that goes into hiding no longer

@@ -3,6 +3,7 @@ package contract_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -26,7 +27,10 @@ const (
 // descriptors, which field of the contract records it (by JSON name), or
 // why none does. A field added to a descriptor fails
 // TestDescriptorFields until it is placed here: recorded, which the
-// test then checks value by value, or declared live state.
+// test then checks value by value, or declared live state. The fields of
+// [surface.Declaration] that a descriptor embeds need no entry: each is
+// a fact, recorded under its JSON name (contract.Facts), and checked
+// value by value like the others.
 var descriptorFields = map[reflect.Type]map[string]string{
 	reflect.TypeFor[surface.ComponentDescriptor](): {
 		"Type": "type", "InstanceID": "instanceId", "RegistrationID": live, "Description": "description",
@@ -38,8 +42,7 @@ var descriptorFields = map[reflect.Type]map[string]string{
 	},
 	reflect.TypeFor[surface.ActionDescriptor](): {
 		"CapabilityID": "capabilityId", "Name": inID, "Description": "description",
-		"InputSchema": "inputSchema", "OutputSchema": "outputSchema", "Effect": "effect", "Idempotent": "idempotent",
-		"Reversible": "reversible", "Confirmation": "confirmation", "Available": live, "UnavailableReason": live, "Meta": "meta",
+		"InputSchema": "inputSchema", "OutputSchema": "outputSchema", "Available": live, "UnavailableReason": live, "Meta": "meta",
 	},
 	reflect.TypeFor[surface.ProcedureDescriptor](): {
 		"ProcedureID": "capabilityId", "Description": "description", "ContextualNote": live,
@@ -59,18 +62,40 @@ var recordedIn = map[reflect.Type]reflect.Type{
 	reflect.TypeFor[surface.BoundField]():            reflect.TypeFor[contract.BoundField](),
 }
 
-// jsonNames maps the exported fields of struct type t to their JSON names.
+// jsonNames maps the exported fields of struct type t to their JSON
+// names, those of an embedded struct (surface.Declaration) as its own, as
+// encoding/json does. A field encoding/json leaves out has none.
 func jsonNames(t reflect.Type) map[string]string {
 	out := map[string]string{}
 	for f := range t.Fields() {
-		if !f.IsExported() {
+		tag := f.Tag.Get("json")
+		switch {
+		case tag == "-":
+			continue
+		case f.Anonymous && f.Type.Kind() == reflect.Struct && tag == "":
+			maps.Copy(out, jsonNames(f.Type))
+			continue
+		case !f.IsExported():
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, _, _ := strings.Cut(tag, ",")
 		if name == "" {
 			name = f.Name
 		}
 		out[f.Name] = name
+	}
+	return out
+}
+
+// declaredFacts maps the fields of surface.Declaration to their JSON names: the
+// facts a contract records by name.
+var declaredFacts = jsonNames(reflect.TypeFor[surface.Declaration]())
+
+// fieldsTable is descriptorFields' entry for typ, with the facts it embeds.
+func fieldsTable(typ reflect.Type) map[string]string {
+	out := maps.Clone(descriptorFields[typ])
+	if f, ok := typ.FieldByName("Declaration"); ok && f.Anonymous {
+		maps.Copy(out, declaredFacts)
 	}
 	return out
 }
@@ -81,12 +106,21 @@ func jsonNames(t reflect.Type) map[string]string {
 // names no field that does not exist, and live state has no field in a
 // contract.
 func TestDescriptorFields(t *testing.T) {
-	for typ, table := range descriptorFields {
+	if len(declaredFacts) == 0 {
+		t.Fatal("surface.Declaration has no fields")
+	}
+	for typ := range descriptorFields {
+		table := fieldsTable(typ)
 		descNames := jsonNames(typ)
 		into := jsonNames(recordedIn[typ])
 		contractNames := map[string]bool{}
 		for _, n := range into {
 			contractNames[n] = true
+		}
+		if recordedIn[typ] == reflect.TypeFor[contract.Capability]() {
+			for _, n := range declaredFacts { // Capability.Declared records them by name
+				contractNames[n] = true
+			}
 		}
 		for field, json := range descNames {
 			where, ok := table[field]
@@ -182,7 +216,7 @@ func TestDescriptorFieldsRecorded(t *testing.T) {
 		if shown[typ] == nil {
 			shown[typ] = map[string]bool{}
 		}
-		for field, where := range descriptorFields[typ] {
+		for field, where := range fieldsTable(typ) {
 			if strings.HasPrefix(where, "(") {
 				continue
 			}
@@ -226,8 +260,8 @@ func TestDescriptorFieldsRecorded(t *testing.T) {
 	for _, p := range snap.Procedures {
 		check(p, byID[p.ProcedureID])
 	}
-	for typ, table := range descriptorFields {
-		for field, where := range table {
+	for typ := range descriptorFields {
+		for field, where := range fieldsTable(typ) {
 			if !strings.HasPrefix(where, "(") && !shown[typ][field] {
 				t.Errorf("%s.%s: the fixture leaves it unset, so nothing checks that it is recorded", typ.Name(), field)
 			}

@@ -32,7 +32,7 @@ const (
 //   - idempotentHint: the capability's idempotency;
 //   - openWorldHint: true for an external side effect, false otherwise.
 func AnnotationsFor(kind surface.Kind, effect surface.Effect, idempotent bool, inputSchema json.RawMessage) *Annotations {
-	t := surface.Tool{Kind: kind, Effect: effect, Idempotent: idempotent, InputSchema: surface.JSONText(inputSchema)}
+	t := surface.Tool{Kind: kind, Declaration: surface.Declaration{Effect: effect, Idempotent: idempotent}, InputSchema: surface.JSONText(inputSchema)}
 	if kind == surface.KindObservation {
 		t.InputSchema = `{"type":"object"}` // an observation's tool takes the empty object
 	}
@@ -113,16 +113,17 @@ func FromTools(consumer string, tools []Tool) (*Contract, error) {
 		c.CapabilityID, _ = meta[MetaCapabilityID].(string)
 		kind, _ := meta[MetaKind].(string)
 		effect, _ := meta[MetaEffect].(string)
-		c.Kind, c.Effect = surface.Kind(kind), surface.Effect(effect)
+		c.Kind = surface.Kind(kind)
+		c.Declared.Set(factEffect, effect)
 		if c.CapabilityID != "" {
-			if desc, prefixEffect, required, ok := splitDescription(t.Description); ok && (effect == "" || prefixEffect == c.Effect) {
+			if desc, prefixEffect, required, ok := splitDescription(t.Description); ok && (effect == "" || prefixEffect == surface.Effect(effect)) {
 				c.Description, c.RequiresConfirmation = desc, ptr(required)
-				if c.Effect == "" {
-					c.Effect = prefixEffect
+				if effect == "" {
+					c.Declared.Set(factEffect, prefixEffect)
 				}
 			}
 			if c.Annotations != nil {
-				c.Idempotent = ptr(c.Annotations.IdempotentHint)
+				c.Declared.Set(factIdempotent, c.Annotations.IdempotentHint)
 			}
 		}
 		v.Capabilities = append(v.Capabilities, c)

@@ -155,9 +155,9 @@ func TestFromToolsAgreesWithRegistry(t *testing.T) {
 		}
 		mustEqual("capabilityId", m.CapabilityID, r.CapabilityID)
 		mustEqual("kind", m.Kind, r.Kind)
-		mustEqual("effect", m.Effect, r.Effect)
+		mustEqual("effect", m.Declared["effect"], r.Declared["effect"])
 		mustEqual("description", m.Description, r.Description)
-		mustEqual("idempotent", m.Idempotent, r.Idempotent)
+		mustEqual("idempotent", m.Declared["idempotent"], r.Declared["idempotent"])
 		mustEqual("requiresConfirmation", m.RequiresConfirmation, r.RequiresConfirmation)
 		mustEqual("annotations", m.Annotations, r.Annotations)
 		want := r.InputSchema
@@ -182,8 +182,15 @@ func TestFromToolsAgreesWithRegistry(t *testing.T) {
 		}
 		sameSchema("inputSchema", m.InputSchema, want)
 		sameSchema("outputSchema", m.OutputSchema, r.OutputSchema) // taken out of the result envelope mcpsurface declares
-		// Unknown over MCP, so absent.
-		if m.Visibility != contract.Listed || m.Component != nil || m.Context != nil || m.Reversible != nil || m.Confirmation != "" ||
+		// Unknown over MCP, so absent: of the declared facts, all but the
+		// effect and idempotency (reversible, the declared level, and any
+		// fact a later surface.Declaration adds).
+		for name := range m.Declared {
+			if name != "effect" && name != "idempotent" {
+				t.Errorf("%s: fact %s is known over MCP: %s", r.Key(), name, m.Declared[name])
+			}
+		}
+		if m.Visibility != contract.Listed || m.Component != nil || m.Context != nil ||
 			m.ConfirmationByPolicy != "" || m.BoundFields != nil || m.Meta != nil || m.Policies != nil {
 			t.Errorf("%s: a field MCP does not carry is set: %+v", r.Key(), m)
 		}
@@ -214,10 +221,10 @@ func TestFromToolsForeignServer(t *testing.T) {
 	for _, x := range caps {
 		byName[x.WireName] = x
 	}
-	if s := byName["search"]; s.Description != "[view · read] Search the web" || s.Effect != "" || s.RequiresConfirmation != nil || s.Key() != "tool search" {
+	if s := byName["search"]; s.Description != "[view · read] Search the web" || s.Declared != nil || s.RequiresConfirmation != nil || s.Key() != "tool search" {
 		t.Errorf("search: %+v", s)
 	}
-	if d := byName["delete"]; d.Idempotent != nil || !d.Annotations.IdempotentHint {
+	if d := byName["delete"]; d.Declared != nil || !d.Annotations.IdempotentHint {
 		t.Errorf("delete: %+v", d)
 	}
 	if o := byName["odd"]; o.Description != "[domain · destructive · maybe] x" || o.RequiresConfirmation != nil || o.Key() != "domain:odd @ tool odd" {

@@ -3,6 +3,10 @@ package contract_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentsurface/agentsurface/surface"
@@ -38,6 +42,32 @@ func optBool(rt *rapid.T, label string) *bool {
 	return ptr(true)
 }
 
+// anyFact draws a value of the declared fact called name, by the type of
+// its field in surface.Declaration, or none (the fact unknown).
+func anyFact(rt *rapid.T, name string) any {
+	var typ reflect.Type
+	for f := range reflect.TypeFor[surface.Declaration]().Fields() {
+		if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n == name {
+			typ = f.Type
+		}
+	}
+	if typ == nil || rapid.IntRange(0, 3).Draw(rt, "known "+name) == 0 {
+		return nil
+	}
+	v := reflect.New(typ).Elem()
+	switch typ.Kind() {
+	case reflect.Bool:
+		v.SetBool(rapid.Bool().Draw(rt, name))
+	case reflect.String:
+		v.SetString(rapid.SampledFrom([]string{"a", "b", string(surface.EffectRead), string(surface.ConfirmRequired)}).Draw(rt, name))
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(rapid.IntRange(0, 2).Draw(rt, name)))
+	default:
+		rt.Fatalf("fact %s is a %s: teach anyFact a value of it", name, typ)
+	}
+	return v.Interface()
+}
+
 // fields draw the fields of a capability, one function each, so that a
 // mutation can redraw any one of them.
 var fields = []func(rt *rapid.T, c *contract.Capability){
@@ -56,11 +86,17 @@ var fields = []func(rt *rapid.T, c *contract.Capability){
 	func(rt *rapid.T, c *contract.Capability) {
 		c.WireName = rapid.SampledFrom([]string{"", "w1", "w2"}).Draw(rt, "wire")
 	},
-	func(rt *rapid.T, c *contract.Capability) { c.Effect = rapid.SampledFrom(effects).Draw(rt, "effect") },
-	func(rt *rapid.T, c *contract.Capability) { c.Idempotent = optBool(rt, "idempotent") },
-	func(rt *rapid.T, c *contract.Capability) { c.Reversible = optBool(rt, "reversible") },
 	func(rt *rapid.T, c *contract.Capability) {
-		c.Confirmation = rapid.SampledFrom(levels).Draw(rt, "confirmation")
+		c.Declared.Set("effect", rapid.SampledFrom(effects).Draw(rt, "effect"))
+	},
+	func(rt *rapid.T, c *contract.Capability) { c.Declared.Set("idempotent", optBool(rt, "idempotent")) },
+	func(rt *rapid.T, c *contract.Capability) { c.Declared.Set("reversible", optBool(rt, "reversible")) },
+	func(rt *rapid.T, c *contract.Capability) {
+		c.Declared.Set("confirmation", rapid.SampledFrom(levels).Draw(rt, "confirmation"))
+	},
+	func(rt *rapid.T, c *contract.Capability) { // any fact, one a later surface.Declaration adds included
+		name := rapid.SampledFrom(slices.Sorted(maps.Values(declaredFacts))).Draw(rt, "fact")
+		c.Declared.Set(name, anyFact(rt, name))
 	},
 	func(rt *rapid.T, c *contract.Capability) {
 		c.ConfirmationByPolicy = rapid.SampledFrom([]surface.Confirmation{"", surface.ConfirmRequired}).Draw(rt, "byPolicy")

@@ -164,8 +164,11 @@ func tryViewOf(reg *surface.Registry, consumer surface.Consumer) (v ConsumerView
 			// What the descriptor leaves implicit (an observation's
 			// effect, idempotency and level, a procedure reference's
 			// idempotency) is the tool's, as every adapter shows it.
-			c.WireName, c.Effect, c.Idempotent, c.Confirmation = t.Name, t.Effect, ptr(t.Idempotent), t.Confirmation
-			c.RequiresConfirmation = ptr(c.Confirmation == surface.ConfirmRequired)
+			c.WireName = t.Name
+			c.Declared.Set(factEffect, t.Effect)
+			c.Declared.Set(factIdempotent, t.Idempotent)
+			c.Declared.Set(factConfirmation, t.Confirmation)
+			c.RequiresConfirmation = ptr(t.Confirmation == surface.ConfirmRequired)
 			c.Annotations = annotationsOf(t)
 			if g := ce.Grants; g != nil {
 				c.StandingGrants = &GrantCeiling{MaxTTLMs: g.MaxTTL.Milliseconds(), MaxUses: g.MaxUses}
@@ -236,7 +239,11 @@ func record(desc, into any) error {
 		delete(fields, "procedureId")
 	}
 	if b, err = json.Marshal(fields); err == nil {
-		err = json.Unmarshal(b, into)
+		if c, ok := into.(*Capability); ok {
+			err = c.decode(b, false) // what the contract does not hold (a bound field's source) is left out
+		} else {
+			err = json.Unmarshal(b, into)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("contract: recording a descriptor: %w", err)

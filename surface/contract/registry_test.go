@@ -71,7 +71,7 @@ func TestFromRegistry(t *testing.T) {
 	// Hidden from MCP clients by a policy: only what the explanation
 	// gives, with the hiding vote.
 	audit := capability(t, a, "view:shop.admin.readAudit")
-	if audit.Visibility != contract.Hidden || audit.Effect != "" || audit.WireName != "" || audit.Annotations != nil ||
+	if audit.Visibility != contract.Hidden || audit.Declared != nil || audit.WireName != "" || audit.Annotations != nil ||
 		audit.OutputSchema != nil || audit.Description != "Read the audit log" || len(audit.Policies) != 2 || audit.Policies[1].Vote != "hide" {
 		t.Fatalf("hidden capability: %+v", audit)
 	}
@@ -86,12 +86,12 @@ func TestFromRegistry(t *testing.T) {
 
 	// A destructive procedure bound to live state.
 	r := capability(t, a, "domain:shop.refund")
-	if r.Kind != surface.KindProcedure || r.Effect != surface.EffectDestructive || *r.Idempotent || r.Confirmation != surface.ConfirmRequired ||
+	if r.Kind != surface.KindProcedure || effectOf(r) != surface.EffectDestructive || *flagOf(r, "idempotent") || levelOf(r) != surface.ConfirmRequired ||
 		r.ConfirmationByPolicy != surface.ConfirmRequired || !*r.RequiresConfirmation || r.WireName != "domain_shop__refund" ||
 		len(r.BoundFields) != 1 || r.BoundFields[0] != (contract.BoundField{Path: "orderId", Locked: true}) ||
 		r.Context == nil || *r.Context != (surface.Parent{Type: "shop.cart", InstanceID: "main"}) ||
 		!bytes.Contains(r.InputSchema, []byte(`"reason"`)) || bytes.Contains(r.InputSchema, []byte(`orderId`)) ||
-		r.Annotations == nil || !*r.Annotations.DestructiveHint || r.Reversible != nil {
+		r.Annotations == nil || !*r.Annotations.DestructiveHint || flagOf(r, "reversible") != nil {
 		t.Fatalf("refund: %+v", r)
 	}
 
@@ -104,7 +104,7 @@ func TestFromRegistry(t *testing.T) {
 	if s := capability(t, a, "view:shop.cart.setTags"); s.Visibility != contract.Exposed || s.Annotations != nil || s.WireName != "view_shop__cart__setTags" {
 		t.Fatalf("setTags: %+v", s)
 	}
-	if ch := capability(t, a, "view:shop.cart.checkout"); *ch.Reversible || !*ch.Idempotent || ch.Effect != surface.EffectNavigation {
+	if ch := capability(t, a, "view:shop.cart.checkout"); *flagOf(ch, "reversible") || !*flagOf(ch, "idempotent") || effectOf(ch) != surface.EffectNavigation {
 		t.Fatalf("checkout: %+v", ch)
 	}
 
