@@ -56,8 +56,9 @@ type AuditOptions struct {
 	// for its record's commit. Default 5s.
 	Timeout time.Duration
 	// CloseTimeout bounds how long Close keeps trying to write what is
-	// queued; what it cannot write by then is dropped, counted and
-	// logged. Default 10s.
+	// queued, from the moment it is called (a write already under way
+	// keeps its own Timeout); what it cannot write by then is dropped,
+	// counted and logged. Default 10s.
 	CloseTimeout time.Duration
 	// Logger receives diagnostics: a failing write (once, then once every
 	// ten seconds while it goes on) and dropped records. Default: discard.
@@ -83,17 +84,20 @@ type AuditOptions struct {
 // logged. A record Postgres refuses as invalid is dropped alone, not its
 // batch. Close writes what is queued. It is safe for concurrent use.
 type AuditSink struct {
-	pool    *pgxpool.Pool
-	opts    AuditOptions
-	log     *slog.Logger
-	wake    chan struct{} // a record was queued
-	stop    chan struct{} // Close was called
-	done    chan struct{} // the writer has returned
-	metrics metric.Registration
+	// copyRows writes rows in one statement and one commit: a COPY into
+	// agentsurface_audit (tests put a fake Postgres here).
+	copyRows func(ctx context.Context, rows [][]any) error
+	opts     AuditOptions
+	log      *slog.Logger
+	wake     chan struct{} // a record was queued
+	stop     chan struct{} // Close was called
+	done     chan struct{} // the writer has returned
+	metrics  metric.Registration
 
 	mu      sync.Mutex
 	queue   []entry
 	closed  bool
+	closeBy time.Time // when Close gives up writing what is queued
 	written uint64
 	dropped uint64
 	// Log throttling: drops since the last log line and when that was.
@@ -127,6 +131,15 @@ var auditColumns = []string{"replica", "session", "at", "type", "capability_id",
 // NewAuditSink starts a sink writing to pool's agentsurface_audit table.
 // Close it to write what is queued and stop its goroutine.
 func NewAuditSink(pool *pgxpool.Pool, opts *AuditOptions) *AuditSink {
+	return newAuditSink(func(ctx context.Context, rows [][]any) error {
+		_, err := pool.CopyFrom(ctx, pgx.Identifier{"agentsurface_audit"}, auditColumns, pgx.CopyFromRows(rows))
+		return err
+	}, opts)
+}
+
+// newAuditSink starts a sink whose writes go to copyRows: one call, one
+// statement and one commit.
+func newAuditSink(copyRows func(ctx context.Context, rows [][]any) error, opts *AuditOptions) *AuditSink {
 	var o AuditOptions
 	if opts != nil {
 		o = *opts
@@ -146,7 +159,7 @@ func NewAuditSink(pool *pgxpool.Pool, opts *AuditOptions) *AuditSink {
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 10 * time.Second
 	}
-	s := &AuditSink{pool: pool, opts: o, log: o.Logger,
+	s := &AuditSink{copyRows: copyRows, opts: o, log: o.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -259,11 +272,12 @@ func (s *AuditSink) dropLocked(n int, why string) {
 // CloseTimeout.
 func (s *AuditSink) run() {
 	defer close(s.done)
-	var deadline time.Time // set once Close was called
+	var deadline time.Time // when Close gives up: zero until it is called
 	backoff := minBackoff
 	var failing, lastFailLog time.Time // when writes started failing; when that was last logged
 	for {
 		s.mu.Lock()
+		deadline = s.closeBy
 		s.expireLocked(time.Now())
 		batch := s.queue[:min(len(s.queue), s.opts.BatchSize)]
 		s.mu.Unlock()
@@ -274,7 +288,6 @@ func (s *AuditSink) run() {
 			select {
 			case <-s.wake:
 			case <-s.stop:
-				deadline = time.Now().Add(s.opts.CloseTimeout)
 			}
 			continue
 		}
@@ -344,7 +357,6 @@ func (s *AuditSink) run() {
 		case <-t.C:
 		case <-stop:
 			t.Stop()
-			deadline = time.Now().Add(s.opts.CloseTimeout)
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
@@ -395,7 +407,7 @@ func (s *AuditSink) write(batch []entry, closing time.Time) (verdicts []error, e
 	for i, en := range batch {
 		rows[i] = en.row
 	}
-	_, err = s.pool.CopyFrom(ctx, pgx.Identifier{"agentsurface_audit"}, auditColumns, pgx.CopyFromRows(rows))
+	err = s.copyRows(ctx, rows)
 	switch {
 	case err == nil:
 		return make([]error, len(rows)), nil
@@ -406,7 +418,7 @@ func (s *AuditSink) write(batch []entry, closing time.Time) (verdicts []error, e
 	}
 	verdicts = make([]error, 0, len(rows))
 	for _, r := range rows {
-		_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"agentsurface_audit"}, auditColumns, pgx.CopyFromRows([][]any{r}))
+		err := s.copyRows(ctx, [][]any{r})
 		switch {
 		case err == nil:
 			verdicts = append(verdicts, nil)
@@ -453,6 +465,7 @@ func (s *AuditSink) Close() error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
+		s.closeBy = time.Now().Add(s.opts.CloseTimeout)
 		close(s.stop)
 	}
 	s.mu.Unlock()
