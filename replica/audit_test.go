@@ -394,3 +394,72 @@ func TestDurableAuditWithPostgresDown(t *testing.T) {
 		t.Fatalf("stats %+v, table %d rows", st, len(ids))
 	}
 }
+
+// A durable sink loses no record to an outage shorter than Timeout: with
+// Postgres stopped, each writer keeps the record its failed write held
+// and the others wait queued (Stats.Queued counts them all); Close,
+// called meanwhile, refuses new records and waits; once Postgres is back
+// every waiting record is committed, once, and its Record returns nil.
+// (Issue 38.4.)
+func TestDurableAuditOutageLosesNoWaitingRecord(t *testing.T) {
+	srv, pool, url := privateMigrated(t)
+	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1", Durable: true, BatchSize: 1,
+		Timeout: time.Minute, CloseTimeout: time.Minute})
+	record := func(id string) error {
+		return sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+			InvocationID: id, Status: surface.StatusOK})
+	}
+	if err := record("before"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	answers := make(chan error, n)
+	for i := range n {
+		go func() { answers <- record(fmt.Sprint("during_", i)) }()
+	}
+	eventually(t, 30*time.Second, "every record waiting", func() bool { return sink.Stats().Queued == n })
+	closed := make(chan error, 1)
+	go func() { closed <- sink.Close() }()
+	eventually(t, 30*time.Second, "Close called", sink.Closing)
+	if err := record("late"); !errors.Is(err, surface.ErrAuditDropped) {
+		t.Fatalf("Record during Close: %v", err)
+	}
+	select {
+	case err := <-answers:
+		t.Fatalf("a record answered (%v) while Postgres is down", err)
+	default:
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-answers; err != nil {
+			t.Fatalf("a record waiting through the outage: %v", err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	rows, err := openPool(t, url).Query(context.Background(), `SELECT invocation_id FROM agentsurface_audit ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"before"}
+	for i := range n {
+		want = append(want, fmt.Sprint("during_", i))
+	}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("the table holds %v, want each of %v once", ids, want)
+	}
+	if st := sink.Stats(); st.Written != n+1 || st.Dropped != 1 || st.Queued != 0 {
+		t.Fatalf("stats %+v, want %d written, 1 dropped (refused while closing)", st, n+1)
+	}
+}

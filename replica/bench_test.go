@@ -1,19 +1,25 @@
 package replica_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentsurface/agentsurface/replica"
 	"github.com/agentsurface/agentsurface/surface"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -169,6 +175,7 @@ func BenchmarkAuditSink(b *testing.B) {
 				session := sink.For("s_0123456789")
 				b.ReportAllocs()
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				cpu := startCPU(b, pool)
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -178,11 +185,15 @@ func BenchmarkAuditSink(b *testing.B) {
 						}
 					}
 				})
-				for sink.Stats().Written < uint64(b.N) {
+				for st := sink.Stats(); st.Written+st.Dropped < uint64(b.N); st = sink.Stats() {
 					time.Sleep(100 * time.Microsecond)
 				}
 				b.StopTimer()
+				if st := sink.Stats(); st.Dropped != 0 {
+					b.Fatalf("records dropped: %+v", st)
+				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+				cpu.report(b, "record")
 			})
 		}
 	}
@@ -207,6 +218,7 @@ func BenchmarkAuditedCalls(b *testing.B) {
 			var next atomic.Uint64
 			b.ReportAllocs()
 			b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+			cpu := startCPU(b, n.pool)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				tok := toks[(next.Add(1)-1)%clients]
@@ -216,6 +228,7 @@ func BenchmarkAuditedCalls(b *testing.B) {
 			})
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+			cpu.report(b, "call")
 			if st := n.app.audit.Stats(); st.Dropped != 0 {
 				b.Fatalf("audit: %+v", st)
 			}
@@ -225,3 +238,77 @@ func BenchmarkAuditedCalls(b *testing.B) {
 
 // quiet discards a benchmark node's log.
 var quiet = slog.New(slog.DiscardHandler)
+
+// cpuClock measures the CPU time this process and the Postgres server
+// spend during a benchmark, where it can (Linux, the server on this
+// machine): on a machine other work keeps busy, the CPU time an operation
+// costs varies much less than the operations per second.
+type cpuClock struct {
+	pool  *pgxpool.Pool
+	start map[int]time.Duration // CPU time so far of this process (0) and the server's processes
+	ok    bool
+}
+
+// startCPU starts a cpuClock for this process and the server pool talks
+// to.
+func startCPU(b *testing.B, pool *pgxpool.Pool) *cpuClock {
+	c := &cpuClock{pool: pool}
+	c.start, c.ok = c.read(b)
+	return c
+}
+
+// read returns the CPU time so far of this process (key 0) and of each
+// process of the server.
+func (c *cpuClock) read(b *testing.B) (map[int]time.Duration, bool) {
+	rows, err := c.pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu := map[int]time.Duration{}
+	for _, pid := range append([]int32{0}, pids...) {
+		file := fmt.Sprintf("/proc/%d/stat", pid)
+		if pid == 0 {
+			file = "/proc/self/stat"
+		}
+		stat, err := os.ReadFile(file)
+		if err != nil {
+			return nil, false
+		}
+		// The command (2nd field) ends with ')'; utime and stime, in
+		// clock ticks of 10 ms, are the 14th and 15th fields.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if pid != 0 && !strings.HasSuffix(string(stat[:bytes.LastIndexByte(stat, ')')]), "(postgres") {
+			return nil, false // not the server's process: the server is elsewhere
+		}
+		for _, v := range f[11:13] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			cpu[int(pid)] += time.Duration(n) * 10 * time.Millisecond
+		}
+	}
+	return cpu, true
+}
+
+// report reports the CPU time per operation, in µs, of this process and
+// the server together (cpu-µs/<unit>) and of the server alone
+// (pg-cpu-µs/<unit>). A server process that started meanwhile counts
+// whole; one that ended is missed.
+func (c *cpuClock) report(b *testing.B, unit string) {
+	end, ok := c.read(b)
+	if !ok || !c.ok || b.N == 0 {
+		return
+	}
+	var proc, server time.Duration
+	for pid, t := range end {
+		if pid == 0 {
+			proc = t - c.start[0]
+		} else {
+			server += t - c.start[pid] // 0 for a process that started meanwhile
+		}
+	}
+	b.ReportMetric(float64(proc+server)/float64(b.N)/1e3, "cpu-µs/"+unit)
+	b.ReportMetric(float64(server)/float64(b.N)/1e3, "pg-cpu-µs/"+unit)
+}

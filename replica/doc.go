@@ -175,8 +175,9 @@
 // (those of the last milliseconds). With AuditOptions.Durable, Record
 // returns once its record is committed, so no call is answered before its
 // settlement record is stored; concurrent records share one statement
-// and commit (group commit), so its throughput nears the asynchronous
-// sink's as concurrent calls grow. While Postgres is down records stay
+// and commit (group commit), so its throughput grows with concurrent
+// calls, though it stays below the asynchronous sink's (see
+// AuditOptions.Durable). While Postgres is down records stay
 // queued, up to AuditOptions.QueueSize (and, when durable, for at most
 // AuditOptions.Timeout); beyond, they are dropped, counted and logged,
 // never silently. Close writes what is queued.

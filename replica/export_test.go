@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -50,4 +52,26 @@ func NewForwarder(opts *ForwardOptions) http.Handler {
 // handler applies.
 func ResponseHeaderTimeoutOf(h http.Handler) time.Duration {
 	return h.(*forwarder).opts.ResponseHeaderTimeout
+}
+
+// NewAuditSinkOn returns a sink whose writes go to write instead of a
+// COPY into Postgres: one call is one statement and one commit, given
+// the invocation id of each row. write returns an error wrapping a
+// *pgconn.PgError of class 22 or 23 to refuse the rows as invalid.
+func NewAuditSinkOn(write func(ctx context.Context, invocations []string) error, opts *AuditOptions) *AuditSink {
+	col := slices.Index(auditColumns, "invocation_id")
+	return newAuditSink(func(ctx context.Context, rows [][]any) error {
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i], _ = r[col].(string)
+		}
+		return write(ctx, ids)
+	}, opts)
+}
+
+// Closing reports whether Close was called.
+func (s *AuditSink) Closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
