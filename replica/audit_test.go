@@ -348,10 +348,7 @@ func TestDurableAuditWithPostgresDown(t *testing.T) {
 	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1", Durable: true, Timeout: timeout,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	defer sink.Close()
-	record := func(id string) error {
-		return sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
-			InvocationID: id, Status: surface.StatusOK})
-	}
+	record := func(id string) error { return recordSettled(sink, id) }
 	if err := record("before"); err != nil {
 		t.Fatal(err)
 	}
@@ -405,10 +402,7 @@ func TestDurableAuditOutageLosesNoWaitingRecord(t *testing.T) {
 	srv, pool, url := privateMigrated(t)
 	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1", Durable: true, BatchSize: 1,
 		Timeout: time.Minute, CloseTimeout: time.Minute})
-	record := func(id string) error {
-		return sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
-			InvocationID: id, Status: surface.StatusOK})
-	}
+	record := func(id string) error { return recordSettled(sink, id) }
 	if err := record("before"); err != nil {
 		t.Fatal(err)
 	}
@@ -462,4 +456,10 @@ func TestDurableAuditOutageLosesNoWaitingRecord(t *testing.T) {
 	if st := sink.Stats(); st.Written != n+1 || st.Dropped != 1 || st.Queued != 0 {
 		t.Fatalf("stats %+v, want %d written, 1 dropped (refused while closing)", st, n+1)
 	}
+}
+
+// recordSettled records the settlement of the invocation id in sink.
+func recordSettled(sink *replica.AuditSink, id string) error {
+	return sink.Record(context.Background(), surface.AuditEvent{At: time.Now(), Type: surface.AuditInvocationSettled,
+		InvocationID: id, Status: surface.StatusOK})
 }

@@ -216,7 +216,7 @@ func TestDurableAuditCloseGivesUpAtCloseTimeout(t *testing.T) {
 		for i := range 5 {
 			answers = append(answers, recordAsync(sink, fmt.Sprint("r", i)))
 		}
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // synctest's clock: the failing writes go on meanwhile
 		if st := sink.Stats(); st.Queued != 5 {
 			t.Fatalf("stats while the writes fail: %+v, want 5 queued", st)
 		}
@@ -286,7 +286,7 @@ func TestAuditSinkVerdictsProperty(t *testing.T) {
 			}
 			answers := make([]chan answer, n)
 			for i := range n {
-				time.Sleep(time.Duration(gaps[i]) * time.Millisecond)
+				time.Sleep(time.Duration(gaps[i]) * time.Millisecond) // synctest's clock: no real wait
 				answers[i] = make(chan answer, 1)
 				go func() {
 					start := time.Now()
@@ -294,7 +294,7 @@ func TestAuditSinkVerdictsProperty(t *testing.T) {
 					answers[i] <- answer{err, time.Since(start)}
 				}()
 			}
-			time.Sleep(closeAfter)
+			time.Sleep(closeAfter) // synctest's clock, as the gaps above
 			start := time.Now()
 			_ = sink.Close()
 			took := time.Since(start)
