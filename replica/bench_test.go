@@ -157,9 +157,10 @@ func BenchmarkMCPCalls(b *testing.B) {
 // (Record queues; the clock stops once the writer has written every
 // record) and the durable one (each Record returns once its record is
 // committed; concurrent records share a statement). The record is a
-// call's settlement at metadata level, as most are. The durable sink's
-// throughput is its callers divided by a commit's latency, so it grows
-// with them.
+// call's settlement at metadata level, as most are, each with its own
+// time and invocation id, and every run starts from an empty table, so
+// that runs compare. The durable sink's throughput is its callers
+// divided by a commit's latency, so it grows with them.
 func BenchmarkAuditSink(b *testing.B) {
 	pool, _ := migrated(b)
 	ms := int64(3)
@@ -175,10 +176,20 @@ func BenchmarkAuditSink(b *testing.B) {
 				session := sink.For("s_0123456789")
 				b.ReportAllocs()
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				if _, err := pool.Exec(context.Background(), `TRUNCATE agentsurface_audit`); err != nil {
+					b.Fatal(err) // every run starts from the same table
+				}
+				var caller atomic.Uint64
 				cpu := startCPU(b, pool)
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
+					// Each record has its own time and invocation id, as
+					// real ones do (identical keys would make every
+					// index insert land in one posting list).
+					ev, prefix, n := ev, "inv_"+strconv.FormatUint(caller.Add(1), 10)+"_", 0
 					for pb.Next() {
+						n++
+						ev.At, ev.InvocationID = time.Now(), prefix+strconv.Itoa(n)
 						if err := session.Record(context.Background(), ev); err != nil {
 							b.Error(err)
 							return
