@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentsurface/agentsurface/surface"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
@@ -31,20 +30,21 @@ type AuditOptions struct {
 	// answers, so no answer leaves before its record is stored: a replica
 	// killed at any moment has lost no record of a call it answered.
 	// Records that arrive while a write is under way are written together
-	// by the next one, one COPY and one commit (group commit), and after
-	// each write the writer lets the callers it has just answered run
-	// before it takes the next batch, so that their next records join it.
+	// by a following one, one COPY and one commit (group commit). The
+	// writer keeps two writes in flight on its connection, so that
+	// Postgres starts the next one as soon as it has committed one, and
+	// after each commit it lets the callers it has just answered run
+	// before it takes its next batch, so that their next records join it.
 	// A call answers one to two commits later. Each commit has a fixed
-	// cost (a round trip and a transaction: about half a millisecond of
-	// CPU on a small machine) shared by the records it writes, so the
-	// sink commits about as many records per second as there are Records
-	// waiting at once, divided by a commit's latency: its throughput grows
-	// with concurrent calls but stays below the asynchronous sink's, which
-	// writes up to BatchSize records per commit. On 2 CPUs it commits
-	// about 0.55× the asynchronous sink's records per second with 64
-	// Records at once and 0.75× with 256 (BenchmarkAuditSink), and a
-	// replica answers audited HTTP calls from 64 clients at about 0.8×
-	// the rate (BenchmarkAuditedCalls).
+	// cost (a round trip and a transaction: about 0.15 ms of Postgres CPU
+	// on a small machine) shared by the records it writes, so the sink's
+	// throughput grows with the Records waiting at once, and stays below
+	// the asynchronous sink's while few are, since that one writes up to
+	// BatchSize records per commit. On 2 CPUs it commits about 0.75×
+	// the asynchronous sink's records per second with 64 Records at once
+	// and as many with 256 (BenchmarkAuditSink), and a replica answers
+	// audited HTTP calls from 64 clients at about 0.8× the rate
+	// (BenchmarkAuditedCalls).
 	//
 	// Record waits at most Timeout: a record not committed by then is
 	// withdrawn, counted as dropped and logged, and Record returns an
@@ -83,33 +83,37 @@ type AuditOptions struct {
 // to the agentsurface_audit table ([Migrate] creates it), shared with
 // every other replica: the whole deployment's audit trail is one table.
 //
-// Record queues the record, and one goroutine writes the queue in
-// batches (COPY) as fast as Postgres takes them: each write takes every
-// record queued while the previous one ran, up to BatchSize, in one
-// statement and one commit. By default Record never blocks; with
-// AuditOptions.Durable it returns once its record is committed (or, at
-// most, after Timeout), and the writer yields to the Records it has just
-// answered before it takes its next batch (AuditOptions.Durable says
-// what durability costs in throughput). While Postgres is unreachable
-// the queue holds the records and the writer retries; the records beyond
-// QueueSize (and, with Durable, those not committed within Timeout) are
-// dropped, counted in [AuditSink.Stats] and the
+// Record encodes the record and queues it, and one goroutine writes the
+// queue in batches (COPY) as fast as Postgres takes them: each write
+// takes the records queued while the previous one ran, up to BatchSize,
+// in one statement and one commit. The writer keeps a connection of its
+// own, taken out of the pool (it does not count in the pool's MaxConns),
+// and runs each COPY itself, one write and one read. By default Record
+// never blocks; with AuditOptions.Durable it returns once its record is
+// committed (or, at most, after Timeout), the writer keeps a second
+// write in flight behind the first, and it yields to the Records it has
+// just answered before it takes its next batch (AuditOptions.Durable
+// says what durability costs in throughput). While Postgres is
+// unreachable the queue holds the records and the writer retries; the
+// records beyond QueueSize (and, with Durable, those not committed
+// within Timeout) are dropped, counted in [AuditSink.Stats] and the
 // agentsurface.audit.records metric, and logged. A record Postgres
 // refuses as invalid is dropped alone, not its batch. Close writes what
-// is queued, for at most CloseTimeout. It is safe for concurrent use.
+// is queued, for at most CloseTimeout, and closes the connection. It is
+// safe for concurrent use.
 type AuditSink struct {
-	// copyRows writes rows in one statement and one commit: a COPY into
-	// agentsurface_audit (tests put a fake Postgres here).
-	copyRows func(ctx context.Context, rows [][]any) error
-	opts     AuditOptions
-	log      *slog.Logger
-	wake     chan struct{} // a record was queued
-	stop     chan struct{} // Close was called
-	done     chan struct{} // the writer has returned
-	metrics  metric.Registration
+	db      auditStore // only the writer goroutine uses it
+	opts    AuditOptions
+	log     *slog.Logger
+	depth   int           // statements the writer keeps in flight
+	wake    chan struct{} // a record was queued
+	stop    chan struct{} // Close was called
+	done    chan struct{} // the writer has returned
+	metrics metric.Registration
 
 	mu      sync.Mutex
-	queue   []entry
+	queue   []entry // waiting to be sent, oldest first
+	sending int     // sent, and not yet settled
 	closed  bool
 	closeBy time.Time // when Close gives up writing what is queued
 	written uint64
@@ -118,9 +122,6 @@ type AuditSink struct {
 	dropsUnlogged uint64
 	lastDropLog   time.Time
 }
-
-// auditRow is one record as written, in the column order of auditColumns.
-type auditRow []any
 
 // entry is a queued record.
 type entry struct {
@@ -131,6 +132,15 @@ type entry struct {
 	done     chan error
 }
 
+// statement is a write the writer has sent: its records, when it must
+// be done by, and, once read, its result.
+type statement struct {
+	batch  []entry
+	end    time.Time
+	result error
+	read   bool
+}
+
 // Verdicts of durable records that were not stored.
 var (
 	errAuditTimeout = fmt.Errorf("%w: not committed within AuditOptions.Timeout", surface.ErrAuditDropped)
@@ -138,22 +148,16 @@ var (
 	errAuditClosing = fmt.Errorf("%w: Postgres did not take it before Close gave up", surface.ErrAuditDropped)
 )
 
-var auditColumns = []string{"replica", "session", "at", "type", "capability_id", "registration_id",
-	"invocation_id", "confirmation_id", "consumer_id", "status", "code", "duration_ms", "queue_wait_ms",
-	"execution_ms", "actor", "reason", "input", "output", "truncated"}
-
-// NewAuditSink starts a sink writing to pool's agentsurface_audit table.
-// Close it to write what is queued and stop its goroutine.
+// NewAuditSink starts a sink writing to pool's agentsurface_audit table,
+// on a connection it takes out of pool (and takes again if it breaks).
+// Close it to write what is queued, stop its goroutine and close its
+// connection.
 func NewAuditSink(pool *pgxpool.Pool, opts *AuditOptions) *AuditSink {
-	return newAuditSink(func(ctx context.Context, rows [][]any) error {
-		_, err := pool.CopyFrom(ctx, pgx.Identifier{"agentsurface_audit"}, auditColumns, pgx.CopyFromRows(rows))
-		return err
-	}, opts)
+	return newAuditSink(&pgStore{pool: pool}, opts)
 }
 
-// newAuditSink starts a sink whose writes go to copyRows: one call, one
-// statement and one commit.
-func newAuditSink(copyRows func(ctx context.Context, rows [][]any) error, opts *AuditOptions) *AuditSink {
+// newAuditSink starts a sink whose writes go to db.
+func newAuditSink(db auditStore, opts *AuditOptions) *AuditSink {
 	var o AuditOptions
 	if opts != nil {
 		o = *opts
@@ -173,8 +177,15 @@ func newAuditSink(copyRows func(ctx context.Context, rows [][]any) error, opts *
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 10 * time.Second
 	}
-	s := &AuditSink{copyRows: copyRows, opts: o, log: o.Logger,
+	s := &AuditSink{db: db, opts: o, log: o.Logger, depth: 1,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if o.Durable {
+		// Records wait for their commit: while Postgres writes one batch,
+		// the next is on its way, so that Postgres never waits for the
+		// writer to answer and gather. Records that do not wait gain
+		// nothing from it (their batches are full).
+		s.depth = 2
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -213,7 +224,7 @@ func (s *AuditSink) record(session string, e surface.AuditEvent) error {
 		en.done = make(chan error, 1)
 	}
 	s.mu.Lock()
-	if s.closed || len(s.queue) >= s.opts.QueueSize {
+	if s.closed || len(s.queue)+s.sending >= s.opts.QueueSize {
 		s.dropLocked(1, "the audit queue is full or the sink closed")
 		s.mu.Unlock()
 		return surface.ErrAuditDropped
@@ -237,29 +248,17 @@ func (s *AuditSink) record(session string, e surface.AuditEvent) error {
 // row returns e as a table row. Text that Postgres cannot store (invalid
 // UTF-8, NUL) is made storable rather than lost.
 func (s *AuditSink) row(session string, e surface.AuditEvent) auditRow {
-	var in, out any
-	var truncated bool
+	f := auditFields{replica: cleanText(s.opts.Replica), session: cleanText(session), at: e.At,
+		typ: cleanText(string(e.Type)), capability: cleanText(e.CapabilityID),
+		registration: cleanText(e.RegistrationID), invocation: cleanText(e.InvocationID),
+		confirmation: cleanText(e.ConfirmationID), consumer: cleanText(e.ConsumerID),
+		status: cleanText(string(e.Status)), code: cleanText(string(e.Code)),
+		durationMs: e.DurationMs, queueWaitMs: e.QueueWaitMs, executionMs: e.ExecutionMs,
+		actor: cleanText(e.Actor), reason: cleanText(e.Reason)}
 	if p := e.Payload; p != nil {
-		if p.Input != "" {
-			in = cleanText(string(p.Input))
-		}
-		if p.Output != "" {
-			out = cleanText(string(p.Output))
-		}
-		truncated = p.Truncated
+		f.input, f.output, f.truncated = cleanText(string(p.Input)), cleanText(string(p.Output)), p.Truncated
 	}
-	return auditRow{s.opts.Replica, optional(session), e.At, cleanText(string(e.Type)),
-		optional(e.CapabilityID), optional(e.RegistrationID), optional(e.InvocationID), optional(e.ConfirmationID),
-		optional(e.ConsumerID), optional(string(e.Status)), optional(string(e.Code)),
-		e.DurationMs, e.QueueWaitMs, e.ExecutionMs, optional(e.Actor), optional(e.Reason), in, out, truncated}
-}
-
-// optional returns nil (NULL) for "", else s made storable.
-func optional(s string) any {
-	if s == "" {
-		return nil
-	}
-	return cleanText(s)
+	return f.encode()
 }
 
 // cleanText replaces invalid UTF-8 and NUL, which Postgres text refuses.
@@ -283,46 +282,70 @@ func (s *AuditSink) dropLocked(n int, why string) {
 }
 
 // run writes the queue until Close, then what is left, within
-// CloseTimeout.
+// CloseTimeout. It sends a batch whenever fewer than depth statements are
+// in flight, and reads their results in the order it sent them.
 func (s *AuditSink) run() {
 	defer close(s.done)
-	var deadline time.Time // when Close gives up: zero until it is called
-	backoff := minBackoff
-	var failing, lastFailLog time.Time // when writes started failing; when that was last logged
+	defer s.db.reset()
+	var flight []statement // sent, oldest first
+	f := writeFailures{backoff: minBackoff}
 	for {
 		s.mu.Lock()
-		deadline = s.closeBy
+		closeBy := s.closeBy
 		s.expireLocked(time.Now())
-		batch := s.queue[:min(len(s.queue), s.opts.BatchSize)]
+		var batch []entry
+		if len(flight) < s.depth {
+			n := min(len(s.queue), s.opts.BatchSize)
+			// Record only appends, past the batch: the batch is the
+			// writer's until it is settled.
+			batch, s.queue = s.queue[:n:n], s.queue[n:]
+			s.sending += n
+		}
 		s.mu.Unlock()
-		if len(batch) == 0 {
-			if !deadline.IsZero() {
-				return
+		var err error
+		switch {
+		case len(batch) > 0:
+			st := statement{batch: batch, end: s.end(batch, closeBy)}
+			flight = append(flight, st)
+			if err = s.db.send(rows(batch), st.end); err == nil {
+				continue
 			}
+		case len(flight) > 0:
+			if flight, err = s.settleOldest(flight); err == nil {
+				f.resumed(s)
+				continue
+			}
+		case !closeBy.IsZero():
+			return
+		default:
 			select {
 			case <-s.wake:
 			case <-s.stop:
 			}
 			continue
 		}
-		// Record only appends, past the batch, and only this goroutine
-		// removes from the front: the batch is not touched while it is
-		// written.
-		verdicts, err := s.write(batch, deadline)
-		s.mu.Lock()
-		for i, v := range verdicts {
-			if v == nil {
-				s.written++
-			}
-			if done := s.queue[i].done; done != nil {
-				done <- v
-			}
+		s.broken(flight)
+		flight = nil
+		if f.pause(s, err, closeBy) {
+			return
 		}
-		clear(s.queue[:len(verdicts)]) // no reference to a settled record stays
-		s.queue = s.queue[len(verdicts):]
-		queued := len(s.queue)
-		s.mu.Unlock()
-		if s.opts.Durable && len(verdicts) > 0 {
+	}
+}
+
+// settleOldest reads the result of the oldest statement in flight and
+// settles its records, and returns the statements still in flight. A
+// batch that Postgres refuses for its data is written row by row, and
+// the rows it refuses are dropped. Any other error means the connection
+// broke: flight is returned as it is, for [AuditSink.broken].
+func (s *AuditSink) settleOldest(flight []statement) ([]statement, error) {
+	st := &flight[0]
+	if !st.read {
+		st.result, st.read = s.db.receive(st.end), true
+	}
+	switch {
+	case st.result == nil:
+		s.settle(st.batch, nil)
+		if s.opts.Durable {
 			// The Records just answered are ready to run, mostly on
 			// this goroutine's processor. Yield to them, so that the
 			// records their callers make next are queued before this
@@ -330,58 +353,195 @@ func (s *AuditSink) run() {
 			// than wait for another one.
 			runtime.Gosched()
 		}
-		if err == nil {
-			if !failing.IsZero() {
-				s.log.Info("replica: audit writes resumed", "after", time.Since(failing).Round(time.Millisecond), "queued", queued)
-				failing = time.Time{}
+		return flight[1:], nil
+	case !invalidData(st.result):
+		return flight, st.result
+	}
+	// Row by row, behind the statements still in flight: read their
+	// results first, in order, by st's end, when its Records stop
+	// waiting (if Postgres is slower, the connection is dropped).
+	for i := 1; i < len(flight); i++ {
+		if !flight[i].read {
+			end := flight[i].end
+			if st.end.Before(end) {
+				end = st.end
 			}
-			backoff = minBackoff
+			flight[i].result, flight[i].read = s.db.receive(end), true
+		}
+		if r := flight[i].result; r != nil && !invalidData(r) {
+			return flight, r
+		}
+	}
+	verdicts, err := s.oneByOne(st.batch, st.end)
+	s.settle(st.batch[:len(verdicts)], verdicts)
+	st.batch = st.batch[len(verdicts):]
+	if err != nil {
+		return flight, err
+	}
+	return flight[1:], nil
+}
+
+// oneByOne writes the rows of batch one statement each, until end, and
+// returns the verdicts of those done with: nil for those stored,
+// errAuditRefused for those Postgres refused (dropped, counted and
+// logged). It stops at any other error.
+func (s *AuditSink) oneByOne(batch []entry, end time.Time) ([]error, error) {
+	verdicts := make([]error, 0, len(batch))
+	for _, en := range batch {
+		err := s.db.send([]auditRow{en.row}, end)
+		if err == nil {
+			err = s.db.receive(end)
+		}
+		switch {
+		case err == nil:
+			verdicts = append(verdicts, nil)
+		case invalidData(err):
+			s.log.Error("replica: Postgres refused an audit record; it is dropped", "record", en.row, "error", err)
+			s.mu.Lock()
+			s.lastDropLog = time.Time{}
+			s.dropLocked(1, "refused by Postgres")
+			s.mu.Unlock()
+			verdicts = append(verdicts, errAuditRefused)
+		default:
+			return verdicts, err
+		}
+	}
+	return verdicts, nil
+}
+
+// settle gives the records of batch their verdicts (nil: all committed),
+// counts those written, and lets go of them.
+func (s *AuditSink) settle(batch []entry, verdicts []error) {
+	s.mu.Lock()
+	for i, en := range batch {
+		var v error
+		if verdicts != nil {
+			v = verdicts[i]
+		}
+		if v == nil {
+			s.written++
+		}
+		if en.done != nil {
+			en.done <- v
+		}
+	}
+	s.sending -= len(batch)
+	s.mu.Unlock()
+	clear(batch) // no reference to a settled record stays
+}
+
+// broken drops the connection, which broke with flight in the air: a
+// statement read as committed is settled, and the records of the others
+// go back to the front of the queue, in order, to be sent again.
+func (s *AuditSink) broken(flight []statement) {
+	s.db.reset()
+	var again []entry
+	for _, st := range flight {
+		if st.read && st.result == nil {
+			s.settle(st.batch, nil)
 			continue
 		}
-		now := time.Now()
-		if failing.IsZero() {
-			failing = now
-		}
-		if now.Sub(lastFailLog) >= 10*time.Second {
-			s.log.Warn("replica: cannot write audit records; keeping them queued and retrying",
-				"queued", queued, "queue_size", s.opts.QueueSize, "error", err)
-			lastFailLog = now
-		}
-		if !deadline.IsZero() && !now.Before(deadline) {
-			s.mu.Lock()
-			n := len(s.queue)
-			for _, en := range s.queue {
-				if en.done != nil {
-					en.done <- errAuditClosing
-				}
-			}
-			s.queue = nil
-			s.lastDropLog = time.Time{} // say it now
-			s.dropLocked(n, "closing: Postgres did not take them within CloseTimeout")
-			s.mu.Unlock()
-			return
-		}
-		wait := backoff
-		if !deadline.IsZero() {
-			wait = min(wait, time.Until(deadline))
-		}
-		s.mu.Lock()
-		if d := s.queue[0].deadline; !d.IsZero() {
-			wait = min(wait, time.Until(d)) // its Record is waiting for a verdict
-		}
-		s.mu.Unlock()
-		stop := s.stop
-		if !deadline.IsZero() {
-			stop = nil // closing already: only the deadline counts
-		}
-		t := time.NewTimer(max(wait, 0))
-		select {
-		case <-t.C:
-		case <-stop:
-			t.Stop()
-		}
-		backoff = min(2*backoff, maxBackoff)
+		again = append(again, st.batch...)
+		clear(st.batch)
 	}
+	s.mu.Lock()
+	s.sending -= len(again)
+	s.queue = append(again, s.queue...)
+	s.mu.Unlock()
+}
+
+// end returns when a statement writing batch must be done: within
+// Timeout (or, closing, by the end of CloseTimeout), and by the deadline
+// of its first durable record, whose Record waits for it.
+func (s *AuditSink) end(batch []entry, closing time.Time) time.Time {
+	end := time.Now().Add(s.opts.Timeout)
+	if !closing.IsZero() {
+		end = closing
+	}
+	if d := batch[0].deadline; !d.IsZero() && d.Before(end) {
+		end = d
+	}
+	return end
+}
+
+func rows(batch []entry) []auditRow {
+	rows := make([]auditRow, len(batch))
+	for i, en := range batch {
+		rows[i] = en.row
+	}
+	return rows
+}
+
+// writeFailures is the writer's state while writes fail.
+type writeFailures struct {
+	backoff time.Duration
+	failing time.Time // when writes started failing; zero while they succeed
+	lastLog time.Time // when that was last logged
+}
+
+// resumed notes a successful write.
+func (f *writeFailures) resumed(s *AuditSink) {
+	if !f.failing.IsZero() {
+		s.mu.Lock()
+		queued := len(s.queue)
+		s.mu.Unlock()
+		s.log.Info("replica: audit writes resumed", "after", time.Since(f.failing).Round(time.Millisecond), "queued", queued)
+		f.failing = time.Time{}
+	}
+	f.backoff = minBackoff
+}
+
+// pause notes a failed write and waits before the next try: a backoff,
+// cut short by Close, by the end of CloseTimeout and by the deadline of
+// the first waiting Record. Past the end of CloseTimeout, it drops what
+// is queued and reports that the writer is done.
+func (f *writeFailures) pause(s *AuditSink, err error, closeBy time.Time) (done bool) {
+	now := time.Now()
+	if f.failing.IsZero() {
+		f.failing = now
+	}
+	s.mu.Lock()
+	queued := len(s.queue)
+	s.mu.Unlock()
+	if now.Sub(f.lastLog) >= 10*time.Second {
+		s.log.Warn("replica: cannot write audit records; keeping them queued and retrying",
+			"queued", queued, "queue_size", s.opts.QueueSize, "error", err)
+		f.lastLog = now
+	}
+	if !closeBy.IsZero() && !now.Before(closeBy) {
+		s.mu.Lock()
+		for _, en := range s.queue {
+			if en.done != nil {
+				en.done <- errAuditClosing
+			}
+		}
+		s.queue = nil
+		s.lastDropLog = time.Time{} // say it now
+		s.dropLocked(queued, "closing: Postgres did not take them within CloseTimeout")
+		s.mu.Unlock()
+		return true
+	}
+	wait := f.backoff
+	if !closeBy.IsZero() {
+		wait = min(wait, time.Until(closeBy))
+	}
+	s.mu.Lock()
+	if len(s.queue) > 0 && !s.queue[0].deadline.IsZero() {
+		wait = min(wait, time.Until(s.queue[0].deadline)) // its Record is waiting for a verdict
+	}
+	s.mu.Unlock()
+	stop := s.stop
+	if !closeBy.IsZero() {
+		stop = nil // closing already: only the deadline counts
+	}
+	t := time.NewTimer(max(wait, 0))
+	select {
+	case <-t.C:
+	case <-stop:
+		t.Stop()
+	}
+	f.backoff = min(2*f.backoff, maxBackoff)
+	return false
 }
 
 // expireLocked withdraws the durable records at the front of the queue
@@ -407,57 +567,6 @@ const (
 	maxBackoff = 2 * time.Second
 )
 
-// write writes batch within Timeout (or by closing, the end of
-// CloseTimeout), and by the deadline of its first durable record, whose
-// Record waits for it. It returns the verdicts of the records from its
-// front that are done with: nil for those stored, an error for those
-// Postgres refused (dropped, counted and logged). A batch that Postgres
-// refuses for its data is written row by row, and the rows it refuses are
-// dropped; any other failure is returned, and the rows not done with are
-// retried.
-func (s *AuditSink) write(batch []entry, closing time.Time) (verdicts []error, err error) {
-	end := time.Now().Add(s.opts.Timeout)
-	if !closing.IsZero() {
-		end = closing
-	}
-	if d := batch[0].deadline; !d.IsZero() && d.Before(end) {
-		end = d
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), end)
-	defer cancel()
-	rows := make([][]any, len(batch))
-	for i, en := range batch {
-		rows[i] = en.row
-	}
-	err = s.copyRows(ctx, rows)
-	switch {
-	case err == nil:
-		return make([]error, len(rows)), nil
-	case !invalidData(err):
-		// The retry (after the backoff) gets another connection: the pool
-		// drops one that broke.
-		return nil, err
-	}
-	verdicts = make([]error, 0, len(rows))
-	for _, r := range rows {
-		err := s.copyRows(ctx, [][]any{r})
-		switch {
-		case err == nil:
-			verdicts = append(verdicts, nil)
-		case invalidData(err):
-			s.log.Error("replica: Postgres refused an audit record; it is dropped", "type", r[3], "invocationId", r[6], "error", err)
-			s.mu.Lock()
-			s.lastDropLog = time.Time{}
-			s.dropLocked(1, "refused by Postgres")
-			s.mu.Unlock()
-			verdicts = append(verdicts, errAuditRefused)
-		default:
-			return verdicts, err
-		}
-	}
-	return verdicts, nil
-}
-
 // invalidData reports whether Postgres refused the data itself (SQLSTATE
 // classes 22, data exception, and 23, integrity constraint violation),
 // which no retry can fix.
@@ -470,14 +579,14 @@ func invalidData(err error) bool {
 type AuditStats struct {
 	Written uint64 // stored in Postgres
 	Dropped uint64 // lost: queue full, refused by Postgres, or not written by the end of Close
-	Queued  int    // waiting to be written
+	Queued  int    // waiting to be written, or being written
 }
 
 // Stats returns the sink's counters.
 func (s *AuditSink) Stats() AuditStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return AuditStats{Written: s.written, Dropped: s.dropped, Queued: len(s.queue)}
+	return AuditStats{Written: s.written, Dropped: s.dropped, Queued: len(s.queue) + s.sending}
 }
 
 // Close stops taking records, writes those queued (trying for at most

@@ -357,3 +357,43 @@ func TestAuditSinkVerdictsProperty(t *testing.T) {
 		}
 	})
 }
+
+// A durable sink keeps a second statement in flight while Postgres
+// writes the first, so that Postgres never waits for the writer to
+// answer and gather; the asynchronous sink keeps one. (Issue 38.4.)
+func TestDurableAuditKeepsTwoStatementsInFlight(t *testing.T) {
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprint("durable=", durable), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan error)
+				db := &fakeAuditDB{script: []fakeWrite{{release: release}}}
+				sink := replica.NewAuditSinkOn(db.write, &replica.AuditOptions{Durable: durable, BatchSize: 1, Timeout: time.Minute})
+				first := recordAsync(sink, "r0")
+				synctest.Wait() // r0's statement is sent, and Postgres holds it
+				rest := []<-chan error{recordAsync(sink, "r1"), recordAsync(sink, "r2"), recordAsync(sink, "r3")}
+				synctest.Wait()
+				release <- nil
+				for i, ch := range append([]<-chan error{first}, rest...) {
+					if err := <-ch; err != nil {
+						t.Fatalf("r%d: %v", i, err)
+					}
+				}
+				if err := sink.Close(); err != nil {
+					t.Fatal(err)
+				}
+				want := 1
+				if durable {
+					want = 2
+				}
+				if got := sink.MostInFlight(); got != want {
+					t.Fatalf("%d statements in flight at most, want %d", got, want)
+				}
+				stored, _, _, _ := db.state()
+				slices.Sort(stored)
+				if !slices.Equal(stored, []string{"r0", "r1", "r2", "r3"}) {
+					t.Fatalf("stored %v, want r0…r3 once each", stored)
+				}
+			})
+		})
+	}
+}

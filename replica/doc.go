@@ -176,8 +176,8 @@
 // returns once its record is committed, so no call is answered before its
 // settlement record is stored; concurrent records share one statement
 // and commit (group commit), so its throughput grows with concurrent
-// calls, though it stays below the asynchronous sink's (see
-// AuditOptions.Durable). While Postgres is down records stay
+// calls: below the asynchronous sink's while few calls are under way,
+// as high with many (see AuditOptions.Durable). While Postgres is down records stay
 // queued, up to AuditOptions.QueueSize (and, when durable, for at most
 // AuditOptions.Timeout); beyond, they are dropped, counted and logged,
 // never silently. Close writes what is queued.

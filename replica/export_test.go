@@ -2,9 +2,9 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -57,16 +57,49 @@ func ResponseHeaderTimeoutOf(h http.Handler) time.Duration {
 // NewAuditSinkOn returns a sink whose writes go to write instead of a
 // COPY into Postgres: one call is one statement and one commit, given
 // the invocation id of each row. write returns an error wrapping a
-// *pgconn.PgError of class 22 or 23 to refuse the rows as invalid.
+// *pgconn.PgError of class 22 or 23 to refuse the rows as invalid; any
+// other error breaks the connection, and fails the statements sent
+// behind it. Statements run when the writer reads their result, in the
+// order they were sent, as Postgres runs them one after the other.
 func NewAuditSinkOn(write func(ctx context.Context, invocations []string) error, opts *AuditOptions) *AuditSink {
-	col := slices.Index(auditColumns, "invocation_id")
-	return newAuditSink(func(ctx context.Context, rows [][]any) error {
-		ids := make([]string, len(rows))
-		for i, r := range rows {
-			ids[i], _ = r[col].(string)
-		}
-		return write(ctx, ids)
-	}, opts)
+	return newAuditSink(&funcStore{write: write}, opts)
+}
+
+// funcStore is an auditStore whose statements are calls of write.
+type funcStore struct {
+	write      func(ctx context.Context, invocations []string) error
+	pending    [][]string // sent, not yet read
+	maxPending int
+}
+
+func (f *funcStore) send(rows []auditRow, _ time.Time) error {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.invocation
+	}
+	f.pending = append(f.pending, ids)
+	f.maxPending = max(f.maxPending, len(f.pending))
+	return nil
+}
+
+func (f *funcStore) receive(end time.Time) error {
+	if len(f.pending) == 0 {
+		return errors.New("funcStore: nothing sent")
+	}
+	ids := f.pending[0]
+	f.pending = f.pending[1:]
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	return f.write(ctx, ids)
+}
+
+func (f *funcStore) reset() { f.pending = nil }
+
+// MostInFlight returns the most statements a sink of NewAuditSinkOn had
+// sent and not yet read at once. Call it after Close.
+func (s *AuditSink) MostInFlight() int {
+	<-s.done
+	return s.db.(*funcStore).maxPending
 }
 
 // Closing reports whether Close was called.
