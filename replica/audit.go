@@ -36,15 +36,22 @@ type AuditOptions struct {
 	// after each commit it lets the callers it has just answered run
 	// before it takes its next batch, so that their next records join it.
 	// A call answers one to two commits later. Each commit has a fixed
-	// cost (a round trip and a transaction: about 0.15 ms of Postgres CPU
-	// on a small machine) shared by the records it writes, so the sink's
-	// throughput grows with the Records waiting at once, and stays below
-	// the asynchronous sink's while few are, since that one writes up to
-	// BatchSize records per commit. On 2 CPUs it commits about 0.75×
-	// the asynchronous sink's records per second with 64 Records at once
-	// and as many with 256 (BenchmarkAuditSink), and a replica answers
-	// audited HTTP calls from 64 clients at about 0.8× the rate
-	// (BenchmarkAuditedCalls).
+	// cost (a round trip and a transaction, about 0.15 ms of Postgres
+	// CPU on a small machine, and the flush of Postgres's log to disk)
+	// shared by the records it writes, so the sink's throughput grows
+	// with the Records waiting at once, and stays below the asynchronous
+	// sink's while few are, since that one writes up to BatchSize records
+	// per commit. Measured on 2 CPUs shared by the replica and a
+	// Postgres that flushes its log at every commit (its default): with
+	// 256 clients at once, a replica answers audited HTTP calls at about
+	// 0.9× the rate it answers them with the asynchronous sink, and with
+	// 64 at about 0.7×, since each call then spends about 1 ms waiting
+	// for its commit and the replica's CPU is partly idle
+	// (BenchmarkAuditedCalls). The sink alone commits about 0.8× the
+	// asynchronous sink's records per second with 256 Records at once,
+	// and 0.5× with 64, each of which waits about 1.4 ms
+	// (BenchmarkAuditSink). Give a durable replica more calls in flight
+	// than an asynchronous one for the same rate.
 	//
 	// Record waits at most Timeout: a record not committed by then is
 	// withdrawn, counted as dropped and logged, and Record returns an

@@ -177,10 +177,11 @@
 // settlement record is stored; concurrent records share one statement
 // and commit (group commit), so its throughput grows with concurrent
 // calls: below the asynchronous sink's while few calls are under way,
-// as high with many (see AuditOptions.Durable). While Postgres is down records stay
-// queued, up to AuditOptions.QueueSize (and, when durable, for at most
-// AuditOptions.Timeout); beyond, they are dropped, counted and logged,
-// never silently. Close writes what is queued.
+// close to it with many (see AuditOptions.Durable for figures). While
+// Postgres is down records stay queued, up to AuditOptions.QueueSize
+// (and, when durable, for at most AuditOptions.Timeout); beyond, they are
+// dropped, counted and logged, never silently. Close writes what is
+// queued.
 //
 // # Metrics
 //

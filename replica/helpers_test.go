@@ -63,7 +63,7 @@ func migrated(t testing.TB) (*pgxpool.Pool, string) {
 // start) and returns it with a pool on a fresh, migrated database.
 func privateMigrated(t testing.TB) (*pgtest.Server, *pgxpool.Pool, string) {
 	t.Helper()
-	srv := pgtest.StartServer(t)
+	srv := pgtest.StartServer(t, nil)
 	url := srv.Database(t)
 	pool := openPool(t, url)
 	if err := replica.Migrate(context.Background(), pool); err != nil {

@@ -45,7 +45,7 @@ func (b *inbox) payloads() string {
 // after Postgres restarts, the listeners reconnect, say they may have
 // missed some (Resync), and receive again.
 func TestNotifierAcrossReplicasAndRestart(t *testing.T) {
-	srv := pgtest.StartServer(t)
+	srv := pgtest.StartServer(t, nil)
 	url := srv.Database(t)
 	ctx := context.Background()
 	boxes := make([]*inbox, 3)

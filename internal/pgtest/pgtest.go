@@ -59,7 +59,7 @@ func New() *Cluster {
 	if u := os.Getenv(EnvURL); u != "" {
 		return &Cluster{admin: u}
 	}
-	srv, err := startServer()
+	srv, err := startServer(ServerOptions{})
 	if err != nil {
 		return &Cluster{reason: err.Error()}
 	}
@@ -153,14 +153,31 @@ type Server struct {
 	dir  string // holds data/ and log
 	port int
 	as   *user.User // run the binaries as this user (root's tests), or nil
+	opts ServerOptions
+}
+
+// ServerOptions configure a server [StartServer] starts. The zero value
+// (or nil) is valid.
+type ServerOptions struct {
+	// Flush makes the server flush its write-ahead log to disk at every
+	// commit (fsync and full_page_writes on, PostgreSQL's defaults), as a
+	// production server does: for benchmarks of what a commit costs.
+	// Default false: the server never flushes, which keeps tests fast;
+	// its commits still reach the operating system, so a crash stop of
+	// the server loses none.
+	Flush bool
 }
 
 // StartServer starts a private server for tb, stopped and removed when tb
 // ends. It skips tb, saying why, when no PostgreSQL binaries are
 // installed.
-func StartServer(tb testing.TB) *Server {
+func StartServer(tb testing.TB, opts *ServerOptions) *Server {
 	tb.Helper()
-	srv, err := startServer()
+	var o ServerOptions
+	if opts != nil {
+		o = *opts
+	}
+	srv, err := startServer(o)
 	if err != nil {
 		tb.Skipf("cannot start a PostgreSQL server: %v", err)
 	}
@@ -195,13 +212,17 @@ func (s *Server) Close() {
 }
 
 func (s *Server) serverOptions() string {
-	return strings.Join([]string{
+	opts := []string{
 		"-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=''",
-		"-c", "fsync=off", "-c", "full_page_writes=off", // no flushes; commits still reach the OS, so a crash stop keeps them
 		"-c", "max_connections=200",
-	}, " ")
+	}
+	if !s.opts.Flush {
+		// No flushes; commits still reach the OS, so a crash stop keeps them.
+		opts = append(opts, "-c", "fsync=off", "-c", "full_page_writes=off")
+	}
+	return strings.Join(opts, " ")
 }
 
 func (s *Server) pgctl(args ...string) error {
@@ -222,12 +243,12 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 
 // startServer runs initdb into a new temporary directory and starts the
 // server.
-func startServer() (*Server, error) {
+func startServer(opts ServerOptions) (*Server, error) {
 	bin, err := binaries()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin}
+	s := &Server{bin: bin, opts: opts}
 	if os.Geteuid() == 0 {
 		if s.as, err = user.Lookup("postgres"); err != nil {
 			return nil, fmt.Errorf("running as root needs a postgres user to run the server as: %v", err)
