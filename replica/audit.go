@@ -45,8 +45,8 @@ type AuditOptions struct {
 	// Postgres that flushes its log at every commit (its default): with
 	// 256 clients at once, a replica answers audited HTTP calls at about
 	// 0.9× the rate it answers them with the asynchronous sink, and with
-	// 64 at about 0.7×, since each call then spends about 1 ms waiting
-	// for its commit and the replica's CPU is partly idle
+	// 64 at about 0.6×, since each call then takes about 2 ms longer,
+	// waiting for its commit, while the replica's CPU is partly idle
 	// (BenchmarkAuditedCalls). The sink alone commits about 0.8× the
 	// asynchronous sink's records per second with 256 Records at once,
 	// and 0.5× with 64, each of which waits about 1.4 ms
