@@ -28,7 +28,12 @@ type AuditOptions struct {
 	// Durable makes Record return only once its record is committed in
 	// Postgres. The registry records a call's settlement before it
 	// answers, so no answer leaves before its record is stored: a replica
-	// killed at any moment has lost no record of a call it answered.
+	// killed at any moment has lost no record of a call it answered. A
+	// registry's call of an action records invocation-started before its
+	// handler runs and invocation-settled before it answers, and waits
+	// for each commit: no handler runs before a trace of its call is
+	// stored (unless Record gave up, below), and a call waits for two
+	// commits.
 	// Records that arrive while a write is under way are written together
 	// by a following one, one COPY and one commit (group commit). The
 	// writer keeps two writes in flight on its connection, so that
@@ -42,16 +47,22 @@ type AuditOptions struct {
 	// with the Records waiting at once, and stays below the asynchronous
 	// sink's while few are, since that one writes up to BatchSize records
 	// per commit. Measured on 2 CPUs shared by the replica and a
-	// Postgres that flushes its log at every commit (its default): with
-	// 256 clients at once, a replica answers audited HTTP calls at about
-	// 0.9× the rate it answers them with the asynchronous sink, and with
-	// 64 at about 0.6×, since each call then takes about 2 ms longer,
-	// waiting for its commit, while the replica's CPU is partly idle
-	// (BenchmarkAuditedCalls). The sink alone commits about 0.8× the
-	// asynchronous sink's records per second with 256 Records at once,
-	// and 0.5× with 64, each of which waits about 1.4 ms
-	// (BenchmarkAuditSink). Give a durable replica more calls in flight
-	// than an asynchronous one for the same rate.
+	// Postgres that flushes its log at every commit (its default), as a
+	// share of the rate with the asynchronous sink:
+	//
+	//   - a replica's audited HTTP calls (one record each,
+	//     BenchmarkAuditedCalls): about 0.9× with 256 clients at once,
+	//     0.6× with 64, when each call takes about 2 ms longer, waiting
+	//     for its commit, while the replica's CPU is partly idle;
+	//   - a registry's calls of an action (two records each,
+	//     BenchmarkAuditedInvoke): about 0.95× with 256 callers, 0.55×
+	//     with 64;
+	//   - the sink alone (BenchmarkAuditSink): about 0.8× the records
+	//     with 256 Records at once, 0.5× with 64, each of which waits
+	//     about 1.4 ms.
+	//
+	// Give a durable replica more calls in flight than an asynchronous
+	// one for the same rate.
 	//
 	// Record waits at most Timeout: a record not committed by then is
 	// withdrawn, counted as dropped and logged, and Record returns an

@@ -3,6 +3,7 @@ package replica_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -334,6 +335,71 @@ func TestDurableAuditCommitsBeforeRecordReturns(t *testing.T) {
 	}
 	if st := sink.Stats(); st.Written != callers*each+64 || st.Dropped != 0 || st.Queued != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Through a registry, a durable sink stores a call's invocation-started
+// record before its handler runs, and its settlement before Invoke
+// returns: a handler that looks finds its call's trace, and the caller
+// finds the settlement. (Issue 38.4; AuditOptions.Durable.)
+func TestDurableAuditStoresTheStartBeforeTheHandlerRuns(t *testing.T) {
+	pool, url := migrated(t)
+	reader := openPool(t, url)
+	sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "r1", Durable: true})
+	defer sink.Close()
+	reg := surface.New(&surface.Options{Audit: sink.For("s1")})
+	defer reg.Close()
+	count := func(id, typ string) int {
+		var n int
+		if err := reader.QueryRow(context.Background(), `SELECT count(*) FROM agentsurface_audit WHERE invocation_id = $1 AND type = $2`,
+			id, typ).Scan(&n); err != nil {
+			t.Error(err)
+		}
+		return n
+	}
+	type none struct{}
+	seen := make(chan int, 64)
+	_, err := reg.Register(surface.Component{Type: "devices.table", Description: "Devices", Actions: map[string]surface.Capability{
+		"select": surface.Action(surface.ActionDef[none, none]{
+			Description: "Select", Effect: surface.EffectLocalState,
+			Concurrency: surface.Concurrency[none]{Mode: surface.ConcurrencyParallel, Max: 8},
+			Execute: func(_ context.Context, call *surface.Call, _ none) (none, error) {
+				seen <- count(call.InvocationID, string(surface.AuditInvocationStarted))
+				return none{}, nil
+			},
+		}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for c := range 8 { // concurrent calls, so that records share commits
+		wg.Go(func() {
+			for i := range 4 {
+				id := fmt.Sprintf("inv_%d_%d", c, i)
+				res := reg.Invoke(context.Background(), surface.Invocation{InvocationID: id, CapabilityID: "view:devices.table.select",
+					Input: json.RawMessage(`{}`)}, surface.InvokeOptions{Consumer: surface.Consumer{ID: fmt.Sprint("agent-", c), Kind: surface.ConsumerEmbedded}})
+				if res.Error != nil {
+					t.Errorf("%s: %v", id, res.Error)
+					return
+				}
+				if n := count(id, string(surface.AuditInvocationSettled)); n != 1 {
+					t.Errorf("%s: %d settlement records once Invoke returned, want 1", id, n)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(seen)
+	calls := 0
+	for n := range seen {
+		calls++
+		if n != 1 {
+			t.Errorf("the handler found %d invocation-started records of its call, want 1", n)
+		}
+	}
+	if calls != 32 {
+		t.Fatalf("%d handlers ran, want 32", calls)
 	}
 }
 

@@ -3,6 +3,7 @@ package replica_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -248,6 +249,68 @@ func BenchmarkAuditedCalls(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 				cpu.report(b, "call")
 				if st := n.app.audit.Stats(); st.Dropped != 0 {
+					b.Fatalf("audit: %+v", st)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkAuditedInvoke measures registry calls settled per second, 64
+// then 256 callers at once, by a registry whose audit goes to the sink:
+// asynchronous, and durable. A call of an action at the default audit
+// level records two records, invocation-started before its handler runs
+// and invocation-settled before Invoke returns, and the durable sink
+// makes it wait for the commit of each. The action does nothing and
+// runs in parallel, so that what is measured is the audit; the server
+// flushes its log at every commit (see flushing).
+func BenchmarkAuditedInvoke(b *testing.B) {
+	pool, _ := flushing(b)
+	type none struct{}
+	for _, callers := range []int{64, 256} {
+		for _, mode := range []string{"async", "durable"} {
+			b.Run(fmt.Sprintf("%s/callers=%d", mode, callers), func(b *testing.B) {
+				sink := replica.NewAuditSink(pool, &replica.AuditOptions{Replica: "bench", Durable: mode == "durable",
+					QueueSize: 2*b.N + 1}) // the asynchronous sink drops nothing
+				defer sink.Close()
+				reg := surface.New(&surface.Options{Audit: sink.For("s_0123456789")})
+				defer reg.Close()
+				_, err := reg.Register(surface.Component{Type: "devices.table", Description: "Devices", Actions: map[string]surface.Capability{
+					"touch": surface.Action(surface.ActionDef[none, none]{
+						Description: "Touch", Effect: surface.EffectLocalState,
+						Concurrency: surface.Concurrency[none]{Mode: surface.ConcurrencyParallel, Max: callers},
+						Execute:     func(context.Context, *surface.Call, none) (none, error) { return none{}, nil },
+					}),
+				}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := pool.Exec(context.Background(), `TRUNCATE agentsurface_audit`); err != nil {
+					b.Fatal(err)
+				}
+				var caller atomic.Uint64
+				b.ReportAllocs()
+				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				cpu := startCPU(b, pool)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					consumer := surface.InvokeOptions{Consumer: surface.Consumer{ID: "agent-" + strconv.FormatUint(caller.Add(1), 10), Kind: surface.ConsumerEmbedded}}
+					for n := 0; pb.Next(); n++ {
+						res := reg.Invoke(context.Background(), surface.Invocation{InvocationID: "inv-" + strconv.Itoa(n),
+							CapabilityID: "view:devices.table.touch", Input: json.RawMessage(`{}`)}, consumer)
+						if res.Error != nil {
+							b.Error(res.Error)
+							return
+						}
+					}
+				})
+				for st := sink.Stats(); st.Written+st.Dropped < 2*uint64(b.N)+1; st = sink.Stats() {
+					time.Sleep(100 * time.Microsecond) // two records a call, and the registration's
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+				cpu.report(b, "call")
+				if st := sink.Stats(); st.Dropped != 0 {
 					b.Fatalf("audit: %+v", st)
 				}
 			})
