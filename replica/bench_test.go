@@ -179,9 +179,7 @@ func BenchmarkAuditSink(b *testing.B) {
 				session := sink.For("s_0123456789")
 				b.ReportAllocs()
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-				if _, err := pool.Exec(context.Background(), `TRUNCATE agentsurface_audit`); err != nil {
-					b.Fatal(err) // every run starts from the same table
-				}
+				emptyAudit(b, pool)
 				var caller atomic.Uint64
 				cpu := startCPU(b, pool)
 				b.ResetTimer()
@@ -199,13 +197,7 @@ func BenchmarkAuditSink(b *testing.B) {
 						}
 					}
 				})
-				for st := sink.Stats(); st.Written+st.Dropped < uint64(b.N); st = sink.Stats() {
-					time.Sleep(100 * time.Microsecond)
-				}
-				b.StopTimer()
-				if st := sink.Stats(); st.Dropped != 0 {
-					b.Fatalf("records dropped: %+v", st)
-				}
+				allWritten(b, sink, uint64(b.N))
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 				cpu.report(b, "record")
 			})
@@ -285,9 +277,7 @@ func BenchmarkAuditedInvoke(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := pool.Exec(context.Background(), `TRUNCATE agentsurface_audit`); err != nil {
-					b.Fatal(err)
-				}
+				emptyAudit(b, pool)
 				var caller atomic.Uint64
 				b.ReportAllocs()
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
@@ -304,17 +294,32 @@ func BenchmarkAuditedInvoke(b *testing.B) {
 						}
 					}
 				})
-				for st := sink.Stats(); st.Written+st.Dropped < 2*uint64(b.N)+1; st = sink.Stats() {
-					time.Sleep(100 * time.Microsecond) // two records a call, and the registration's
-				}
-				b.StopTimer()
+				allWritten(b, sink, 2*uint64(b.N)+1) // two records a call, and the registration's
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 				cpu.report(b, "call")
-				if st := sink.Stats(); st.Dropped != 0 {
-					b.Fatalf("audit: %+v", st)
-				}
 			})
 		}
+	}
+}
+
+// emptyAudit empties the audit table, so that every run starts from the
+// same table.
+func emptyAudit(b *testing.B, pool *pgxpool.Pool) {
+	if _, err := pool.Exec(context.Background(), `TRUNCATE agentsurface_audit`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// allWritten waits until sink has written n records (an asynchronous
+// sink writes what is queued after its Records returned), stops the
+// clock and fails b if any record was dropped.
+func allWritten(b *testing.B, sink *replica.AuditSink, n uint64) {
+	for st := sink.Stats(); st.Written+st.Dropped < n; st = sink.Stats() {
+		time.Sleep(100 * time.Microsecond) // the step of a poll on the condition
+	}
+	b.StopTimer()
+	if st := sink.Stats(); st.Dropped != 0 {
+		b.Fatalf("records dropped: %+v", st)
 	}
 }
 
